@@ -1,0 +1,1 @@
+//! gguf (work in progress)

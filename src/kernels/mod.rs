@@ -1,0 +1,1 @@
+//! kernels (work in progress)

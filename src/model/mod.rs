@@ -1,0 +1,1 @@
+//! model (work in progress)

@@ -1,0 +1,8 @@
+//! Quantization formats: ggml block layouts, scalar reference dequantization, and the 8-bit
+//! activation quantizers (Q8_0, Q8_K) used for integer dot products.
+
+pub mod blocks;
+pub mod types;
+
+pub use blocks::*;
+pub use types::{GgmlType, QK_K};

@@ -1,0 +1,1 @@
+//! sampling (work in progress)
