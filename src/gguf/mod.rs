@@ -1,1 +1,12 @@
-//! gguf (work in progress)
+//! GGUF container reader: versions 2 and 3, zero-copy over a memory map.
+//!
+//! Every size, offset, count and dimension is checked; malformed input yields a [`GgufError`]
+//! naming the problem, never a panic.
+
+mod error;
+mod reader;
+mod value;
+
+pub use error::GgufError;
+pub use reader::{GgufFile, TensorInfo};
+pub use value::{Value, ValueType};

@@ -1,0 +1,423 @@
+//! Parsing of the GGUF header, metadata and tensor table.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::error::GgufError;
+use super::value::{Value, ValueType};
+use crate::quant::GgmlType;
+
+const MAGIC: &[u8; 4] = b"GGUF";
+const DEFAULT_ALIGNMENT: u64 = 32;
+/// ggml tensors have at most 4 dimensions.
+const MAX_DIMS: u32 = 4;
+/// Nested arrays deeper than this are rejected (guards the recursion).
+const MAX_ARRAY_DEPTH: u32 = 8;
+
+/// One entry of the tensor table.
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub name: String,
+    /// Dimensions, innermost (contiguous) first, as ggml's `ne`.
+    pub dims: Vec<u64>,
+    pub ggml_type: GgmlType,
+    /// Offset of the data from the start of the data section.
+    pub offset: u64,
+    /// Size of the data in bytes.
+    pub size: u64,
+}
+
+impl TensorInfo {
+    pub fn n_elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+
+    /// Number of rows (product of all dimensions but the first).
+    pub fn n_rows(&self) -> u64 {
+        self.dims[1..].iter().product()
+    }
+}
+
+enum Backing {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+/// A parsed GGUF file. Tensor data is borrowed from the mapping, never copied.
+pub struct GgufFile {
+    backing: Backing,
+    version: u32,
+    metadata: Vec<(String, Value)>,
+    metadata_index: HashMap<String, usize>,
+    tensors: Vec<TensorInfo>,
+    tensor_index: HashMap<String, usize>,
+    alignment: u64,
+    data_offset: u64,
+}
+
+impl GgufFile {
+    /// Maps and parses the file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
+        let path = path.as_ref();
+        let io_err = |source| GgufError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io_err)?;
+        // SAFETY: the mapping is read-only; a file truncated underneath us by another process
+        // would fault, as with every mmap-based loader. We never write through it.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
+        Self::parse(Backing::Mapped(map))
+    }
+
+    /// Parses an in-memory GGUF image (tests, fuzzing).
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile, GgufError> {
+        Self::parse(Backing::Owned(bytes))
+    }
+
+    fn parse(backing: Backing) -> Result<GgufFile, GgufError> {
+        let bytes: &[u8] = match &backing {
+            Backing::Mapped(m) => m,
+            Backing::Owned(v) => v,
+        };
+        let header = parse_header(bytes)?;
+        Ok(GgufFile {
+            version: header.version,
+            metadata_index: index_of(&header.metadata, |(k, _)| k),
+            tensor_index: index_of(&header.tensors, |t| &t.name),
+            metadata: header.metadata,
+            tensors: header.tensors,
+            alignment: header.alignment,
+            data_offset: header.data_offset,
+            backing,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match &self.backing {
+            Backing::Mapped(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    /// Byte offset of the data section within the file.
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+
+    /// All metadata in file order.
+    pub fn metadata(&self) -> &[(String, Value)] {
+        &self.metadata
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.metadata_index.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.get(key)?.as_str()
+    }
+
+    pub fn get_u64(&self, key: &str) -> Option<u64> {
+        self.get(key)?.as_u64()
+    }
+
+    pub fn get_f32(&self, key: &str) -> Option<f32> {
+        self.get(key)?.as_f32()
+    }
+
+    pub fn get_bool(&self, key: &str) -> Option<bool> {
+        self.get(key)?.as_bool()
+    }
+
+    pub fn get_array(&self, key: &str) -> Option<&[Value]> {
+        self.get(key)?.as_array()
+    }
+
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensor_index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// The tensor's data bytes (bounds were checked at parse time).
+    pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
+        let start = (self.data_offset + t.offset) as usize;
+        &self.bytes()[start..start + t.size as usize]
+    }
+
+    /// Base address of the whole file image (for page-release bookkeeping).
+    pub fn file_bytes(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+fn index_of<T>(items: &[T], key: impl Fn(&T) -> &String) -> HashMap<String, usize> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (key(t).clone(), i))
+        .collect()
+}
+
+struct Header {
+    version: u32,
+    metadata: Vec<(String, Value)>,
+    tensors: Vec<TensorInfo>,
+    alignment: u64,
+    data_offset: u64,
+}
+
+/// A bounds-checked little-endian cursor.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn remaining(&self) -> u64 {
+        (self.bytes.len() - self.pos) as u64
+    }
+
+    fn take(&mut self, n: u64, what: &dyn Fn() -> String) -> Result<&'a [u8], GgufError> {
+        if n > self.remaining() {
+            return Err(GgufError::Truncated {
+                what: what(),
+                offset: self.pos as u64,
+            });
+        }
+        let s = &self.bytes[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self, what: &dyn Fn() -> String) -> Result<[u8; N], GgufError> {
+        let s = self.take(N as u64, what)?;
+        Ok(s.try_into().expect("take returned N bytes"))
+    }
+
+    fn u32(&mut self, what: &dyn Fn() -> String) -> Result<u32, GgufError> {
+        Ok(u32::from_le_bytes(self.array(what)?))
+    }
+
+    fn u64(&mut self, what: &dyn Fn() -> String) -> Result<u64, GgufError> {
+        Ok(u64::from_le_bytes(self.array(what)?))
+    }
+
+    fn string(&mut self, what: &dyn Fn() -> String) -> Result<String, GgufError> {
+        let len = self.u64(what)?;
+        let raw = self.take(len, what)?;
+        Ok(match std::str::from_utf8(raw) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(raw).into_owned(),
+        })
+    }
+
+    /// Checks that `count` items of at least `min_size` bytes each can fit in the rest.
+    fn check_count(
+        &self,
+        count: u64,
+        min_size: u64,
+        what: &dyn Fn() -> String,
+    ) -> Result<(), GgufError> {
+        if count
+            .checked_mul(min_size)
+            .is_none_or(|need| need > self.remaining())
+        {
+            return Err(GgufError::CountTooLarge {
+                what: what(),
+                count,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
+    let mut c = Cursor { bytes, pos: 0 };
+    let magic: [u8; 4] = c.array(&|| "magic".into())?;
+    if &magic != MAGIC {
+        return Err(GgufError::BadMagic(magic));
+    }
+    let version = c.u32(&|| "version".into())?;
+    if version != 2 && version != 3 {
+        return Err(GgufError::UnsupportedVersion(version));
+    }
+    let n_tensors = c.u64(&|| "tensor count".into())?;
+    let n_kv = c.u64(&|| "metadata count".into())?;
+    // Smallest metadata entry: key length (8) + type (4) + a 1-byte value.
+    c.check_count(n_kv, 13, &|| "metadata count".into())?;
+
+    let mut metadata = Vec::with_capacity(n_kv as usize);
+    let mut seen_keys = std::collections::HashSet::new();
+    for i in 0..n_kv {
+        let key = c.string(&|| format!("key of metadata entry {i}"))?;
+        let type_id = c.u32(&|| format!("type of metadata key {key:?}"))?;
+        let vt = ValueType::from_id(type_id).ok_or_else(|| GgufError::InvalidValueType {
+            key: key.clone(),
+            id: type_id,
+        })?;
+        let value = read_value(&mut c, vt, &key, 0)?;
+        if !seen_keys.insert(key.clone()) {
+            return Err(GgufError::DuplicateKey(key));
+        }
+        metadata.push((key, value));
+    }
+
+    let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
+        None => DEFAULT_ALIGNMENT,
+        Some((_, Value::U32(a))) if a.is_power_of_two() => *a as u64,
+        Some((_, v)) => return Err(GgufError::BadAlignment(v.summary())),
+    };
+
+    // Smallest tensor entry: name length (8) + n_dims (4) + one dim (8) + type (4) + offset (8).
+    c.check_count(n_tensors, 32, &|| "tensor count".into())?;
+    let mut tensors = Vec::with_capacity(n_tensors as usize);
+    for i in 0..n_tensors {
+        tensors.push(read_tensor_info(&mut c, i, alignment)?);
+    }
+
+    let data_offset = (c.pos as u64).div_ceil(alignment) * alignment;
+    let data_len = (bytes.len() as u64).saturating_sub(data_offset);
+    let mut seen_names = std::collections::HashSet::new();
+    for t in &tensors {
+        if !seen_names.insert(t.name.as_str()) {
+            return Err(GgufError::DuplicateTensor(t.name.clone()));
+        }
+        if t.offset
+            .checked_add(t.size)
+            .is_none_or(|end| end > data_len)
+        {
+            return Err(GgufError::TensorOutOfBounds {
+                tensor: t.name.clone(),
+                offset: t.offset,
+                size: t.size,
+                data_len,
+            });
+        }
+    }
+    Ok(Header {
+        version,
+        metadata,
+        tensors,
+        alignment,
+        data_offset,
+    })
+}
+
+fn read_tensor_info(c: &mut Cursor, index: u64, alignment: u64) -> Result<TensorInfo, GgufError> {
+    let name = c.string(&|| format!("name of tensor {index}"))?;
+    let n_dims = c.u32(&|| format!("dimension count of tensor {name:?}"))?;
+    let shape_err = |reason: String| GgufError::BadTensorShape {
+        tensor: name.clone(),
+        reason,
+    };
+    if n_dims == 0 || n_dims > MAX_DIMS {
+        return Err(shape_err(format!(
+            "{n_dims} dimensions (allowed 1..={MAX_DIMS})"
+        )));
+    }
+    let mut dims = Vec::with_capacity(n_dims as usize);
+    for d in 0..n_dims {
+        let ne = c.u64(&|| format!("dimension {d} of tensor {name:?}"))?;
+        if ne == 0 || ne > i64::MAX as u64 {
+            return Err(shape_err(format!("dimension {d} is {ne}")));
+        }
+        dims.push(ne);
+    }
+    let type_id = c.u32(&|| format!("type of tensor {name:?}"))?;
+    let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| GgufError::UnknownTensorType {
+        tensor: name.clone(),
+        id: type_id,
+    })?;
+    let offset = c.u64(&|| format!("data offset of tensor {name:?}"))?;
+    if offset % alignment != 0 {
+        return Err(GgufError::MisalignedTensor {
+            tensor: name,
+            offset,
+            alignment,
+        });
+    }
+    let n_elements = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| {
+            acc.checked_mul(d).filter(|&n| n <= i64::MAX as u64)
+        })
+        .ok_or_else(|| shape_err(format!("element count of {dims:?} overflows")))?;
+    let row_bytes = ggml_type.row_bytes(dims[0]).ok_or_else(|| {
+        shape_err(format!(
+            "row length {} is not a multiple of the {} block size {}",
+            dims[0],
+            ggml_type,
+            ggml_type.block_size()
+        ))
+    })?;
+    let size = row_bytes
+        .checked_mul(n_elements / dims[0])
+        .ok_or_else(|| shape_err("byte size overflows".into()))?;
+    Ok(TensorInfo {
+        name,
+        dims,
+        ggml_type,
+        offset,
+        size,
+    })
+}
+
+fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Value, GgufError> {
+    let what = || format!("value of metadata key {key:?}");
+    Ok(match vt {
+        ValueType::U8 => Value::U8(c.array::<1>(&what)?[0]),
+        ValueType::I8 => Value::I8(c.array::<1>(&what)?[0] as i8),
+        ValueType::U16 => Value::U16(u16::from_le_bytes(c.array(&what)?)),
+        ValueType::I16 => Value::I16(i16::from_le_bytes(c.array(&what)?)),
+        ValueType::U32 => Value::U32(c.u32(&what)?),
+        ValueType::I32 => Value::I32(i32::from_le_bytes(c.array(&what)?)),
+        ValueType::F32 => Value::F32(f32::from_le_bytes(c.array(&what)?)),
+        ValueType::U64 => Value::U64(c.u64(&what)?),
+        ValueType::I64 => Value::I64(i64::from_le_bytes(c.array(&what)?)),
+        ValueType::F64 => Value::F64(f64::from_le_bytes(c.array(&what)?)),
+        ValueType::Bool => Value::Bool(c.array::<1>(&what)?[0] != 0),
+        ValueType::String => Value::String(c.string(&what)?),
+        ValueType::Array => {
+            if depth >= MAX_ARRAY_DEPTH {
+                return Err(GgufError::NestingTooDeep {
+                    key: key.to_owned(),
+                });
+            }
+            let type_id = c.u32(&what)?;
+            let elem = ValueType::from_id(type_id).ok_or_else(|| GgufError::InvalidValueType {
+                key: key.to_owned(),
+                id: type_id,
+            })?;
+            let count = c.u64(&what)?;
+            c.check_count(count, min_encoded_size(elem), &|| format!("array {key:?}"))?;
+            let mut items = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                items.push(read_value(c, elem, key, depth + 1)?);
+            }
+            Value::Array(elem, items)
+        }
+    })
+}
+
+/// The fewest bytes one value of this type can occupy in the file.
+fn min_encoded_size(vt: ValueType) -> u64 {
+    match vt {
+        ValueType::U8 | ValueType::I8 | ValueType::Bool => 1,
+        ValueType::U16 | ValueType::I16 => 2,
+        ValueType::U32 | ValueType::I32 | ValueType::F32 => 4,
+        ValueType::U64 | ValueType::I64 | ValueType::F64 | ValueType::String => 8,
+        ValueType::Array => 12,
+    }
+}
