@@ -11,6 +11,7 @@
 pub mod gguf;
 pub mod kernels;
 pub mod model;
+pub mod perplexity;
 pub mod quant;
 pub mod sampling;
 pub mod tokenizer;

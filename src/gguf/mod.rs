@@ -6,7 +6,9 @@
 mod error;
 mod reader;
 mod value;
+mod writer;
 
 pub use error::GgufError;
 pub use reader::{GgufFile, TensorInfo};
 pub use value::{Value, ValueType};
+pub use writer::GgufWriter;

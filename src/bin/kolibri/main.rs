@@ -1,1 +1,48 @@
-fn main() {}
+//! The `kolibri` command-line tool: run, perplexity and tokenize on GGUF models.
+
+mod args;
+mod perplexity;
+mod run;
+mod tokenize;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+kolibri — CPU-first LLM inference
+
+USAGE:
+  kolibri run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
+              [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]
+  kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N]
+  kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT
+";
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some((cmd, rest)) = argv.split_first() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match cmd.as_str() {
+        "run" => run::main(rest),
+        "perplexity" => perplexity::main(rest),
+        "tokenize" => tokenize::main(rest),
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        other => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Default worker threads: the machine's available parallelism.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,98 @@
+//! `kolibri run`: generate text from a prompt, streaming it, then print timings.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kolibri::model::{Context, ContextParams, Logits, Model};
+use kolibri::sampling::{Sampler, SamplerParams};
+use kolibri::tokenizer::StreamDecoder;
+
+use crate::args::Args;
+
+pub fn main(raw: &[String]) -> Result<(), String> {
+    let a = Args::parse(
+        raw,
+        &[
+            "-m", "--model", "-p", "--prompt", "-n", "--n-predict", "--temp", "--top-k", "--top-p",
+            "--min-p", "--repeat-penalty", "--seed", "-t", "--threads", "-c", "--ctx-size",
+        ],
+        &[],
+    )?;
+    let path = a.require(&["-m", "--model"])?;
+    let prompt = a.require(&["-p", "--prompt"])?;
+    let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 128)?;
+    let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
+    let defaults = SamplerParams::default();
+    let sampler_params = SamplerParams {
+        temperature: a.parse_or(&["--temp"], defaults.temperature)?,
+        top_k: a.parse_or(&["--top-k"], defaults.top_k)?,
+        top_p: a.parse_or(&["--top-p"], defaults.top_p)?,
+        min_p: a.parse_or(&["--min-p"], defaults.min_p)?,
+        repeat_penalty: a.parse_or(&["--repeat-penalty"], defaults.repeat_penalty)?,
+        seed: a.parse_or(&["--seed"], defaults.seed)?,
+        ..defaults
+    };
+
+    let t_load = Instant::now();
+    let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
+    let tokens = model.tokenizer.encode(prompt, true, true);
+    let n_ctx_default = (tokens.len() + n_predict).max(512).min(model.hparams.n_ctx_train);
+    let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], n_ctx_default)?;
+    let params = ContextParams { n_ctx, n_threads, ..ContextParams::default() };
+    let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
+    let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    if tokens.is_empty() {
+        return Err("the prompt tokenized to nothing".into());
+    }
+
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{prompt}");
+    let _ = out.flush();
+
+    let t_prompt = Instant::now();
+    let mut logits = ctx.eval(&tokens, Logits::Last).map_err(|e| e.to_string())?;
+    let prompt_s = t_prompt.elapsed().as_secs_f64();
+    for &t in &tokens {
+        sampler.accept(t);
+    }
+
+    let mut decoder = StreamDecoder::new(&model.tokenizer);
+    let t_gen = Instant::now();
+    let mut n_gen = 0;
+    while n_gen < n_predict {
+        let tok = sampler.sample(&logits);
+        sampler.accept(tok);
+        n_gen += 1;
+        if model.tokenizer.is_eog(tok) {
+            break;
+        }
+        let _ = write!(out, "{}", decoder.push(tok));
+        let _ = out.flush();
+        if n_gen == n_predict {
+            break;
+        }
+        match ctx.eval(&[tok], Logits::Last) {
+            Ok(l) => logits = l,
+            Err(e) => {
+                eprintln!("\nstopped: {e}");
+                break;
+            }
+        }
+    }
+    let gen_s = t_gen.elapsed().as_secs_f64();
+    let _ = writeln!(out, "{}", decoder.finish());
+    drop(out);
+
+    eprintln!();
+    eprintln!("load:       {:8.2} ms", load_s * 1e3);
+    eprintln!(
+        "prompt:     {:8.2} ms / {} tokens ({:.2} tokens/s)",
+        prompt_s * 1e3,
+        tokens.len(),
+        tokens.len() as f64 / prompt_s
+    );
+    eprintln!("generation: {:8.2} ms / {} tokens ({:.2} tokens/s)", gen_s * 1e3, n_gen, n_gen as f64 / gen_s);
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! A context: one sequence's KV cache and the transformer forward pass over it.
+//!
+//! The forward pass reads top to bottom like the architecture: embed, then per layer
+//! norm → QKV → (QK-norm) → RoPE → attention → output projection → (post-norm) → residual,
+//! norm → gate/up → GLU → down → (post-norm) → residual; final norm and the output head.
+
+use std::sync::Arc;
+
+use super::arch::Activation;
+use super::attention::{attention, AttentionShape};
+use super::error::ModelError;
+use super::kv_cache::KvCache;
+use super::ops::{self, Rope};
+use super::weights::Linear;
+use super::Model;
+use crate::kernels::{self, QuantizedActivations};
+use crate::quant::GgmlType;
+use crate::tokenizer::TokenId;
+
+/// Which logits a forward pass returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token's row: [n_vocab].
+    Last,
+    /// Every token's row: [n_tokens, n_vocab] (perplexity, teacher forcing).
+    All,
+}
+
+#[derive(Clone, Debug)]
+pub struct ContextParams {
+    /// Positions the KV cache holds (at most the model's trained context).
+    pub n_ctx: usize,
+    /// Worker threads for this context's computations.
+    pub n_threads: usize,
+    /// Largest number of tokens evaluated in one forward pass; longer inputs are split.
+    pub n_batch: usize,
+}
+
+impl Default for ContextParams {
+    fn default() -> Self {
+        ContextParams {
+            n_ctx: 4096,
+            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n_batch: 512,
+        }
+    }
+}
+
+pub struct Context {
+    model: Arc<Model>,
+    kv: KvCache,
+    n_past: usize,
+    n_batch: usize,
+    pool: rayon::ThreadPool,
+    /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
+    rope_global: Rope,
+    rope_local: Rope,
+}
+
+impl Context {
+    pub fn new(model: Arc<Model>, params: &ContextParams) -> Result<Context, ModelError> {
+        let hp = &model.hparams;
+        if params.n_ctx == 0 || params.n_ctx > hp.n_ctx_train {
+            return Err(ModelError::InvalidArgument(format!(
+                "n_ctx {} must be in 1..={} (the model's trained context)",
+                params.n_ctx, hp.n_ctx_train
+            )));
+        }
+        if params.n_threads == 0 || params.n_batch == 0 {
+            return Err(ModelError::InvalidArgument("n_threads and n_batch must be > 0".into()));
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(params.n_threads)
+            .thread_name(|i| format!("kolibri-{i}"))
+            .build()
+            .map_err(|e| ModelError::InvalidArgument(format!("cannot start threads: {e}")))?;
+        let style = model.arch.rope_style();
+        let freqs = model.weights.rope_freqs.as_deref();
+        let rope_global = Rope::new(hp.rope_base, hp.rope_freq_scale, hp.rope_dims, style, freqs);
+        let rope_local = Rope::new(hp.rope_base_swa, 1.0, hp.rope_dims, style, freqs);
+        Ok(Context {
+            kv: KvCache::new(hp.n_layer, params.n_ctx, hp.k_dim(), hp.v_dim()),
+            model,
+            n_past: 0,
+            n_batch: params.n_batch,
+            pool,
+            rope_global,
+            rope_local,
+        })
+    }
+
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// Tokens held in the cache.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.kv.n_ctx
+    }
+
+    /// Forgets every position from `n` on (keeps the first `n` tokens).
+    pub fn truncate(&mut self, n: usize) {
+        self.n_past = self.n_past.min(n);
+    }
+
+    /// Evaluates `tokens` at the next positions and returns their logits. On error nothing
+    /// changes (the cache keeps its previous contents and length).
+    pub fn eval(&mut self, tokens: &[TokenId], which: Logits) -> Result<Vec<f32>, ModelError> {
+        let n_vocab = self.model.hparams.n_vocab;
+        if tokens.is_empty() {
+            return Err(ModelError::InvalidArgument("no tokens to evaluate".into()));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(ModelError::InvalidToken { token: bad, n_vocab });
+        }
+        if self.n_past + tokens.len() > self.kv.n_ctx {
+            return Err(ModelError::ContextFull {
+                n_ctx: self.kv.n_ctx,
+                n_past: self.n_past,
+                requested: tokens.len(),
+            });
+        }
+        let mut logits = Vec::new();
+        let n_chunks = tokens.len().div_ceil(self.n_batch);
+        for (i, chunk) in tokens.chunks(self.n_batch).enumerate() {
+            // Earlier chunks of a Last request need no output head at all.
+            let want = (which == Logits::All || i + 1 == n_chunks).then_some(which);
+            let out = self.pool.install(|| self.forward(chunk, want));
+            self.n_past += chunk.len();
+            logits.extend_from_slice(&out);
+        }
+        Ok(logits)
+    }
+
+    /// One batch through the network; returns the logits asked for (none for `None`).
+    fn forward(&mut self, tokens: &[TokenId], which: Option<Logits>) -> Vec<f32> {
+        let model = Arc::clone(&self.model);
+        let (hp, w, gguf) = (&model.hparams, &model.weights, &model.gguf);
+        let n = tokens.len();
+        let e = hp.n_embd;
+        let pos0 = self.n_past;
+
+        // x: [n, n_embd] residual stream.
+        let mut x = vec![0f32; n * e];
+        for (t, &tok) in tokens.iter().enumerate() {
+            w.token_embd.dequantize_row_into(gguf, tok as usize, &mut x[t * e..(t + 1) * e]);
+        }
+        if model.arch.scales_embeddings() {
+            let s = (e as f32).sqrt();
+            x.iter_mut().for_each(|v| *v *= s);
+        }
+
+        let mut xn = vec![0f32; n * e];
+        for (il, lw) in w.layers.iter().enumerate() {
+            // --- attention block ---
+            for t in 0..n {
+                ops::rms_norm(&x[t * e..(t + 1) * e], &lw.attn_norm, hp.rms_eps, &mut xn[t * e..(t + 1) * e]);
+            }
+            let [mut q, mut k, mut v] = project(gguf, &xn, n, [&lw.wq, &lw.wk, &lw.wv]);
+            for (rows, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
+                if let Some(b) = bias {
+                    ops::add_bias(rows, b);
+                }
+            }
+            if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
+                ops::rms_norm_rows_inplace(&mut q, qn, hp.rms_eps);
+                ops::rms_norm_rows_inplace(&mut k, kn, hp.rms_eps);
+            }
+            let sliding = hp.is_sliding(il);
+            let rope = if sliding { &self.rope_local } else { &self.rope_global };
+            for t in 0..n {
+                rope.apply(&mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()], hp.head_dim_k, pos0 + t);
+                rope.apply(&mut k[t * hp.k_dim()..(t + 1) * hp.k_dim()], hp.head_dim_k, pos0 + t);
+            }
+            self.kv.store(il, pos0, &k, &v);
+            let shape = AttentionShape {
+                n_head: hp.n_head,
+                n_head_kv: hp.n_head_kv,
+                head_dim_k: hp.head_dim_k,
+                head_dim_v: hp.head_dim_v,
+                scale: hp.attn_scale,
+                window: if sliding { hp.sliding_window } else { 0 },
+            };
+            let mut attn = vec![0f32; n * hp.n_head * hp.head_dim_v];
+            attention(&shape, &q, self.kv.keys(il), self.kv.values(il), pos0, &mut attn);
+            let [mut o] = project(gguf, &attn, n, [&lw.wo]);
+            if let Some(b) = &lw.bo {
+                ops::add_bias(&mut o, b);
+            }
+            if let Some(pn) = &lw.post_attn_norm {
+                ops::rms_norm_rows_inplace(&mut o, pn, hp.rms_eps);
+            }
+            ops::add_inplace(&mut x, &o);
+
+            // --- feed-forward block ---
+            for t in 0..n {
+                ops::rms_norm(&x[t * e..(t + 1) * e], &lw.ffn_norm, hp.rms_eps, &mut xn[t * e..(t + 1) * e]);
+            }
+            let [mut gate, up] = project(gguf, &xn, n, [&lw.ffn_gate, &lw.ffn_up]);
+            match model.arch.activation() {
+                Activation::SwiGlu => ops::swiglu_inplace(&mut gate, &up),
+                Activation::GeGlu => ops::geglu_inplace(&mut gate, &up),
+            }
+            let [mut down] = project(gguf, &gate, n, [&lw.ffn_down]);
+            if let Some(pn) = &lw.post_ffn_norm {
+                ops::rms_norm_rows_inplace(&mut down, pn, hp.rms_eps);
+            }
+            ops::add_inplace(&mut x, &down);
+        }
+
+        // Output head: only the rows whose logits are wanted.
+        let Some(which) = which else { return Vec::new() };
+        let first_row = if which == Logits::Last { n - 1 } else { 0 };
+        let m = n - first_row;
+        let mut h = x[first_row * e..].to_vec();
+        ops::rms_norm_rows_inplace(&mut h, &w.output_norm, hp.rms_eps);
+        let [logits] = project(gguf, &h, m, [&w.output]);
+        logits
+    }
+}
+
+/// Multiplies the same input rows `x` ([n, k]) by several matrices, quantizing the input once
+/// per activation format rather than once per matrix.
+fn project<const N: usize>(
+    gguf: &crate::gguf::GgufFile,
+    x: &[f32],
+    n: usize,
+    mats: [&Linear; N],
+) -> [Vec<f32>; N] {
+    let k = mats[0].k;
+    let mut cache: Vec<(GgmlType, QuantizedActivations)> = Vec::new();
+    mats.map(|lin| {
+        let idx = match cache.iter().position(|(ty, _)| kernels::same_activation_format(*ty, lin.ty)) {
+            Some(i) => i,
+            None => {
+                cache.push((lin.ty, QuantizedActivations::quantize(x, n, k, lin.ty)));
+                cache.len() - 1
+            }
+        };
+        let mut out = vec![0f32; n * lin.rows];
+        kernels::matmul(&lin.matrix(gguf), &cache[idx].1, &mut out);
+        out
+    })
+}

@@ -1,0 +1,158 @@
+//! Element-wise operations of the forward pass (f32, row-major).
+
+use super::arch::RopeStyle;
+
+/// `out = x / rms(x) * w` for one row.
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let mean_sq = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let scale = 1.0 / (mean_sq + eps).sqrt();
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+        *o = v * scale * g;
+    }
+}
+
+/// RMS-normalises each row of `rows` (row length `w.len()`) in place.
+pub fn rms_norm_rows_inplace(rows: &mut [f32], w: &[f32], eps: f32) {
+    for row in rows.chunks_exact_mut(w.len()) {
+        let mean_sq = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+        let scale = 1.0 / (mean_sq + eps).sqrt();
+        for (v, &g) in row.iter_mut().zip(w) {
+            *v *= scale * g;
+        }
+    }
+}
+
+/// Adds `bias` to every row of `rows`.
+pub fn add_bias(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_exact_mut(bias.len()) {
+        for (v, &b) in row.iter_mut().zip(bias) {
+            *v += b;
+        }
+    }
+}
+
+pub fn add_inplace(acc: &mut [f32], x: &[f32]) {
+    for (a, &b) in acc.iter_mut().zip(x) {
+        *a += b;
+    }
+}
+
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// GELU with the tanh approximation (what Gemma uses).
+fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
+}
+
+/// `gate = silu(gate) * up`
+pub fn swiglu_inplace(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = silu(*g) * u;
+    }
+}
+
+/// `gate = gelu_tanh(gate) * up`
+pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = gelu_tanh(*g) * u;
+    }
+}
+
+/// Rotary position embedding tables for one base frequency: `inv_freq[i]` for each rotated pair.
+#[derive(Clone, Debug)]
+pub struct Rope {
+    inv_freq: Vec<f32>,
+    style: RopeStyle,
+    /// Dimensions of each head that are rotated.
+    n_rot: usize,
+}
+
+impl Rope {
+    /// `freq_factors` (Llama 3.1's rope_freqs) divide the frequency of each pair.
+    pub fn new(base: f32, freq_scale: f32, n_rot: usize, style: RopeStyle, freq_factors: Option<&[f32]>) -> Rope {
+        let inv_freq = (0..n_rot / 2)
+            .map(|i| {
+                let f = freq_scale * base.powf(-2.0 * i as f32 / n_rot as f32);
+                f / freq_factors.map_or(1.0, |ff| ff[i])
+            })
+            .collect();
+        Rope { inv_freq, style, n_rot }
+    }
+
+    /// Rotates every head (length `head_dim`) of the row `x` for position `pos`.
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        let half = self.n_rot / 2;
+        let sin_cos: Vec<(f32, f32)> =
+            self.inv_freq.iter().map(|f| (pos as f32 * f).sin_cos()).collect();
+        for head in x.chunks_exact_mut(head_dim) {
+            for (i, &(sin, cos)) in sin_cos.iter().enumerate() {
+                let (a, b) = match self.style {
+                    RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                    RopeStyle::NeoX => (i, i + half),
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * cos - x1 * sin;
+                head[b] = x0 * sin + x1 * cos;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_unit_weights_gives_unit_rms() {
+        let x = [1.0, -2.0, 3.0, -4.0];
+        let mut out = [0.0; 4];
+        rms_norm(&x, &[1.0; 4], 0.0, &mut out);
+        let rms = (out.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
+        assert!((rms - 1.0).abs() < 1e-6);
+        assert!(out[0] > 0.0 && out[1] < 0.0);
+    }
+
+    #[test]
+    fn rope_preserves_norm_and_is_identity_at_zero() {
+        for style in [RopeStyle::Interleaved, RopeStyle::NeoX] {
+            let rope = Rope::new(10_000.0, 1.0, 8, style, None);
+            let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
+            let mut x = orig.clone();
+            rope.apply(&mut x, 8, 0);
+            assert_eq!(x, orig);
+            rope.apply(&mut x, 8, 37);
+            let n0: f32 = orig.iter().map(|v| v * v).sum();
+            let n1: f32 = x.iter().map(|v| v * v).sum();
+            assert!((n0 - n1).abs() < 1e-3, "{n0} vs {n1}");
+            assert_ne!(x, orig);
+        }
+    }
+
+    #[test]
+    fn rope_pairs_match_style() {
+        // Position 1, first pair rotates by exactly 1 radian (inv_freq[0] = 1).
+        let rope = Rope::new(10_000.0, 1.0, 4, RopeStyle::NeoX, None);
+        let mut x = vec![1.0, 0.0, 0.0, 0.0];
+        rope.apply(&mut x, 4, 1);
+        assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[2] - 1f32.sin()).abs() < 1e-6);
+        let rope = Rope::new(10_000.0, 1.0, 4, RopeStyle::Interleaved, None);
+        let mut x = vec![1.0, 0.0, 0.0, 0.0];
+        rope.apply(&mut x, 4, 1);
+        assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn activations() {
+        let mut g = [0.0, 1.0, -1.0];
+        swiglu_inplace(&mut g, &[2.0, 2.0, 2.0]);
+        assert_eq!(g[0], 0.0);
+        assert!((g[1] - 2.0 * 0.731_058_6).abs() < 1e-5);
+        let mut g = [0.0, 3.0];
+        geglu_inplace(&mut g, &[1.0, 1.0]);
+        assert_eq!(g[0], 0.0);
+        assert!((g[1] - 2.996_362_6).abs() < 1e-4);
+    }
+}

@@ -1,0 +1,196 @@
+//! Weight tensors located in the mapped file, checked for name, shape and type at load time.
+//!
+//! Matrices stay in their quantized blocks inside the mapping; only the small norm vectors and
+//! biases are copied out as f32.
+
+use super::arch::Arch;
+use super::error::ModelError;
+use super::hparams::HParams;
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::kernels::{self, WeightMatrix};
+use crate::quant::{dequant::dequantize_row, GgmlType};
+
+/// A matrix `W[rows][k]` used as `y = W x`, referenced by its byte range in the file.
+#[derive(Clone, Debug)]
+pub struct Linear {
+    pub name: String,
+    pub ty: GgmlType,
+    /// Output features (ggml `ne[1]`).
+    pub rows: usize,
+    /// Input features (ggml `ne[0]`).
+    pub k: usize,
+    start: usize,
+    len: usize,
+}
+
+impl Linear {
+    pub fn matrix<'a>(&self, gguf: &'a GgufFile) -> WeightMatrix<'a> {
+        WeightMatrix {
+            ty: self.ty,
+            rows: self.rows,
+            k: self.k,
+            data: &gguf.file_bytes()[self.start..self.start + self.len],
+        }
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.len / self.rows
+    }
+
+    /// Dequantizes row `r` into `out` (length `k`); used for embedding lookups.
+    pub fn dequantize_row_into(&self, gguf: &GgufFile, r: usize, out: &mut [f32]) {
+        let rb = self.row_bytes();
+        let bytes = &gguf.file_bytes()[self.start + r * rb..self.start + (r + 1) * rb];
+        dequantize_row(self.ty, bytes, out).expect("type checked at load");
+    }
+}
+
+/// One transformer block. Shapes in comments: [out, in] for matrices.
+pub struct LayerWeights {
+    /// [n_embd]
+    pub attn_norm: Vec<f32>,
+    /// [n_head*head_dim_k, n_embd]
+    pub wq: Linear,
+    /// [n_head_kv*head_dim_k, n_embd]
+    pub wk: Linear,
+    /// [n_head_kv*head_dim_v, n_embd]
+    pub wv: Linear,
+    /// [n_embd, n_head*head_dim_v]
+    pub wo: Linear,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub bo: Option<Vec<f32>>,
+    /// [head_dim_k] (Gemma 3)
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    /// [n_embd] (Gemma 3)
+    pub post_attn_norm: Option<Vec<f32>>,
+    /// [n_embd]
+    pub ffn_norm: Vec<f32>,
+    /// [n_ff, n_embd]
+    pub ffn_gate: Linear,
+    /// [n_ff, n_embd]
+    pub ffn_up: Linear,
+    /// [n_embd, n_ff]
+    pub ffn_down: Linear,
+    /// [n_embd] (Gemma 3)
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+pub struct Weights {
+    /// [n_vocab, n_embd], looked up row by row.
+    pub token_embd: Linear,
+    pub layers: Vec<LayerWeights>,
+    /// [n_embd]
+    pub output_norm: Vec<f32>,
+    /// [n_vocab, n_embd]; the token embedding when the model ties them.
+    pub output: Linear,
+    /// Per-dimension RoPE frequency divisors (Llama 3.1 style), [rope_dims / 2].
+    pub rope_freqs: Option<Vec<f32>>,
+}
+
+struct Loader<'a> {
+    gguf: &'a GgufFile,
+}
+
+impl Loader<'_> {
+    fn find(&self, name: &str) -> Option<&TensorInfo> {
+        self.gguf.tensor(name)
+    }
+
+    fn check_shape(&self, t: &TensorInfo, expected: &[u64]) -> Result<(), ModelError> {
+        if t.dims != expected {
+            return Err(ModelError::BadTensorShape {
+                tensor: t.name.clone(),
+                expected: expected.to_vec(),
+                found: t.dims.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn linear_opt(&self, name: &str, k: usize, rows: usize) -> Result<Option<Linear>, ModelError> {
+        let Some(t) = self.find(name) else { return Ok(None) };
+        self.check_shape(t, &[k as u64, rows as u64])?;
+        if !kernels::supports(t.ggml_type) {
+            return Err(ModelError::UnsupportedTensorType { tensor: name.into(), ty: t.ggml_type });
+        }
+        let start = (self.gguf.data_offset() + t.offset) as usize;
+        Ok(Some(Linear {
+            name: name.to_owned(),
+            ty: t.ggml_type,
+            rows,
+            k,
+            start,
+            len: t.size as usize,
+        }))
+    }
+
+    fn linear(&self, name: &str, k: usize, rows: usize) -> Result<Linear, ModelError> {
+        self.linear_opt(name, k, rows)?.ok_or_else(|| ModelError::MissingTensor(name.into()))
+    }
+
+    fn vector_opt(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>, ModelError> {
+        let Some(t) = self.find(name) else { return Ok(None) };
+        self.check_shape(t, &[n as u64])?;
+        let mut out = vec![0.0; n];
+        dequantize_row(t.ggml_type, self.gguf.tensor_data(t), &mut out)
+            .map_err(|_| ModelError::UnsupportedTensorType { tensor: name.into(), ty: t.ggml_type })?;
+        Ok(Some(out))
+    }
+
+    fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
+        self.vector_opt(name, n)?.ok_or_else(|| ModelError::MissingTensor(name.into()))
+    }
+}
+
+impl Weights {
+    pub fn load(gguf: &GgufFile, arch: Arch, hp: &HParams) -> Result<Weights, ModelError> {
+        let l = Loader { gguf };
+        let (e, v) = (hp.n_embd, hp.n_vocab);
+        let token_embd = l.linear("token_embd.weight", e, v)?;
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        for il in 0..hp.n_layer {
+            let n = |s: &str| format!("blk.{il}.{s}");
+            let gemma = arch.has_qk_norm_and_post_norms();
+            let req_if = |cond: bool, name: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                match l.vector_opt(&n(name), len)? {
+                    None if cond => Err(ModelError::MissingTensor(n(name))),
+                    other => Ok(other),
+                }
+            };
+            layers.push(LayerWeights {
+                attn_norm: l.vector(&n("attn_norm.weight"), e)?,
+                wq: l.linear(&n("attn_q.weight"), e, hp.q_dim())?,
+                wk: l.linear(&n("attn_k.weight"), e, hp.k_dim())?,
+                wv: l.linear(&n("attn_v.weight"), e, hp.v_dim())?,
+                wo: l.linear(&n("attn_output.weight"), hp.n_head * hp.head_dim_v, e)?,
+                bq: req_if(arch == Arch::Qwen2, "attn_q.bias", hp.q_dim())?,
+                bk: req_if(arch == Arch::Qwen2, "attn_k.bias", hp.k_dim())?,
+                bv: req_if(arch == Arch::Qwen2, "attn_v.bias", hp.v_dim())?,
+                bo: l.vector_opt(&n("attn_output.bias"), e)?,
+                q_norm: req_if(gemma, "attn_q_norm.weight", hp.head_dim_k)?,
+                k_norm: req_if(gemma, "attn_k_norm.weight", hp.head_dim_k)?,
+                post_attn_norm: req_if(gemma, "post_attention_norm.weight", e)?,
+                ffn_norm: l.vector(&n("ffn_norm.weight"), e)?,
+                ffn_gate: l.linear(&n("ffn_gate.weight"), e, hp.n_ff)?,
+                ffn_up: l.linear(&n("ffn_up.weight"), e, hp.n_ff)?,
+                ffn_down: l.linear(&n("ffn_down.weight"), hp.n_ff, e)?,
+                post_ffn_norm: req_if(gemma, "post_ffw_norm.weight", e)?,
+            });
+        }
+        let output = match l.linear_opt("output.weight", e, v)? {
+            Some(o) => o,
+            None => token_embd.clone(),
+        };
+        Ok(Weights {
+            output_norm: l.vector("output_norm.weight", e)?,
+            output,
+            token_embd,
+            layers,
+            rope_freqs: l.vector_opt("rope_freqs.weight", hp.rope_dims / 2)?,
+        })
+    }
+}

@@ -1,0 +1,192 @@
+//! The GGUF reader on valid, malformed and random input: typed errors, never a panic.
+
+use kolibri::gguf::{GgufError, GgufFile, GgufWriter, Value, ValueType};
+use kolibri::quant::GgmlType;
+
+/// A small valid file with every metadata value type, a nested array and three tensors.
+fn sample_file() -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    w.metadata("general.architecture", Value::String("llama".into()))
+        .metadata("u8", Value::U8(7))
+        .metadata("i8", Value::I8(-7))
+        .metadata("u16", Value::U16(700))
+        .metadata("i16", Value::I16(-700))
+        .metadata("u32", Value::U32(70_000))
+        .metadata("i32", Value::I32(-70_000))
+        .metadata("f32", Value::F32(1.5))
+        .metadata("bool", Value::Bool(true))
+        .metadata("u64", Value::U64(1 << 40))
+        .metadata("i64", Value::I64(-(1 << 40)))
+        .metadata("f64", Value::F64(-2.25))
+        .metadata(
+            "strings",
+            Value::Array(ValueType::String, vec![Value::String("a".into()), Value::String("ß✓".into())]),
+        )
+        .metadata(
+            "nested",
+            Value::Array(
+                ValueType::Array,
+                vec![
+                    Value::Array(ValueType::I32, vec![Value::I32(1), Value::I32(2)]),
+                    Value::Array(ValueType::I32, vec![]),
+                ],
+            ),
+        );
+    w.tensor_f32("a", &[4, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    w.tensor("b", &[32], GgmlType::Q8_0, vec![1u8; 34]);
+    w.tensor("c", &[3], GgmlType::F16, vec![0u8; 6]);
+    w.to_bytes()
+}
+
+#[test]
+fn reads_every_value_type_and_tensor() {
+    let f = GgufFile::from_bytes(sample_file()).unwrap();
+    assert_eq!(f.version(), 3);
+    assert_eq!(f.get_str("general.architecture"), Some("llama"));
+    assert_eq!(f.get("i8"), Some(&Value::I8(-7)));
+    assert_eq!(f.get_u64("u32"), Some(70_000));
+    assert_eq!(f.get("i64").and_then(Value::as_i64), Some(-(1 << 40)));
+    assert_eq!(f.get_f32("f64"), Some(-2.25));
+    assert_eq!(f.get_bool("bool"), Some(true));
+    assert_eq!(f.get_array("strings").unwrap()[1].as_str(), Some("ß✓"));
+    let nested = f.get_array("nested").unwrap();
+    assert_eq!(nested[0].as_array().unwrap()[1], Value::I32(2));
+    assert_eq!(f.tensors().len(), 3);
+    let a = f.tensor("a").unwrap();
+    assert_eq!(a.dims, vec![4, 2]);
+    assert_eq!(f.tensor_data(a)[4..8], 2.0f32.to_le_bytes());
+    let b = f.tensor("b").unwrap();
+    assert_eq!(b.ggml_type, GgmlType::Q8_0);
+    assert_eq!(f.tensor_data(b), &[1u8; 34][..]);
+    assert_eq!((f.data_offset() + b.offset) % 32, 0, "tensor data aligned");
+}
+
+#[test]
+fn version_2_is_read() {
+    let mut bytes = sample_file();
+    bytes[4..8].copy_from_slice(&2u32.to_le_bytes());
+    assert_eq!(GgufFile::from_bytes(bytes).unwrap().version(), 2);
+}
+
+fn err(bytes: Vec<u8>) -> GgufError {
+    match GgufFile::from_bytes(bytes) {
+        Ok(_) => panic!("malformed input accepted"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn named_errors_for_malformed_headers() {
+    assert!(matches!(err(b"GGML\x03\0\0\0".to_vec()), GgufError::BadMagic(_)));
+    assert!(matches!(err(Vec::new()), GgufError::Truncated { .. }));
+    let mut v1 = sample_file();
+    v1[4..8].copy_from_slice(&1u32.to_le_bytes());
+    assert!(matches!(err(v1), GgufError::UnsupportedVersion(1)));
+    let mut be = sample_file();
+    be[4..8].copy_from_slice(&3u32.to_be_bytes());
+    let e = err(be);
+    assert!(e.to_string().contains("big-endian"), "{e}");
+    // A metadata count no file could hold.
+    let mut huge = sample_file();
+    huge[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(err(huge), GgufError::CountTooLarge { .. }));
+}
+
+#[test]
+fn named_errors_for_bad_tensors() {
+    let mut w = GgufWriter::new();
+    w.tensor("w", &[33], GgmlType::Q8_0, vec![0; 34]);
+    let e = err(w.to_bytes());
+    assert!(matches!(e, GgufError::BadTensorShape { .. }) && e.to_string().contains("\"w\""), "{e}");
+
+    // A tensor whose data runs past the end (truncated file).
+    let mut w = GgufWriter::new();
+    w.tensor_f32("t", &[64], &[0.5; 64]);
+    let mut bytes = w.to_bytes();
+    bytes.truncate(bytes.len() - 10);
+    let e = err(bytes);
+    assert!(matches!(e, GgufError::TensorOutOfBounds { .. }) && e.to_string().contains("\"t\""), "{e}");
+
+    // Unknown type id and misaligned offset, by patching the tensor table.
+    let mut w = GgufWriter::new();
+    w.tensor_f32("t", &[8], &[0.5; 8]);
+    let bytes = w.to_bytes();
+    let name_end = 24 + 8 + 1; // header + name length + "t"
+    let type_at = name_end + 4 + 8;
+    let mut unknown = bytes.clone();
+    unknown[type_at..type_at + 4].copy_from_slice(&99u32.to_le_bytes());
+    assert!(matches!(err(unknown), GgufError::UnknownTensorType { id: 99, .. }));
+    let mut misaligned = bytes.clone();
+    misaligned[type_at + 4..type_at + 12].copy_from_slice(&3u64.to_le_bytes());
+    assert!(matches!(err(misaligned), GgufError::MisalignedTensor { offset: 3, .. }));
+    let mut far = bytes;
+    far[type_at + 4..type_at + 12].copy_from_slice(&(u64::MAX - 31).to_le_bytes());
+    assert!(matches!(err(far), GgufError::TensorOutOfBounds { .. }));
+}
+
+#[test]
+fn duplicate_keys_and_bad_alignment() {
+    let mut w = GgufWriter::new();
+    w.metadata("k", Value::U8(1)).metadata("k", Value::U8(2));
+    assert!(matches!(err(w.to_bytes()), GgufError::DuplicateKey(_)));
+    let mut w = GgufWriter::new();
+    w.metadata("general.alignment", Value::U32(24));
+    assert!(matches!(err(w.to_bytes()), GgufError::BadAlignment(_)));
+}
+
+/// Tiny deterministic PRNG (splitmix64) so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Property: every truncation and random byte corruption of a valid file either parses or
+/// gives an error — never a panic — and whatever parses has in-bounds tensor data.
+#[test]
+fn truncations_and_byte_flips_never_panic() {
+    let good = sample_file();
+    for len in 0..good.len() {
+        if let Ok(f) = GgufFile::from_bytes(good[..len].to_vec()) {
+            for t in f.tensors() {
+                let _ = f.tensor_data(t);
+            }
+        }
+    }
+    let mut rng = Rng(0x5eed);
+    for _ in 0..20_000 {
+        let mut bytes = good.clone();
+        for _ in 0..1 + rng.below(4) {
+            let i = rng.below(bytes.len());
+            bytes[i] = match rng.below(3) {
+                0 => rng.next() as u8,
+                1 => bytes[i] ^ (1 << rng.below(8)),
+                _ => 0xff,
+            };
+        }
+        if rng.below(4) == 0 {
+            bytes.truncate(rng.below(bytes.len() + 1));
+        }
+        if let Ok(f) = GgufFile::from_bytes(bytes) {
+            for t in f.tensors() {
+                assert_eq!(f.tensor_data(t).len() as u64, t.size);
+            }
+        }
+    }
+    for _ in 0..2_000 {
+        let mut bytes: Vec<u8> = (0..rng.below(300)).map(|_| rng.next() as u8).collect();
+        if rng.below(2) == 0 && bytes.len() >= 8 {
+            bytes[..4].copy_from_slice(b"GGUF");
+            bytes[4..8].copy_from_slice(&3u32.to_le_bytes());
+        }
+        let _ = GgufFile::from_bytes(bytes);
+    }
+}
