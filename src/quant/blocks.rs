@@ -182,3 +182,15 @@ pub fn block_bytes<B: Block>(blocks: &[B]) -> &[u8] {
         std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(blocks))
     }
 }
+
+/// Copies one block out of `bytes` regardless of alignment. Returns `None` unless `bytes` is
+/// exactly one block long.
+#[inline]
+pub fn read_block<B: Block>(bytes: &[u8]) -> Option<B> {
+    if bytes.len() != std::mem::size_of::<B>() {
+        return None;
+    }
+    // SAFETY: length checked above; `Block` guarantees every bit pattern is a valid `B`, and
+    // `read_unaligned` has no alignment requirement.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const B) })
+}

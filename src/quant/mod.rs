@@ -2,7 +2,10 @@
 //! activation quantizers (Q8_0, Q8_K) used for integer dot products.
 
 pub mod blocks;
+pub mod dequant;
+pub mod dequant_k;
 pub mod types;
 
 pub use blocks::*;
+pub use dequant::{dequantize_row, DequantError};
 pub use types::{GgmlType, QK_K};
