@@ -1,0 +1,101 @@
+//! The stateful sampler: penalties → top-k → top-p → min-p → temperature → seeded draw,
+//! the order of llama.cpp's default chain.
+
+use super::chain::{self, Candidate};
+use super::params::{SamplerParams, SamplingError};
+use super::penalties::Penalties;
+use super::rng::Xoshiro256StarStar;
+use super::TokenId;
+
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    params: SamplerParams,
+    penalties: Penalties,
+    rng: Xoshiro256StarStar,
+    /// Reused between calls so a 262k vocabulary costs no allocation per token.
+    cands: Vec<Candidate>,
+}
+
+impl Sampler {
+    pub fn new(params: SamplerParams) -> Result<Sampler, SamplingError> {
+        params.validate()?;
+        Ok(Sampler {
+            penalties: Penalties::new(&params),
+            rng: Xoshiro256StarStar::seed_from_u64(params.seed),
+            cands: Vec::new(),
+            params,
+        })
+    }
+
+    pub fn params(&self) -> &SamplerParams {
+        &self.params
+    }
+
+    /// Picks a token from raw logits (len = n_vocab); does not modify the caller's slice.
+    /// NaN logits count as `-inf`. If every logit is `-inf`/NaN, returns the lowest id (0);
+    /// an empty slice also returns 0. Greedy mode does not consume randomness.
+    pub fn sample(&mut self, logits: &[f32]) -> TokenId {
+        if self.params.is_greedy() {
+            self.prepare(logits);
+            return chain::argmax_candidates(&self.cands).map_or(0, |c| c.id);
+        }
+        if !self.prepare(logits) {
+            return 0;
+        }
+        let u = self.rng.next_f64();
+        chain::draw(&self.cands, u)
+    }
+
+    /// Runs the chain up to (not including) the draw and returns the surviving candidates with
+    /// `logit` = penalised logit and `p` = final sampling probability. Order is unspecified.
+    /// Useful for logprob reporting and tests; does not advance the RNG. In greedy mode this is
+    /// the single argmax with `p = 1`; with no finite logit it is empty.
+    pub fn candidates(&mut self, logits: &[f32]) -> &[Candidate] {
+        if self.params.is_greedy() {
+            self.prepare(logits);
+            match chain::argmax_candidates(&self.cands) {
+                Some(best) if best.logit > f32::NEG_INFINITY => {
+                    self.cands.clear();
+                    self.cands.push(Candidate { p: 1.0, ..best });
+                }
+                _ => self.cands.clear(),
+            }
+        } else if !self.prepare(logits) {
+            self.cands.clear();
+        }
+        &self.cands
+    }
+
+    /// Records a token as generated/seen, for the penalties. Call it for each chosen token
+    /// (and, if prompt tokens should be penalised too, for those).
+    pub fn accept(&mut self, token: TokenId) {
+        self.penalties.accept(token);
+    }
+
+    /// Forgets the penalty history and reseeds the RNG, so the sampler replays the same
+    /// sequence as a freshly created one (as llama.cpp's dist sampler does on reset).
+    pub fn reset(&mut self) {
+        self.penalties.reset();
+        self.rng = Xoshiro256StarStar::seed_from_u64(self.params.seed);
+    }
+
+    /// Fills the candidate buffer and applies penalties; in sampling mode also truncation
+    /// and temperature. Returns false when no candidate has a finite logit.
+    fn prepare(&mut self, logits: &[f32]) -> bool {
+        chain::fill_candidates(&mut self.cands, logits);
+        self.penalties.apply(&mut self.cands);
+        if self.params.is_greedy() {
+            return true;
+        }
+        // Impossible tokens would only slow down selection and sorting.
+        self.cands.retain(|c| c.logit > f32::NEG_INFINITY);
+        if self.cands.is_empty() {
+            return false;
+        }
+        let p = &self.params;
+        chain::top_k(&mut self.cands, p.top_k);
+        chain::top_p_min_p(&mut self.cands, p.top_p, p.min_p);
+        chain::softmax_with_temperature(&mut self.cands, p.temperature);
+        true
+    }
+}
