@@ -114,9 +114,10 @@ fn dequant_block(ty: GgmlType, b: &[u8], main: &mut Vec<f64>, min: &mut Vec<f64>
     match ty {
         GgmlType::F32 => push(f32::from_le_bytes(b[..4].try_into().unwrap()) as f64, 0.0),
         GgmlType::F16 => push(get_f16(b, 0) as f64, 0.0),
-        GgmlType::BF16 => {
-            push(bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32() as f64, 0.0)
-        }
+        GgmlType::BF16 => push(
+            bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32() as f64,
+            0.0,
+        ),
         GgmlType::Q4_0 => {
             let d = get_f16(b, 0) as f64;
             let qs = &b[2..18];
@@ -148,7 +149,10 @@ fn dequant_block(ty: GgmlType, b: &[u8], main: &mut Vec<f64>, min: &mut Vec<f64>
                 let (n, s, l) = (e / 128, (e % 128) / 32, e % 32);
                 let is = 8 * n + 2 * s + l / 16;
                 let q = (qs[32 * n + l] >> (2 * s)) & 3;
-                push(d * (sc[is] & 15) as f64 * q as f64, dmin * (sc[is] >> 4) as f64);
+                push(
+                    d * (sc[is] & 15) as f64 * q as f64,
+                    dmin * (sc[is] >> 4) as f64,
+                );
             }
         }
         GgmlType::Q3_K => {
@@ -164,8 +168,11 @@ fn dequant_block(ty: GgmlType, b: &[u8], main: &mut Vec<f64>, min: &mut Vec<f64>
                 ((a0 >> 4) & k2) | (((t >> 4) & k1) << 4),
                 ((a1 >> 4) & k2) | (((t >> 6) & k1) << 4),
             ];
-            let scales: Vec<i32> =
-                words.iter().flat_map(|w| w.to_le_bytes()).map(|x| x as i8 as i32 - 32).collect();
+            let scales: Vec<i32> = words
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .map(|x| x as i8 as i32 - 32)
+                .collect();
             for e in 0..QK_K {
                 let (n, s, l) = (e / 128, (e % 128) / 32, e % 32);
                 let mut q = ((qs[32 * n + l] >> (2 * s)) & 3) as i32;
@@ -178,16 +185,27 @@ fn dequant_block(ty: GgmlType, b: &[u8], main: &mut Vec<f64>, min: &mut Vec<f64>
         GgmlType::Q4_K | GgmlType::Q5_K => {
             let (d, dmin) = (get_f16(b, 0) as f64, get_f16(b, 2) as f64);
             let s = &b[4..16];
-            let (qh, qs) = if ty == GgmlType::Q5_K { (&b[16..48], &b[48..176]) } else { (&b[0..0], &b[16..144]) };
+            let (qh, qs) = if ty == GgmlType::Q5_K {
+                (&b[16..48], &b[48..176])
+            } else {
+                (&b[0..0], &b[16..144])
+            };
             for e in 0..QK_K {
                 let (j, hi, l) = (e / 64, (e % 64) / 32, e % 32);
                 let sb = 2 * j + hi;
                 let (sc, m) = if sb < 4 {
                     (s[sb] & 63, s[sb + 4] & 63)
                 } else {
-                    ((s[sb + 4] & 15) | ((s[sb - 4] >> 6) << 4), (s[sb + 4] >> 4) | ((s[sb] >> 6) << 4))
+                    (
+                        (s[sb + 4] & 15) | ((s[sb - 4] >> 6) << 4),
+                        (s[sb + 4] >> 4) | ((s[sb] >> 6) << 4),
+                    )
                 };
-                let mut q = if hi == 0 { qs[32 * j + l] & 15 } else { qs[32 * j + l] >> 4 } as u32;
+                let mut q = if hi == 0 {
+                    qs[32 * j + l] & 15
+                } else {
+                    qs[32 * j + l] >> 4
+                } as u32;
                 if ty == GgmlType::Q5_K && qh[l] & (1 << sb) != 0 {
                     q += 16;
                 }
@@ -257,7 +275,12 @@ fn every_path_matches_scalar_on_all_types_and_shapes() {
             for &(rows, n_tokens) in &[(1, 1), (7, 2), (33, 3), (19, 5), (67, 17), (5, 1)] {
                 let w = random_weights(ty, rows, k, &mut rng);
                 let x = rng.floats(n_tokens * k, 2.0);
-                let wm = WeightMatrix { ty, rows, k, data: w.bytes() };
+                let wm = WeightMatrix {
+                    ty,
+                    rows,
+                    k,
+                    data: w.bytes(),
+                };
                 let act = QuantizedActivations::quantize(&x, n_tokens, k, ty).unwrap();
                 let mut want = vec![0.0f32; rows * n_tokens];
                 kernels::matmul_with(CpuPath::Scalar, &wm, &act, &mut want).unwrap();
@@ -292,13 +315,26 @@ fn every_path_matches_scalar_on_all_types_and_shapes() {
 }
 
 fn q8_0_of(x: &[f32]) -> Vec<BlockQ8_0> {
-    let mut v = vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; x.len() / 32];
+    let mut v = vec![
+        BlockQ8_0 {
+            d: f16::ZERO,
+            qs: [0; 32]
+        };
+        x.len() / 32
+    ];
     quantize_row_q8_0(x, &mut v);
     v
 }
 
 fn q8_k_of(x: &[f32]) -> Vec<BlockQ8K> {
-    let mut v = vec![BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; 16] }; x.len() / QK_K];
+    let mut v = vec![
+        BlockQ8K {
+            d: 0.0,
+            qs: [0; QK_K],
+            bsums: [0; 16]
+        };
+        x.len() / QK_K
+    ];
     quantize_row_q8_k(x, &mut v);
     v
 }
@@ -344,7 +380,10 @@ fn scalar_kernels_match_dequantized_reference() {
                 }
                 _ => {
                     let q = q8_k_of(&x);
-                    let a = q.iter().flat_map(|b| b.qs.map(|v| b.d as f64 * v as f64)).collect();
+                    let a = q
+                        .iter()
+                        .flat_map(|b| b.qs.map(|v| b.d as f64 * v as f64))
+                        .collect();
                     let got = match ty {
                         GgmlType::Q2_K => scalar::vec_dot_q2_k_q8_k(cast_blocks(b).unwrap(), &q),
                         GgmlType::Q3_K => scalar::vec_dot_q3_k_q8_k(cast_blocks(b).unwrap(), &q),
@@ -356,7 +395,9 @@ fn scalar_kernels_match_dequantized_reference() {
                 }
             };
             let want: f64 = (0..k).map(|i| (main[i] - min[i]) * a[i]).sum();
-            let mag: f64 = (0..k).map(|i| (main[i].abs() + min[i].abs()) * a[i].abs()).sum();
+            let mag: f64 = (0..k)
+                .map(|i| (main[i].abs() + min[i].abs()) * a[i].abs())
+                .sum();
             let tol = 1e-5 * mag + 1e-6;
             assert!(
                 (got as f64 - want).abs() <= tol,
@@ -372,7 +413,10 @@ fn path_selection_and_forcing() {
     assert!(CpuPath::Scalar.is_available());
     assert_eq!(kernels::resolve_cpu_path(None), (best, None));
     assert_eq!(kernels::resolve_cpu_path(Some("")), (best, None));
-    assert_eq!(kernels::resolve_cpu_path(Some("scalar")), (CpuPath::Scalar, None));
+    assert_eq!(
+        kernels::resolve_cpu_path(Some("scalar")),
+        (CpuPath::Scalar, None)
+    );
     assert_eq!(kernels::resolve_cpu_path(Some("SCALAR")).0, CpuPath::Scalar);
     let (p, warn) = kernels::resolve_cpu_path(Some("nonsense"));
     assert_eq!(p, best);
@@ -414,20 +458,37 @@ fn errors_instead_of_panics() {
 
     let mut rng = Rng(1);
     let w = random_weights(GgmlType::Q4_0, 3, 64, &mut rng);
-    let wm = WeightMatrix { ty: GgmlType::Q4_0, rows: 3, k: 64, data: w.bytes() };
+    let wm = WeightMatrix {
+        ty: GgmlType::Q4_0,
+        rows: 3,
+        k: 64,
+        data: w.bytes(),
+    };
     let act = QuantizedActivations::quantize(&x, 1, 64, GgmlType::Q8_0).unwrap();
     let mut out = vec![0.0; 3];
     kernels::matmul(&wm, &act, &mut out).unwrap();
     let mut short = vec![0.0; 2];
-    assert!(matches!(kernels::matmul(&wm, &act, &mut short), Err(KernelError::Shape(_))));
-    let bad = WeightMatrix { data: &w.bytes()[..50], ..wm };
-    assert!(matches!(kernels::matmul(&bad, &act, &mut out), Err(KernelError::Shape(_))));
+    assert!(matches!(
+        kernels::matmul(&wm, &act, &mut short),
+        Err(KernelError::Shape(_))
+    ));
+    let bad = WeightMatrix {
+        data: &w.bytes()[..50],
+        ..wm
+    };
+    assert!(matches!(
+        kernels::matmul(&bad, &act, &mut out),
+        Err(KernelError::Shape(_))
+    ));
     let f32_act = QuantizedActivations::quantize(&x, 1, 64, GgmlType::F32).unwrap();
     assert!(matches!(
         kernels::matmul(&wm, &f32_act, &mut out),
         Err(KernelError::ActivationFormat { .. })
     ));
-    let q41 = WeightMatrix { ty: GgmlType::Q4_1, ..wm };
+    let q41 = WeightMatrix {
+        ty: GgmlType::Q4_1,
+        ..wm
+    };
     assert_eq!(
         kernels::matmul(&q41, &act, &mut out),
         Err(KernelError::UnsupportedType(GgmlType::Q4_1))
@@ -444,9 +505,21 @@ fn activations_shared_across_weight_types() {
     assert_eq!(act.format(), kernels::ActFormat::Q8K);
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K] {
         let w = random_weights(ty, 4, k, &mut rng);
-        let wm = WeightMatrix { ty, rows: 4, k, data: w.bytes() };
+        let wm = WeightMatrix {
+            ty,
+            rows: 4,
+            k,
+            data: w.bytes(),
+        };
         let mut out = vec![0.0; 8];
         kernels::matmul(&wm, &act, &mut out).unwrap();
         assert!(out.iter().all(|v| v.is_finite()));
+    }
+}
+
+#[test]
+fn self_test_passes_on_every_available_path() {
+    for p in CpuPath::available() {
+        assert_eq!(kernels::self_test(p), Ok(()), "{p}");
     }
 }

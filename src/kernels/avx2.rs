@@ -52,7 +52,10 @@ unsafe fn load128(p: *const u8) -> __m128i {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn nibbles32(p: *const u8) -> __m256i {
     let q = load128(p);
-    _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f))
+    _mm256_and_si256(
+        _mm256_set_m128i(_mm_srli_epi16(q, 4), q),
+        _mm256_set1_epi8(0x0f),
+    )
 }
 
 /// Bit j of `bits` -> byte j = 0xff or 0.
@@ -61,7 +64,12 @@ unsafe fn nibbles32(p: *const u8) -> __m256i {
 unsafe fn bytes_from_bits(bits: u32) -> __m256i {
     let v = _mm256_shuffle_epi8(
         _mm256_set1_epi32(bits as i32),
-        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303),
+        _mm256_setr_epi64x(
+            0,
+            0x0101010101010101,
+            0x0202020202020202,
+            0x0303030303030303,
+        ),
     );
     // Set every bit except the one this byte tests; the byte is all-ones iff that bit is set.
     let v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
@@ -147,7 +155,10 @@ unsafe fn k4_scale_vectors(sc: [u8; 8]) -> [__m256i; 8] {
     let mut out = [_mm256_setzero_si256(); 8];
     for (j, o) in out.iter_mut().enumerate() {
         let b = (2 * j) as i8;
-        *o = _mm256_shuffle_epi8(v, _mm256_set1_epi16(i16::from_le_bytes([b as u8, b as u8 + 1])));
+        *o = _mm256_shuffle_epi8(
+            v,
+            _mm256_set1_epi16(i16::from_le_bytes([b as u8, b as u8 + 1])),
+        );
     }
     out
 }
@@ -286,10 +297,7 @@ pub unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
                 ),
             ];
             for (k, &qk) in q.iter().enumerate() {
-                let p = _mm256_maddubs_epi16(
-                    qk,
-                    load256(y.qs.as_ptr().add(128 * h + 32 * k) as _),
-                );
+                let p = _mm256_maddubs_epi16(qk, load256(y.qs.as_ptr().add(128 * h + 32 * k) as _));
                 // Scales of groups 8h+2k (low lane) and 8h+2k+1 (high lane).
                 let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32((4 * h + k) as i32));
                 let s = _mm256_shuffle_epi8(pair, pick);
@@ -388,7 +396,11 @@ pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
         i += 32;
     }
     while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(pw.add(i)), _mm256_loadu_ps(pa.add(i)), acc[0]);
+        acc[0] = _mm256_fmadd_ps(
+            _mm256_loadu_ps(pw.add(i)),
+            _mm256_loadu_ps(pa.add(i)),
+            acc[0],
+        );
         i += 8;
     }
     let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));

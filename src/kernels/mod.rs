@@ -128,9 +128,12 @@ pub fn resolve_cpu_path(request: Option<&str>) -> (CpuPath, Option<String>) {
             )),
         ),
         Some(p) if p.is_available() => (p, None),
-        Some(p) => {
-            (best, Some(format!("kolibri: KOLIBRI_CPU={p} not supported by this CPU; using {best}")))
-        }
+        Some(p) => (
+            best,
+            Some(format!(
+                "kolibri: KOLIBRI_CPU={p} not supported by this CPU; using {best}"
+            )),
+        ),
     }
 }
 
@@ -139,12 +142,127 @@ pub fn cpu_path() -> CpuPath {
     static PATH: OnceLock<CpuPath> = OnceLock::new();
     *PATH.get_or_init(|| {
         let env = std::env::var("KOLIBRI_CPU").ok();
-        let (path, warning) = resolve_cpu_path(env.as_deref());
+        let (mut path, warning) = resolve_cpu_path(env.as_deref());
         if let Some(w) = warning {
             eprintln!("{w}");
         }
+        // Guard against a SIMD kernel misbehaving on hardware it was never run on: check it
+        // against the scalar twin once and step down a path if it disagrees.
+        while let Err(e) = self_test(path) {
+            let lower = if path == CpuPath::Avx512 {
+                CpuPath::Avx2
+            } else {
+                CpuPath::Scalar
+            };
+            eprintln!("kolibri: {path} kernels failed their self-test ({e}); using {lower}");
+            path = lower;
+        }
         path
     })
+}
+
+/// Runs every kernel of `path` against the scalar kernels on small deterministic random
+/// inputs (a few microseconds). `Err` names the first kernel that disagrees.
+pub fn self_test(path: CpuPath) -> Result<(), String> {
+    if !path.is_available() {
+        return Err(format!("{path} is not supported by this CPU"));
+    }
+    if path == CpuPath::Scalar {
+        return Ok(());
+    }
+    let kt = kernels(path);
+    let mut seed = 0x2545f4914f6cdd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    // Three 256-element blocks (odd, so pair loops see a tail) and 3 * 8 32-element blocks.
+    const N: usize = 3 * QK_K;
+    let xs: Vec<f32> = (0..N)
+        .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+        .collect();
+    let ws: Vec<f32> = (0..N).map(|_| f32::from_bits(next() as u32)).collect();
+    let raw = block_bytes(&ws);
+    let scale = |v: u64| f16::from_f32(((v >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1);
+    fn blocks<B: Block>(raw: &[u8], n: usize) -> Vec<B> {
+        cast_blocks::<B>(&raw[..n * std::mem::size_of::<B>()])
+            .map(<[B]>::to_vec)
+            .unwrap_or_default()
+    }
+    let mut q8_0 = vec![
+        BlockQ8_0 {
+            d: f16::ZERO,
+            qs: [0; 32]
+        };
+        N / 32
+    ];
+    quantize_row_q8_0(&xs, &mut q8_0);
+    let zero_k = BlockQ8K {
+        d: 0.0,
+        qs: [0; QK_K],
+        bsums: [0; QK_K / 16],
+    };
+    let mut q8k = vec![zero_k; N / QK_K];
+    quantize_row_q8_k(&xs, &mut q8k);
+    let x16: Vec<f16> = xs.iter().map(|&v| f16::from_f32(v)).collect();
+    let xb16: Vec<bf16> = xs.iter().map(|&v| bf16::from_f32(v)).collect();
+    let wf: Vec<f32> = xs.iter().rev().copied().collect();
+    let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+    let wb16: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
+
+    let mut failures = Vec::new();
+    let mut check = |name: &str, got: f32, want: f32, mag: f32| {
+        // NaN must count as a failure.
+        let err = (got - want).abs();
+        if err.is_nan() || err > 5e-4 * mag {
+            failures.push(format!("{name}: {got} vs {want}"));
+        }
+    };
+    macro_rules! t {
+        ($name:literal, $kern:ident, $w:expr, $a:expr) => {{
+            let (w, a) = (&$w[..], &$a[..]);
+            // SAFETY: `kt` is a table for a path this CPU supports (checked above).
+            let (got, want) = unsafe { ((kt.$kern)(w, a), (SCALAR.$kern)(w, a)) };
+            check($name, got, want, want.abs().max(1.0));
+        }};
+    }
+    let mut q4_0: Vec<BlockQ4_0> = blocks(raw, N / 32);
+    q4_0.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q4_0", q4_0, q4_0, q8_0);
+    let mut q5_0: Vec<BlockQ5_0> = blocks(raw, N / 32);
+    q5_0.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q5_0", q5_0, q5_0, q8_0);
+    let mut w8_0: Vec<BlockQ8_0> = blocks(raw, N / 32);
+    w8_0.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q8_0", q8_0, w8_0, q8_0);
+    let mut q2k: Vec<BlockQ2K> = blocks(raw, N / QK_K);
+    q2k.iter_mut()
+        .for_each(|b| (b.d, b.dmin) = (scale(next()), scale(next())));
+    t!("q2_k", q2_k, q2k, q8k);
+    let mut q3k: Vec<BlockQ3K> = blocks(raw, N / QK_K);
+    q3k.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q3_k", q3_k, q3k, q8k);
+    let mut q4k: Vec<BlockQ4K> = blocks(raw, N / QK_K);
+    q4k.iter_mut()
+        .for_each(|b| (b.d, b.dmin) = (scale(next()), scale(next())));
+    t!("q4_k", q4_k, q4k, q8k);
+    let mut q5k: Vec<BlockQ5K> = blocks(raw, N / QK_K);
+    q5k.iter_mut()
+        .for_each(|b| (b.d, b.dmin) = (scale(next()), scale(next())));
+    t!("q5_k", q5_k, q5k, q8k);
+    let mut q6k: Vec<BlockQ6K> = blocks(raw, N / QK_K);
+    q6k.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q6_k", q6_k, q6k, q8k);
+    t!("f16", f16, w16, x16);
+    t!("bf16", bf16, wb16, xb16);
+    t!("f32", f32, wf, xs);
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join(", "))
+    }
 }
 
 /// Storage format of quantized activations.
@@ -219,7 +337,7 @@ impl QuantizedActivations {
             )));
         }
         let bl = format.block_len();
-        if k % bl != 0 {
+        if !k.is_multiple_of(bl) {
             return Err(KernelError::Shape(format!(
                 "row length {k} is not a multiple of {bl} ({format:?} activations)"
             )));
@@ -228,12 +346,22 @@ impl QuantizedActivations {
         let rows_par = n_tokens >= 4;
         let data = match format {
             ActFormat::Q8_0 => {
-                let mut v = vec![BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }; x.len() / 32];
+                let mut v = vec![
+                    BlockQ8_0 {
+                        d: f16::ZERO,
+                        qs: [0; 32]
+                    };
+                    x.len() / 32
+                ];
                 for_rows(x, &mut v, k, k / 32, rows_par, quantize_row_q8_0);
                 ActData::Q8_0(v)
             }
             ActFormat::Q8K => {
-                let zero = BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] };
+                let zero = BlockQ8K {
+                    d: 0.0,
+                    qs: [0; QK_K],
+                    bsums: [0; QK_K / 16],
+                };
                 let mut v = vec![zero; x.len() / QK_K];
                 for_rows(x, &mut v, k, k / QK_K, rows_par, quantize_row_q8_k);
                 ActData::Q8K(v)
@@ -281,9 +409,13 @@ fn for_rows<B: Send>(
     f: fn(&[f32], &mut [B]),
 ) {
     if parallel {
-        x.par_chunks(k).zip(out.par_chunks_mut(blocks_per_row)).for_each(|(x, o)| f(x, o));
+        x.par_chunks(k)
+            .zip(out.par_chunks_mut(blocks_per_row))
+            .for_each(|(x, o)| f(x, o));
     } else {
-        x.chunks(k).zip(out.chunks_mut(blocks_per_row)).for_each(|(x, o)| f(x, o));
+        x.chunks(k)
+            .zip(out.chunks_mut(blocks_per_row))
+            .for_each(|(x, o)| f(x, o));
     }
 }
 
@@ -323,7 +455,7 @@ impl WeightMatrix<'_> {
             GgmlType::F32 => 4,
             _ => 2,
         };
-        if (self.data.as_ptr() as usize) % align != 0 {
+        if !(self.data.as_ptr() as usize).is_multiple_of(align) {
             return Err(KernelError::Misaligned(self.ty));
         }
         Ok(())
@@ -395,7 +527,11 @@ const AVX512: Kernels = Kernels {
 /// The kernel table for `path`, or the best available one if the CPU lacks it (so a table
 /// handed out is always safe to call).
 fn kernels(path: CpuPath) -> &'static Kernels {
-    let path = if path.is_available() { path } else { CpuPath::best_available() };
+    let path = if path.is_available() {
+        path
+    } else {
+        CpuPath::best_available()
+    };
     match path {
         CpuPath::Scalar => &SCALAR,
         #[cfg(target_arch = "x86_64")]
@@ -439,7 +575,10 @@ pub fn matmul_with(
             act.n_tokens
         )));
     }
-    let mismatch = || KernelError::ActivationFormat { weight: w.ty, got: act.format() };
+    let mismatch = || KernelError::ActivationFormat {
+        weight: w.ty,
+        got: act.format(),
+    };
     if activation_format(w.ty) != Some(act.format()) {
         return Err(mismatch());
     }
@@ -447,7 +586,10 @@ pub fn matmul_with(
         return Ok(());
     }
     let kt = kernels(path);
-    let shape = Shape { rows: w.rows, n_tokens: act.n_tokens };
+    let shape = Shape {
+        rows: w.rows,
+        n_tokens: act.n_tokens,
+    };
     macro_rules! go {
         ($act:ident, $kern:ident) => {{
             let blocks = cast_blocks(w.data).ok_or(KernelError::Misaligned(w.ty))?;
@@ -491,13 +633,7 @@ const ACT_TILE_BYTES: usize = 192 * 1024;
 /// Minimum rows per parallel task (keeps scheduling overhead small).
 const MIN_ROWS_PER_TASK: usize = 16;
 
-fn run<W: Sync, A: Sync>(
-    w: &[W],
-    a: &[A],
-    shape: Shape,
-    out: &mut [f32],
-    dot: DotFn<W, A>,
-) {
+fn run<W: Sync, A: Sync>(w: &[W], a: &[A], shape: Shape, out: &mut [f32], dot: DotFn<W, A>) {
     let Shape { rows, n_tokens } = shape;
     let nb = w.len() / rows;
     debug_assert_eq!(nb * n_tokens, a.len());

@@ -73,7 +73,11 @@ pub fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     debug_assert_eq!(w.len(), a.len());
     let mut sum = 0.0f32;
     for (x, y) in w.iter().zip(a) {
-        let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
+        let sumi: i32 =
+            x.qs.iter()
+                .zip(&y.qs)
+                .map(|(&p, &q)| p as i32 * q as i32)
+                .sum();
         sum += sumi as f32 * x.d.to_f32() * y.d.to_f32();
     }
     sum
@@ -84,7 +88,9 @@ pub fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
     debug_assert_eq!(w.len(), a.len());
     let mut sum = 0.0f32;
     for (x, y) in w.iter().zip(a) {
-        let summs: i32 = (0..16).map(|j| y.bsums[j] as i32 * (x.scales[j] >> 4) as i32).sum();
+        let summs: i32 = (0..16)
+            .map(|j| y.bsums[j] as i32 * (x.scales[j] >> 4) as i32)
+            .sum();
         let mut isum = 0i32;
         // Element 128*h + 32*s + l reads bits 2s..2s+2 of qs[32*h + l]; scale index 2*(4h+s) +
         // (l >= 16).
@@ -217,13 +223,19 @@ pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
 /// F16 weights × F16 activations; products in f32, sum in f64 like ggml's generic kernel.
 pub fn vec_dot_f16_f16(w: &[f16], a: &[f16]) -> f32 {
     debug_assert_eq!(w.len(), a.len());
-    w.iter().zip(a).map(|(x, y)| (x.to_f32() * y.to_f32()) as f64).sum::<f64>() as f32
+    w.iter()
+        .zip(a)
+        .map(|(x, y)| (x.to_f32() * y.to_f32()) as f64)
+        .sum::<f64>() as f32
 }
 
 /// BF16 weights × BF16 activations.
 pub fn vec_dot_bf16_bf16(w: &[bf16], a: &[bf16]) -> f32 {
     debug_assert_eq!(w.len(), a.len());
-    w.iter().zip(a).map(|(x, y)| (x.to_f32() * y.to_f32()) as f64).sum::<f64>() as f32
+    w.iter()
+        .zip(a)
+        .map(|(x, y)| (x.to_f32() * y.to_f32()) as f64)
+        .sum::<f64>() as f32
 }
 
 /// F32 × F32.

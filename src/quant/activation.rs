@@ -16,7 +16,11 @@ pub const QK8_0: usize = 32;
 /// # Panics
 /// If `x.len() != 32 * out.len()`.
 pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
-    assert_eq!(x.len(), out.len() * QK8_0, "quantize_row_q8_0: length mismatch");
+    assert_eq!(
+        x.len(),
+        out.len() * QK8_0,
+        "quantize_row_q8_0: length mismatch"
+    );
     for (xb, yb) in x.chunks_exact(QK8_0).zip(out.iter_mut()) {
         let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let d = amax / 127.0;
@@ -36,7 +40,11 @@ pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
 /// # Panics
 /// If `x.len() != 256 * out.len()`.
 pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
-    assert_eq!(x.len(), out.len() * QK_K, "quantize_row_q8_k: length mismatch");
+    assert_eq!(
+        x.len(),
+        out.len() * QK_K,
+        "quantize_row_q8_k: length mismatch"
+    );
     for (xb, yb) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
         // First value of strictly largest magnitude, like the reference (sign matters: the
         // extreme value maps to exactly -127).
@@ -71,11 +79,18 @@ mod tests {
     use super::*;
 
     fn zero_q8_0() -> BlockQ8_0 {
-        BlockQ8_0 { d: f16::ZERO, qs: [0; 32] }
+        BlockQ8_0 {
+            d: f16::ZERO,
+            qs: [0; 32],
+        }
     }
 
     fn zero_q8_k() -> BlockQ8K {
-        BlockQ8K { d: 0.0, qs: [0; QK_K], bsums: [0; 16] }
+        BlockQ8K {
+            d: 0.0,
+            qs: [0; QK_K],
+            bsums: [0; 16],
+        }
     }
 
     #[test]
@@ -133,7 +148,9 @@ mod tests {
         let mut s = seed;
         (0..n)
             .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
             })
             .collect()
@@ -148,8 +165,9 @@ mod tests {
             for (xb, b) in x.chunks(32).zip(&y0) {
                 let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
                 let d = b.d.to_f32();
-                // Half a step from rounding plus the f16 rounding of d (relative 2^-11).
-                let tol = amax / 127.0 * 0.5 + amax * 2f32.powi(-11) + 1e-30;
+                // Half a step from rounding plus the f16 rounding of d: relative 2^-11, or
+                // absolute 2^-25 (times |q| <= 127) once d is an f16 subnormal.
+                let tol = amax / 127.0 * 0.5 + amax * 2f32.powi(-11) + 127.0 * 2f32.powi(-25);
                 for (&v, &q) in xb.iter().zip(&b.qs) {
                     assert!((v - d * q as f32).abs() <= tol * 1.0001, "q8_0 {v} {q} {d}");
                 }
