@@ -1,1 +1,674 @@
-//! kernels (work in progress)
+//! Dot-product and matmul kernels: a scalar reference plus AVX2 and AVX-512 versions, chosen
+//! once at run time, behind one model-facing entry point ([`matmul`]).
+//!
+//! Weights are used in place (raw ggml blocks from the mapped file). Activations are quantized
+//! once per input into the format the weight type's integer kernel needs (Q8_0 for
+//! Q4_0/Q5_0/Q8_0, Q8_K for the K-quants, f16/bf16 for F16/BF16 weights like llama.cpp, f32
+//! for F32), so several matmuls reading the same input can share them.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use crate::quant::activation::{quantize_row_q8_0, quantize_row_q8_k};
+use crate::quant::blocks::*;
+use crate::quant::types::{GgmlType, QK_K};
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod scalar;
+
+/// Errors the model can check for at load time (types, shapes) or hit on a malformed call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelError {
+    /// No dot-product kernel for this weight type.
+    UnsupportedType(GgmlType),
+    /// Activations were quantized for a different weight type family.
+    ActivationFormat { weight: GgmlType, got: ActFormat },
+    /// Sizes that do not fit together (message says which).
+    Shape(String),
+    /// The weight bytes are not aligned for the block type.
+    Misaligned(GgmlType),
+}
+
+impl fmt::Display for KernelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelError::UnsupportedType(t) => write!(f, "no matmul kernel for weight type {t}"),
+            KernelError::ActivationFormat { weight, got } => {
+                write!(f, "weights of type {weight} cannot use {got:?} activations")
+            }
+            KernelError::Shape(m) => write!(f, "matmul shape error: {m}"),
+            KernelError::Misaligned(t) => write!(f, "{t} weight data is misaligned"),
+        }
+    }
+}
+
+impl std::error::Error for KernelError {}
+
+/// Instruction-set path for the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CpuPath {
+    Scalar,
+    /// AVX2 + FMA + F16C.
+    Avx2,
+    /// AVX-512 F/BW/VL + VNNI (plus the AVX2 set).
+    Avx512,
+}
+
+impl CpuPath {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuPath::Scalar => "scalar",
+            CpuPath::Avx2 => "avx2",
+            CpuPath::Avx512 => "avx512",
+        }
+    }
+
+    /// Whether this CPU can run the path.
+    pub fn is_available(self) -> bool {
+        match self {
+            CpuPath::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            CpuPath::Avx2 => avx2::detected(),
+            #[cfg(target_arch = "x86_64")]
+            CpuPath::Avx512 => avx512::detected(),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The fastest path this CPU supports.
+    pub fn best_available() -> CpuPath {
+        *CpuPath::available().last().unwrap_or(&CpuPath::Scalar)
+    }
+
+    /// Every path this CPU supports, slowest first (tests run all of them).
+    pub fn available() -> Vec<CpuPath> {
+        [CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512]
+            .into_iter()
+            .filter(|p| p.is_available())
+            .collect()
+    }
+
+    fn parse(s: &str) -> Option<CpuPath> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "scalar" => Some(CpuPath::Scalar),
+            "avx2" => Some(CpuPath::Avx2),
+            "avx512" => Some(CpuPath::Avx512),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for CpuPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Resolves a `KOLIBRI_CPU` value against what the CPU has. Returns the path and, when the
+/// request could not be honoured, a warning for stderr. Asking for more than the CPU has falls
+/// back to the best available path (never an illegal instruction).
+pub fn resolve_cpu_path(request: Option<&str>) -> (CpuPath, Option<String>) {
+    let best = CpuPath::best_available();
+    let Some(req) = request.filter(|s| !s.trim().is_empty()) else {
+        return (best, None);
+    };
+    match CpuPath::parse(req) {
+        None => (
+            best,
+            Some(format!(
+                "kolibri: KOLIBRI_CPU={req:?} not understood (scalar|avx2|avx512); using {best}"
+            )),
+        ),
+        Some(p) if p.is_available() => (p, None),
+        Some(p) => (
+            best,
+            Some(format!(
+                "kolibri: KOLIBRI_CPU={p} not supported by this CPU; using {best}"
+            )),
+        ),
+    }
+}
+
+/// The path used by [`matmul`]: detected once, overridable downward with `KOLIBRI_CPU`.
+pub fn cpu_path() -> CpuPath {
+    static PATH: OnceLock<CpuPath> = OnceLock::new();
+    *PATH.get_or_init(|| {
+        let env = std::env::var("KOLIBRI_CPU").ok();
+        let (mut path, warning) = resolve_cpu_path(env.as_deref());
+        if let Some(w) = warning {
+            eprintln!("{w}");
+        }
+        // Guard against a SIMD kernel misbehaving on hardware it was never run on: check it
+        // against the scalar twin once and step down a path if it disagrees.
+        while let Err(e) = self_test(path) {
+            let lower = if path == CpuPath::Avx512 {
+                CpuPath::Avx2
+            } else {
+                CpuPath::Scalar
+            };
+            eprintln!("kolibri: {path} kernels failed their self-test ({e}); using {lower}");
+            path = lower;
+        }
+        path
+    })
+}
+
+/// Runs every kernel of `path` against the scalar kernels on small deterministic random
+/// inputs (a few microseconds). `Err` names the first kernel that disagrees.
+pub fn self_test(path: CpuPath) -> Result<(), String> {
+    if !path.is_available() {
+        return Err(format!("{path} is not supported by this CPU"));
+    }
+    if path == CpuPath::Scalar {
+        return Ok(());
+    }
+    let kt = kernels(path);
+    let mut seed = 0x2545f4914f6cdd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    // Three 256-element blocks (odd, so pair loops see a tail) and 3 * 8 32-element blocks.
+    const N: usize = 3 * QK_K;
+    let xs: Vec<f32> = (0..N)
+        .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+        .collect();
+    let ws: Vec<f32> = (0..N).map(|_| f32::from_bits(next() as u32)).collect();
+    let raw = block_bytes(&ws);
+    let scale = |v: u64| f16::from_f32(((v >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1);
+    fn blocks<B: Block>(raw: &[u8], n: usize) -> Vec<B> {
+        cast_blocks::<B>(&raw[..n * std::mem::size_of::<B>()])
+            .map(<[B]>::to_vec)
+            .unwrap_or_default()
+    }
+    let mut q8_0 = vec![
+        BlockQ8_0 {
+            d: f16::ZERO,
+            qs: [0; 32]
+        };
+        N / 32
+    ];
+    quantize_row_q8_0(&xs, &mut q8_0);
+    let zero_k = BlockQ8K {
+        d: 0.0,
+        qs: [0; QK_K],
+        bsums: [0; QK_K / 16],
+    };
+    let mut q8k = vec![zero_k; N / QK_K];
+    quantize_row_q8_k(&xs, &mut q8k);
+    let x16: Vec<f16> = xs.iter().map(|&v| f16::from_f32(v)).collect();
+    let xb16: Vec<bf16> = xs.iter().map(|&v| bf16::from_f32(v)).collect();
+    let wf: Vec<f32> = xs.iter().rev().copied().collect();
+    let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+    let wb16: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
+
+    let mut failures = Vec::new();
+    let mut check = |name: &str, got: f32, want: f32, mag: f32| {
+        // NaN must count as a failure.
+        let err = (got - want).abs();
+        if err.is_nan() || err > 5e-4 * mag {
+            failures.push(format!("{name}: {got} vs {want}"));
+        }
+    };
+    macro_rules! t {
+        ($name:literal, $kern:ident, $w:expr, $a:expr) => {{
+            let (w, a) = (&$w[..], &$a[..]);
+            // SAFETY: `kt` is a table for a path this CPU supports (checked above).
+            let (got, want) = unsafe { ((kt.$kern)(w, a), (SCALAR.$kern)(w, a)) };
+            check($name, got, want, want.abs().max(1.0));
+        }};
+    }
+    let mut q4_0: Vec<BlockQ4_0> = blocks(raw, N / 32);
+    q4_0.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q4_0", q4_0, q4_0, q8_0);
+    let mut q5_0: Vec<BlockQ5_0> = blocks(raw, N / 32);
+    q5_0.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q5_0", q5_0, q5_0, q8_0);
+    let mut w8_0: Vec<BlockQ8_0> = blocks(raw, N / 32);
+    w8_0.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q8_0", q8_0, w8_0, q8_0);
+    let mut q2k: Vec<BlockQ2K> = blocks(raw, N / QK_K);
+    q2k.iter_mut()
+        .for_each(|b| (b.d, b.dmin) = (scale(next()), scale(next())));
+    t!("q2_k", q2_k, q2k, q8k);
+    let mut q3k: Vec<BlockQ3K> = blocks(raw, N / QK_K);
+    q3k.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q3_k", q3_k, q3k, q8k);
+    let mut q4k: Vec<BlockQ4K> = blocks(raw, N / QK_K);
+    q4k.iter_mut()
+        .for_each(|b| (b.d, b.dmin) = (scale(next()), scale(next())));
+    t!("q4_k", q4_k, q4k, q8k);
+    let mut q5k: Vec<BlockQ5K> = blocks(raw, N / QK_K);
+    q5k.iter_mut()
+        .for_each(|b| (b.d, b.dmin) = (scale(next()), scale(next())));
+    t!("q5_k", q5_k, q5k, q8k);
+    let mut q6k: Vec<BlockQ6K> = blocks(raw, N / QK_K);
+    q6k.iter_mut().for_each(|b| b.d = scale(next()));
+    t!("q6_k", q6_k, q6k, q8k);
+    t!("f16", f16, w16, x16);
+    t!("bf16", bf16, wb16, xb16);
+    t!("f32", f32, wf, xs);
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join(", "))
+    }
+}
+
+/// Storage format of quantized activations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ActFormat {
+    Q8_0,
+    Q8K,
+    F16,
+    BF16,
+    F32,
+}
+
+impl ActFormat {
+    /// Elements per activation block.
+    fn block_len(self) -> usize {
+        match self {
+            ActFormat::Q8_0 => 32,
+            ActFormat::Q8K => QK_K,
+            _ => 1,
+        }
+    }
+}
+
+/// The activation format the kernel for weight type `ty` consumes, or `None` if unsupported.
+pub fn activation_format(ty: GgmlType) -> Option<ActFormat> {
+    use GgmlType::*;
+    Some(match ty {
+        Q4_0 | Q5_0 | Q8_0 => ActFormat::Q8_0,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K => ActFormat::Q8K,
+        F16 => ActFormat::F16,
+        BF16 => ActFormat::BF16,
+        F32 => ActFormat::F32,
+        _ => return None,
+    })
+}
+
+/// Whether [`matmul`] has a kernel for weights of type `ty` (check at model load).
+pub fn supports(ty: GgmlType) -> bool {
+    activation_format(ty).is_some()
+}
+
+enum ActData {
+    Q8_0(Vec<BlockQ8_0>),
+    Q8K(Vec<BlockQ8K>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    F32(Vec<f32>),
+}
+
+/// Activations of `n_tokens` rows of length `k`, quantized once into the format the weight type
+/// needs, so several matmuls reading the same input (Q, K, V; gate, up) share it.
+pub struct QuantizedActivations {
+    data: ActData,
+    n_tokens: usize,
+    k: usize,
+}
+
+impl QuantizedActivations {
+    /// Quantizes `x` (`n_tokens` rows of `k` floats, row-major) for weights of type `for_type`.
+    /// Any weight type with the same [`activation_format`] can then use the result.
+    pub fn quantize(
+        x: &[f32],
+        n_tokens: usize,
+        k: usize,
+        for_type: GgmlType,
+    ) -> Result<Self, KernelError> {
+        let format = activation_format(for_type).ok_or(KernelError::UnsupportedType(for_type))?;
+        if x.len() != n_tokens * k {
+            return Err(KernelError::Shape(format!(
+                "activation length {} != {n_tokens} tokens x {k}",
+                x.len()
+            )));
+        }
+        let bl = format.block_len();
+        if !k.is_multiple_of(bl) {
+            return Err(KernelError::Shape(format!(
+                "row length {k} is not a multiple of {bl} ({format:?} activations)"
+            )));
+        }
+        // Per-token rows are independent; only split across threads when there are several.
+        let rows_par = n_tokens >= 4;
+        let data = match format {
+            ActFormat::Q8_0 => {
+                let mut v = vec![
+                    BlockQ8_0 {
+                        d: f16::ZERO,
+                        qs: [0; 32]
+                    };
+                    x.len() / 32
+                ];
+                for_rows(x, &mut v, k, k / 32, rows_par, quantize_row_q8_0);
+                ActData::Q8_0(v)
+            }
+            ActFormat::Q8K => {
+                let zero = BlockQ8K {
+                    d: 0.0,
+                    qs: [0; QK_K],
+                    bsums: [0; QK_K / 16],
+                };
+                let mut v = vec![zero; x.len() / QK_K];
+                for_rows(x, &mut v, k, k / QK_K, rows_par, quantize_row_q8_k);
+                ActData::Q8K(v)
+            }
+            ActFormat::F16 => {
+                let mut v = vec![f16::ZERO; x.len()];
+                v.convert_from_f32_slice(x);
+                ActData::F16(v)
+            }
+            ActFormat::BF16 => {
+                let mut v = vec![bf16::ZERO; x.len()];
+                v.convert_from_f32_slice(x);
+                ActData::BF16(v)
+            }
+            ActFormat::F32 => ActData::F32(x.to_vec()),
+        };
+        Ok(QuantizedActivations { data, n_tokens, k })
+    }
+
+    pub fn format(&self) -> ActFormat {
+        match self.data {
+            ActData::Q8_0(_) => ActFormat::Q8_0,
+            ActData::Q8K(_) => ActFormat::Q8K,
+            ActData::F16(_) => ActFormat::F16,
+            ActData::BF16(_) => ActFormat::BF16,
+            ActData::F32(_) => ActFormat::F32,
+        }
+    }
+
+    pub fn n_tokens(&self) -> usize {
+        self.n_tokens
+    }
+
+    pub fn k(&self) -> usize {
+        self.k
+    }
+}
+
+fn for_rows<B: Send>(
+    x: &[f32],
+    out: &mut [B],
+    k: usize,
+    blocks_per_row: usize,
+    parallel: bool,
+    f: fn(&[f32], &mut [B]),
+) {
+    if parallel {
+        x.par_chunks(k)
+            .zip(out.par_chunks_mut(blocks_per_row))
+            .for_each(|(x, o)| f(x, o));
+    } else {
+        x.chunks(k)
+            .zip(out.chunks_mut(blocks_per_row))
+            .for_each(|(x, o)| f(x, o));
+    }
+}
+
+/// A weight matrix viewed in place: `rows` rows of `k` elements of type `ty`, raw bytes
+/// (usually from the mmap).
+#[derive(Clone, Copy, Debug)]
+pub struct WeightMatrix<'a> {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub k: usize,
+    pub data: &'a [u8],
+}
+
+impl WeightMatrix<'_> {
+    /// Checks type support, row length, byte size and alignment.
+    pub fn validate(&self) -> Result<(), KernelError> {
+        if !supports(self.ty) {
+            return Err(KernelError::UnsupportedType(self.ty));
+        }
+        let row_bytes = self.ty.row_bytes(self.k as u64).ok_or_else(|| {
+            KernelError::Shape(format!(
+                "row length {} is not a multiple of the {} block size",
+                self.k, self.ty
+            ))
+        })?;
+        let want = (row_bytes as u128) * self.rows as u128;
+        if want != self.data.len() as u128 {
+            return Err(KernelError::Shape(format!(
+                "{} x {} {} needs {want} bytes, got {}",
+                self.rows,
+                self.k,
+                self.ty,
+                self.data.len()
+            )));
+        }
+        let align = match self.ty {
+            GgmlType::F32 => 4,
+            _ => 2,
+        };
+        if !(self.data.as_ptr() as usize).is_multiple_of(align) {
+            return Err(KernelError::Misaligned(self.ty));
+        }
+        Ok(())
+    }
+}
+
+type DotFn<W, A> = unsafe fn(&[W], &[A]) -> f32;
+
+/// One path's kernels. Every entry is `unsafe` because SIMD ones require their CPU features;
+/// a table is only handed out for a path the CPU supports.
+struct Kernels {
+    q4_0: DotFn<BlockQ4_0, BlockQ8_0>,
+    q5_0: DotFn<BlockQ5_0, BlockQ8_0>,
+    q8_0: DotFn<BlockQ8_0, BlockQ8_0>,
+    q2_k: DotFn<BlockQ2K, BlockQ8K>,
+    q3_k: DotFn<BlockQ3K, BlockQ8K>,
+    q4_k: DotFn<BlockQ4K, BlockQ8K>,
+    q5_k: DotFn<BlockQ5K, BlockQ8K>,
+    q6_k: DotFn<BlockQ6K, BlockQ8K>,
+    f16: DotFn<f16, f16>,
+    bf16: DotFn<bf16, bf16>,
+    f32: DotFn<f32, f32>,
+}
+
+const SCALAR: Kernels = Kernels {
+    q4_0: scalar::vec_dot_q4_0_q8_0,
+    q5_0: scalar::vec_dot_q5_0_q8_0,
+    q8_0: scalar::vec_dot_q8_0_q8_0,
+    q2_k: scalar::vec_dot_q2_k_q8_k,
+    q3_k: scalar::vec_dot_q3_k_q8_k,
+    q4_k: scalar::vec_dot_q4_k_q8_k,
+    q5_k: scalar::vec_dot_q5_k_q8_k,
+    q6_k: scalar::vec_dot_q6_k_q8_k,
+    f16: scalar::vec_dot_f16_f16,
+    bf16: scalar::vec_dot_bf16_bf16,
+    f32: scalar::vec_dot_f32_f32,
+};
+
+#[cfg(target_arch = "x86_64")]
+const AVX2: Kernels = Kernels {
+    q4_0: avx2::vec_dot_q4_0_q8_0,
+    q5_0: avx2::vec_dot_q5_0_q8_0,
+    q8_0: avx2::vec_dot_q8_0_q8_0,
+    q2_k: scalar::vec_dot_q2_k_q8_k,
+    q3_k: scalar::vec_dot_q3_k_q8_k,
+    q4_k: avx2::vec_dot_q4_k_q8_k,
+    q5_k: avx2::vec_dot_q5_k_q8_k,
+    q6_k: avx2::vec_dot_q6_k_q8_k,
+    f16: avx2::vec_dot_f16_f16,
+    bf16: avx2::vec_dot_bf16_bf16,
+    f32: avx2::vec_dot_f32_f32,
+};
+
+#[cfg(target_arch = "x86_64")]
+const AVX512: Kernels = Kernels {
+    q4_0: avx512::vec_dot_q4_0_q8_0,
+    q5_0: avx512::vec_dot_q5_0_q8_0,
+    q8_0: avx512::vec_dot_q8_0_q8_0,
+    q2_k: scalar::vec_dot_q2_k_q8_k,
+    q3_k: scalar::vec_dot_q3_k_q8_k,
+    q4_k: avx512::vec_dot_q4_k_q8_k,
+    q5_k: avx512::vec_dot_q5_k_q8_k,
+    q6_k: avx512::vec_dot_q6_k_q8_k,
+    f16: avx512::vec_dot_f16_f16,
+    bf16: avx512::vec_dot_bf16_bf16,
+    f32: avx512::vec_dot_f32_f32,
+};
+
+/// The kernel table for `path`, or the best available one if the CPU lacks it (so a table
+/// handed out is always safe to call).
+fn kernels(path: CpuPath) -> &'static Kernels {
+    let path = if path.is_available() {
+        path
+    } else {
+        CpuPath::best_available()
+    };
+    match path {
+        CpuPath::Scalar => &SCALAR,
+        #[cfg(target_arch = "x86_64")]
+        CpuPath::Avx2 => &AVX2,
+        #[cfg(target_arch = "x86_64")]
+        CpuPath::Avx512 => &AVX512,
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => &SCALAR,
+    }
+}
+
+/// `out[t * rows + r] = dot(W[r], x[t])` for every token `t` and row `r`, on the dispatched
+/// path. Parallel over rows on rayon's global pool.
+pub fn matmul(
+    w: &WeightMatrix,
+    act: &QuantizedActivations,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    matmul_with(cpu_path(), w, act, out)
+}
+
+/// [`matmul`] on an explicit path (falls back to the best available if the CPU lacks `path`).
+pub fn matmul_with(
+    path: CpuPath,
+    w: &WeightMatrix,
+    act: &QuantizedActivations,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    w.validate()?;
+    if act.k != w.k {
+        return Err(KernelError::Shape(format!(
+            "weights have k = {}, activations k = {}",
+            w.k, act.k
+        )));
+    }
+    if out.len() != w.rows * act.n_tokens {
+        return Err(KernelError::Shape(format!(
+            "output length {} != {} rows x {} tokens",
+            out.len(),
+            w.rows,
+            act.n_tokens
+        )));
+    }
+    let mismatch = || KernelError::ActivationFormat {
+        weight: w.ty,
+        got: act.format(),
+    };
+    if activation_format(w.ty) != Some(act.format()) {
+        return Err(mismatch());
+    }
+    if w.rows == 0 || act.n_tokens == 0 {
+        return Ok(());
+    }
+    let kt = kernels(path);
+    let shape = Shape {
+        rows: w.rows,
+        n_tokens: act.n_tokens,
+    };
+    macro_rules! go {
+        ($act:ident, $kern:ident) => {{
+            let blocks = cast_blocks(w.data).ok_or(KernelError::Misaligned(w.ty))?;
+            run(blocks, $act, shape, out, kt.$kern)
+        }};
+    }
+    use GgmlType as T;
+    match (&act.data, w.ty) {
+        (ActData::Q8_0(a), T::Q4_0) => go!(a, q4_0),
+        (ActData::Q8_0(a), T::Q5_0) => go!(a, q5_0),
+        (ActData::Q8_0(a), T::Q8_0) => go!(a, q8_0),
+        (ActData::Q8K(a), T::Q2_K) => go!(a, q2_k),
+        (ActData::Q8K(a), T::Q3_K) => go!(a, q3_k),
+        (ActData::Q8K(a), T::Q4_K) => go!(a, q4_k),
+        (ActData::Q8K(a), T::Q5_K) => go!(a, q5_k),
+        (ActData::Q8K(a), T::Q6_K) => go!(a, q6_k),
+        (ActData::F16(a), T::F16) => go!(a, f16),
+        (ActData::BF16(a), T::BF16) => go!(a, bf16),
+        (ActData::F32(a), T::F32) => go!(a, f32),
+        _ => return Err(mismatch()),
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+struct Shape {
+    rows: usize,
+    n_tokens: usize,
+}
+
+/// Output pointer shared by the row tasks.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: tasks write disjoint elements (distinct rows) and the owner waits for all of them.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+/// Bytes of activations a token tile may occupy, so it stays in L2 while weight rows stream.
+const ACT_TILE_BYTES: usize = 192 * 1024;
+/// Minimum rows per parallel task (keeps scheduling overhead small).
+const MIN_ROWS_PER_TASK: usize = 16;
+
+fn run<W: Sync, A: Sync>(w: &[W], a: &[A], shape: Shape, out: &mut [f32], dot: DotFn<W, A>) {
+    let Shape { rows, n_tokens } = shape;
+    let nb = w.len() / rows;
+    debug_assert_eq!(nb * n_tokens, a.len());
+    let act_row_bytes = std::mem::size_of_val(a) / n_tokens;
+    let token_tile = (ACT_TILE_BYTES / act_row_bytes.max(1)).clamp(1, n_tokens);
+
+    let threads = rayon::current_num_threads().max(1);
+    // About 4 tasks per thread for balance, but never tiny tasks.
+    let chunk = rows.div_ceil(4 * threads).max(MIN_ROWS_PER_TASK).min(rows);
+    let n_chunks = rows.div_ceil(chunk);
+    let ptr = OutPtr(out.as_mut_ptr());
+
+    let task = move |c: usize| {
+        let r0 = c * chunk;
+        let r1 = (r0 + chunk).min(rows);
+        let ptr = ptr;
+        for t0 in (0..n_tokens).step_by(token_tile) {
+            let t1 = (t0 + token_tile).min(n_tokens);
+            for r in r0..r1 {
+                let wr = &w[r * nb..(r + 1) * nb];
+                for t in t0..t1 {
+                    let ar = &a[t * nb..(t + 1) * nb];
+                    // SAFETY: `kernels()` only hands out tables the CPU supports; rows have
+                    // equal block counts.
+                    let v = unsafe { dot(wr, ar) };
+                    // SAFETY: t < n_tokens, r < rows, so in bounds of `out`
+                    // (len rows * n_tokens); row r belongs to this task only.
+                    unsafe { *ptr.0.add(t * rows + r) = v };
+                }
+            }
+        }
+    };
+    if n_chunks == 1 || threads == 1 {
+        (0..n_chunks).for_each(task);
+    } else {
+        (0..n_chunks).into_par_iter().for_each(task);
+    }
+}

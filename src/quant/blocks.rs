@@ -168,7 +168,9 @@ unsafe impl Block for f32 {}
 /// the pointer is not aligned for `B`.
 pub fn cast_blocks<B: Block>(bytes: &[u8]) -> Option<&[B]> {
     let size = std::mem::size_of::<B>();
-    if bytes.len() % size != 0 || (bytes.as_ptr() as usize) % std::mem::align_of::<B>() != 0 {
+    if !bytes.len().is_multiple_of(size)
+        || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<B>())
+    {
         return None;
     }
     // SAFETY: length and alignment checked above; `Block` guarantees every bit pattern is valid.

@@ -1,0 +1,412 @@
+//! AVX2 + FMA + F16C kernels (same contracts as [`super::scalar`]).
+//!
+//! # Safety
+//! Every `pub unsafe fn` here requires a CPU with AVX2, FMA and F16C ([`detected`]).
+//! Activations must come from the crate's quantizers (quants in -127..=127): the
+//! `maddubs` sign trick used for Q8_0 weights is exact only then.
+
+use std::arch::x86_64::*;
+
+use half::{bf16, f16};
+
+use super::scalar;
+use crate::quant::blocks::*;
+
+/// Whether this CPU can run the kernels in this module.
+pub fn detected() -> bool {
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn f16_to_f32(h: f16) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_ps(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load256(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p as *const __m256i)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load128(p: *const u8) -> __m128i {
+    _mm_loadu_si128(p as *const __m128i)
+}
+
+/// 16 packed nibbles -> 32 bytes: low nibbles in the low lane, high nibbles in the high lane
+/// (the Q4_0/Q5_0 element order).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibbles32(p: *const u8) -> __m256i {
+    let q = load128(p);
+    _mm256_and_si256(
+        _mm256_set_m128i(_mm_srli_epi16(q, 4), q),
+        _mm256_set1_epi8(0x0f),
+    )
+}
+
+/// Bit j of `bits` -> byte j = 0xff or 0.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bytes_from_bits(bits: u32) -> __m256i {
+    let v = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(bits as i32),
+        _mm256_setr_epi64x(
+            0,
+            0x0101010101010101,
+            0x0202020202020202,
+            0x0303030303030303,
+        ),
+    );
+    // Set every bit except the one this byte tests; the byte is all-ones iff that bit is set.
+    let v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1))
+}
+
+/// Sum over 32 bytes of u8 `q` * i8 `a` minus `off * sum(a)`, as 8 i32 partial sums.
+/// Exact: |pair sums| <= 2 * 63 * 127 fits i16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_u8_offset(q: __m256i, a: __m256i, off: __m256i) -> __m256i {
+    let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(off, a));
+    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+}
+
+/// Q4_0 weights × Q8_0 activations.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    let n = w.len().min(a.len());
+    let off = _mm256_set1_epi8(8);
+    let mut acc = [_mm256_setzero_ps(); 2];
+    for i in 0..n {
+        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
+        let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
+        let p = dot_u8_offset(nibbles32(x.qs.as_ptr()), load256(y.qs.as_ptr() as _), off);
+        acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
+    }
+    hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+}
+
+/// Q5_0 weights × Q8_0 activations.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+    let n = w.len().min(a.len());
+    let off = _mm256_set1_epi8(16);
+    let mut acc = [_mm256_setzero_ps(); 2];
+    for i in 0..n {
+        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
+        let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
+        let hi = _mm256_and_si256(bytes_from_bits(u32::from_le_bytes(x.qh)), off);
+        let q = _mm256_or_si256(nibbles32(x.qs.as_ptr()), hi);
+        let p = dot_u8_offset(q, load256(y.qs.as_ptr() as _), off);
+        acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
+    }
+    hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+}
+
+/// Q8_0 weights × Q8_0 activations.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    let n = w.len().min(a.len());
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); 2];
+    for i in 0..n {
+        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
+        let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
+        let qx = load256(x.qs.as_ptr() as _);
+        let qy = load256(y.qs.as_ptr() as _);
+        // |x| * (y with x's sign): maddubs needs an unsigned first operand.
+        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx));
+        let p = _mm256_madd_epi16(p, ones);
+        acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
+    }
+    hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+}
+
+/// Broadcasts of each Q4_K/Q5_K sub-block scale to 16 i16 lanes, from the 8 scale bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k4_scale_vectors(sc: [u8; 8]) -> [__m256i; 8] {
+    let v = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(
+        u64::from_le_bytes(sc) as i64,
+    )));
+    let mut out = [_mm256_setzero_si256(); 8];
+    for (j, o) in out.iter_mut().enumerate() {
+        let b = (2 * j) as i8;
+        *o = _mm256_shuffle_epi8(
+            v,
+            _mm256_set1_epi16(i16::from_le_bytes([b as u8, b as u8 + 1])),
+        );
+    }
+    out
+}
+
+/// The minimum correction `sum_j m[j/2] * bsums[j]` of Q4_K/Q5_K, as 8 i32 partial sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k4_min_products(m: [u8; 8], bsums: &[i16; 16]) -> __m256i {
+    let m8 = _mm_cvtsi64_si128(u64::from_le_bytes(m) as i64);
+    let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    _mm256_madd_epi16(load256(bsums.as_ptr() as _), m16)
+}
+
+/// Q4_K weights × Q8_K activations.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+    let n = w.len().min(a.len());
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = _mm256_setzero_ps();
+    let mut accm = _mm256_setzero_ps();
+    for i in 0..n {
+        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
+        let (sc, m) = scalar::unpack_k4_scales(&x.scales);
+        let mins = k4_min_products(m, &y.bsums);
+        accm = _mm256_fmadd_ps(
+            _mm256_set1_ps(f16_to_f32(x.dmin) * y.d),
+            _mm256_cvtepi32_ps(mins),
+            accm,
+        );
+        let scv = k4_scale_vectors(sc);
+        let mut sumi = _mm256_setzero_si256();
+        for j in 0..4 {
+            let q = load256(x.qs.as_ptr().add(32 * j));
+            let lo = _mm256_and_si256(q, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            let plo = _mm256_maddubs_epi16(lo, load256(y.qs.as_ptr().add(64 * j) as _));
+            let phi = _mm256_maddubs_epi16(hi, load256(y.qs.as_ptr().add(64 * j + 32) as _));
+            let plo = _mm256_madd_epi16(plo, scv[2 * j]);
+            let phi = _mm256_madd_epi16(phi, scv[2 * j + 1]);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+        }
+        let d = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_ps(_mm256_sub_ps(acc, accm))
+}
+
+/// Q5_K weights × Q8_K activations.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
+    let n = w.len().min(a.len());
+    let m4 = _mm256_set1_epi8(0x0f);
+    let b16 = _mm256_set1_epi8(16);
+    let mut acc = _mm256_setzero_ps();
+    let mut accm = _mm256_setzero_ps();
+    for i in 0..n {
+        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
+        let (sc, m) = scalar::unpack_k4_scales(&x.scales);
+        let mins = k4_min_products(m, &y.bsums);
+        accm = _mm256_fmadd_ps(
+            _mm256_set1_ps(f16_to_f32(x.dmin) * y.d),
+            _mm256_cvtepi32_ps(mins),
+            accm,
+        );
+        let scv = k4_scale_vectors(sc);
+        let qh = load256(x.qh.as_ptr());
+        let mut sumi = _mm256_setzero_si256();
+        for j in 0..4 {
+            let q = load256(x.qs.as_ptr().add(32 * j));
+            // Bit 2j of qh is the 5th bit of the low nibbles, bit 2j+1 of the high ones.
+            let bl = _mm256_set1_epi8((1u8 << (2 * j)) as i8);
+            let bh = _mm256_set1_epi8((1u8 << (2 * j + 1)) as i8);
+            let hl = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), b16);
+            let hh = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), b16);
+            let lo = _mm256_or_si256(_mm256_and_si256(q, m4), hl);
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hh);
+            let plo = _mm256_maddubs_epi16(lo, load256(y.qs.as_ptr().add(64 * j) as _));
+            let phi = _mm256_maddubs_epi16(hi, load256(y.qs.as_ptr().add(64 * j + 32) as _));
+            let plo = _mm256_madd_epi16(plo, scv[2 * j]);
+            let phi = _mm256_madd_epi16(phi, scv[2 * j + 1]);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+        }
+        let d = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_ps(_mm256_sub_ps(acc, accm))
+}
+
+/// Q6_K weights × Q8_K activations.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+    let n = w.len().min(a.len());
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m30 = _mm256_set1_epi8(0x30);
+    // Per 128-bit lane, broadcast i16 element 0 (low lane) or 1 (high lane) of a dword.
+    let pick = _mm256_setr_epi8(
+        0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, //
+        2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+    );
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..n {
+        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
+        let sc16 = _mm256_cvtepi8_epi16(load128(x.scales.as_ptr() as _));
+        // q - 32 is applied afterwards as -32 * sum(scale * bsum).
+        let corr = _mm256_madd_epi16(load256(y.bsums.as_ptr() as _), sc16);
+        let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+        for h in 0..2 {
+            let ql0 = load256(x.ql.as_ptr().add(64 * h));
+            let ql1 = load256(x.ql.as_ptr().add(64 * h + 32));
+            let qh = load256(x.qh.as_ptr().add(32 * h));
+            let q = [
+                _mm256_or_si256(
+                    _mm256_and_si256(ql0, m4),
+                    _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                    _mm256_and_si256(qh, m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30),
+                ),
+            ];
+            for (k, &qk) in q.iter().enumerate() {
+                let p = _mm256_maddubs_epi16(qk, load256(y.qs.as_ptr().add(128 * h + 32 * k) as _));
+                // Scales of groups 8h+2k (low lane) and 8h+2k+1 (high lane).
+                let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32((4 * h + k) as i32));
+                let s = _mm256_shuffle_epi8(pair, pick);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+            }
+        }
+        let d = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_ps(acc)
+}
+
+/// F16 weights × F16 activations (f32 products and sums).
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_f16_f16(w: &[f16], a: &[f16]) -> f32 {
+    let n = w.len().min(a.len());
+    let (pw, pa) = (w.as_ptr() as *const u8, a.as_ptr() as *const u8);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, s) in acc.iter_mut().enumerate() {
+            let o = 2 * (i + 8 * k);
+            let x = _mm256_cvtph_ps(load128(pw.add(o)));
+            let y = _mm256_cvtph_ps(load128(pa.add(o)));
+            *s = _mm256_fmadd_ps(x, y, *s);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        let x = _mm256_cvtph_ps(load128(pw.add(2 * i)));
+        let y = _mm256_cvtph_ps(load128(pa.add(2 * i)));
+        acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+        i += 8;
+    }
+    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut sum = hsum_ps(s);
+    for j in i..n {
+        sum += f16_to_f32(w[j]) * f16_to_f32(a[j]);
+    }
+    sum
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bf16x8(p: *const u8) -> __m256 {
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16))
+}
+
+/// BF16 weights × BF16 activations (f32 products and sums).
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_bf16_bf16(w: &[bf16], a: &[bf16]) -> f32 {
+    let n = w.len().min(a.len());
+    let (pw, pa) = (w.as_ptr() as *const u8, a.as_ptr() as *const u8);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, s) in acc.iter_mut().enumerate() {
+            let o = 2 * (i + 8 * k);
+            *s = _mm256_fmadd_ps(bf16x8(pw.add(o)), bf16x8(pa.add(o)), *s);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        acc[0] = _mm256_fmadd_ps(bf16x8(pw.add(2 * i)), bf16x8(pa.add(2 * i)), acc[0]);
+        i += 8;
+    }
+    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut sum = hsum_ps(s);
+    for j in i..n {
+        sum += w[j].to_f32() * a[j].to_f32();
+    }
+    sum
+}
+
+/// F32 × F32.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
+    let n = w.len().min(a.len());
+    let (pw, pa) = (w.as_ptr(), a.as_ptr());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, s) in acc.iter_mut().enumerate() {
+            let o = i + 8 * k;
+            *s = _mm256_fmadd_ps(_mm256_loadu_ps(pw.add(o)), _mm256_loadu_ps(pa.add(o)), *s);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        acc[0] = _mm256_fmadd_ps(
+            _mm256_loadu_ps(pw.add(i)),
+            _mm256_loadu_ps(pa.add(i)),
+            acc[0],
+        );
+        i += 8;
+    }
+    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let mut sum = hsum_ps(s);
+    for j in i..n {
+        sum += w[j] * a[j];
+    }
+    sum
+}
