@@ -14,7 +14,6 @@ use super::ops::{self, Rope};
 use super::weights::Linear;
 use super::Model;
 use crate::kernels::{self, QuantizedActivations};
-use crate::quant::GgmlType;
 use crate::tokenizer::TokenId;
 
 /// Which logits a forward pass returns.
@@ -129,7 +128,7 @@ impl Context {
         for (i, chunk) in tokens.chunks(self.n_batch).enumerate() {
             // Earlier chunks of a Last request need no output head at all.
             let want = (which == Logits::All || i + 1 == n_chunks).then_some(which);
-            let out = self.pool.install(|| self.forward(chunk, want));
+            let out = self.pool.install(|| self.forward(chunk, want))?;
             self.n_past += chunk.len();
             logits.extend_from_slice(&out);
         }
@@ -137,7 +136,7 @@ impl Context {
     }
 
     /// One batch through the network; returns the logits asked for (none for `None`).
-    fn forward(&mut self, tokens: &[TokenId], which: Option<Logits>) -> Vec<f32> {
+    fn forward(&mut self, tokens: &[TokenId], which: Option<Logits>) -> Result<Vec<f32>, ModelError> {
         let model = Arc::clone(&self.model);
         let (hp, w, gguf) = (&model.hparams, &model.weights, &model.gguf);
         let n = tokens.len();
@@ -160,7 +159,7 @@ impl Context {
             for t in 0..n {
                 ops::rms_norm(&x[t * e..(t + 1) * e], &lw.attn_norm, hp.rms_eps, &mut xn[t * e..(t + 1) * e]);
             }
-            let [mut q, mut k, mut v] = project(gguf, &xn, n, [&lw.wq, &lw.wk, &lw.wv]);
+            let [mut q, mut k, mut v] = project(gguf, &xn, n, [&lw.wq, &lw.wk, &lw.wv])?;
             for (rows, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
                 if let Some(b) = bias {
                     ops::add_bias(rows, b);
@@ -187,7 +186,7 @@ impl Context {
             };
             let mut attn = vec![0f32; n * hp.n_head * hp.head_dim_v];
             attention(&shape, &q, self.kv.keys(il), self.kv.values(il), pos0, &mut attn);
-            let [mut o] = project(gguf, &attn, n, [&lw.wo]);
+            let [mut o] = project(gguf, &attn, n, [&lw.wo])?;
             if let Some(b) = &lw.bo {
                 ops::add_bias(&mut o, b);
             }
@@ -200,12 +199,12 @@ impl Context {
             for t in 0..n {
                 ops::rms_norm(&x[t * e..(t + 1) * e], &lw.ffn_norm, hp.rms_eps, &mut xn[t * e..(t + 1) * e]);
             }
-            let [mut gate, up] = project(gguf, &xn, n, [&lw.ffn_gate, &lw.ffn_up]);
+            let [mut gate, up] = project(gguf, &xn, n, [&lw.ffn_gate, &lw.ffn_up])?;
             match model.arch.activation() {
                 Activation::SwiGlu => ops::swiglu_inplace(&mut gate, &up),
                 Activation::GeGlu => ops::geglu_inplace(&mut gate, &up),
             }
-            let [mut down] = project(gguf, &gate, n, [&lw.ffn_down]);
+            let [mut down] = project(gguf, &gate, n, [&lw.ffn_down])?;
             if let Some(pn) = &lw.post_ffn_norm {
                 ops::rms_norm_rows_inplace(&mut down, pn, hp.rms_eps);
             }
@@ -213,13 +212,13 @@ impl Context {
         }
 
         // Output head: only the rows whose logits are wanted.
-        let Some(which) = which else { return Vec::new() };
+        let Some(which) = which else { return Ok(Vec::new()) };
         let first_row = if which == Logits::Last { n - 1 } else { 0 };
         let m = n - first_row;
         let mut h = x[first_row * e..].to_vec();
         ops::rms_norm_rows_inplace(&mut h, &w.output_norm, hp.rms_eps);
-        let [logits] = project(gguf, &h, m, [&w.output]);
-        logits
+        let [logits] = project(gguf, &h, m, [&w.output])?;
+        Ok(logits)
     }
 }
 
@@ -230,19 +229,25 @@ fn project<const N: usize>(
     x: &[f32],
     n: usize,
     mats: [&Linear; N],
-) -> [Vec<f32>; N] {
+) -> Result<[Vec<f32>; N], ModelError> {
     let k = mats[0].k;
-    let mut cache: Vec<(GgmlType, QuantizedActivations)> = Vec::new();
-    mats.map(|lin| {
-        let idx = match cache.iter().position(|(ty, _)| kernels::same_activation_format(*ty, lin.ty)) {
-            Some(i) => i,
+    let mut quantized: Vec<QuantizedActivations> = Vec::new();
+    let mut outs: [Vec<f32>; N] = std::array::from_fn(|_| Vec::new());
+    for (lin, out) in mats.iter().zip(outs.iter_mut()) {
+        let format = kernels::activation_format(lin.ty);
+        let act = match quantized.iter().position(|a| Some(a.format()) == format) {
+            Some(i) => &quantized[i],
             None => {
-                cache.push((lin.ty, QuantizedActivations::quantize(x, n, k, lin.ty)));
-                cache.len() - 1
+                quantized.push(QuantizedActivations::quantize(x, n, k, lin.ty).map_err(compute_err)?);
+                quantized.last().expect("just pushed")
             }
         };
-        let mut out = vec![0f32; n * lin.rows];
-        kernels::matmul(&lin.matrix(gguf), &cache[idx].1, &mut out);
-        out
-    })
+        *out = vec![0f32; n * lin.rows];
+        kernels::matmul(&lin.matrix(gguf), act, out).map_err(compute_err)?;
+    }
+    Ok(outs)
+}
+
+fn compute_err(e: kernels::KernelError) -> ModelError {
+    ModelError::Compute(e.to_string())
 }

@@ -21,6 +21,8 @@ pub enum ModelError {
     /// The context cannot hold `requested` more tokens after the `n_past` it holds.
     ContextFull { n_ctx: usize, n_past: usize, requested: usize },
     InvalidToken { token: u32, n_vocab: usize },
+    /// A kernel rejected a computation (a bug if it happens after a successful load).
+    Compute(String),
     /// Bad argument to an API call (empty batch, n_ctx above the trained context, ...).
     InvalidArgument(String),
 }
@@ -52,6 +54,7 @@ impl fmt::Display for ModelError {
             InvalidToken { token, n_vocab } => {
                 write!(f, "token id {token} is out of range (vocabulary has {n_vocab})")
             }
+            Compute(s) => write!(f, "computation failed: {s}"),
             InvalidArgument(s) => write!(f, "invalid argument: {s}"),
         }
     }

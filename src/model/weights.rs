@@ -118,14 +118,11 @@ impl Loader<'_> {
             return Err(ModelError::UnsupportedTensorType { tensor: name.into(), ty: t.ggml_type });
         }
         let start = (self.gguf.data_offset() + t.offset) as usize;
-        Ok(Some(Linear {
-            name: name.to_owned(),
-            ty: t.ggml_type,
-            rows,
-            k,
-            start,
-            len: t.size as usize,
-        }))
+        let lin = Linear { name: name.to_owned(), ty: t.ggml_type, rows, k, start, len: t.size as usize };
+        lin.matrix(self.gguf)
+            .validate()
+            .map_err(|e| ModelError::BadTensorShape { tensor: format!("{name}: {e}"), expected: vec![k as u64, rows as u64], found: t.dims.clone() })?;
+        Ok(Some(lin))
     }
 
     fn linear(&self, name: &str, k: usize, rows: usize) -> Result<Linear, ModelError> {
@@ -151,6 +148,9 @@ impl Weights {
         let l = Loader { gguf };
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = l.linear("token_embd.weight", e, v)?;
+        if !crate::quant::dequant::is_supported(token_embd.ty) {
+            return Err(ModelError::UnsupportedTensorType { tensor: token_embd.name, ty: token_embd.ty });
+        }
         let mut layers = Vec::with_capacity(hp.n_layer);
         for il in 0..hp.n_layer {
             let n = |s: &str| format!("blk.{il}.{s}");
