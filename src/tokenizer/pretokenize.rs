@@ -65,7 +65,7 @@ impl PreTokenizer {
 
     /// Splits `text` into consecutive non-empty pieces that together cover it.
     pub fn split<'t>(&self, text: &'t str) -> Vec<&'t str> {
-        let mut pieces: Vec<Range<usize>> = vec![0..text.len()];
+        let mut pieces: Vec<Range<usize>> = std::iter::once(0..text.len()).collect();
         for re in &self.regexes {
             let mut next = Vec::with_capacity(pieces.len() * 2);
             for piece in pieces {
