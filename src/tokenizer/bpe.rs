@@ -5,9 +5,10 @@
 //! (lowest rank, then leftmost, as llama.cpp), so a word of n characters costs O(n log n).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use super::error::TokenizerError;
+use super::fast_hash::{fast_map, FastMap};
 use super::vocab::Vocab;
 use super::TokenId;
 use crate::gguf::GgufFile;
@@ -16,8 +17,8 @@ const KEY_MERGES: &str = "tokenizer.ggml.merges";
 
 #[derive(Debug, Default)]
 pub(crate) struct BpeMerges {
-    part_ids: HashMap<String, u32>,
-    pairs: HashMap<(u32, u32), MergeEntry>,
+    part_ids: FastMap<Box<str>, u32>,
+    pairs: FastMap<(u32, u32), MergeEntry>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -49,34 +50,33 @@ impl BpeMerges {
 
     /// Each line is `left right`; its index is its rank. The first occurrence of a pair wins.
     pub fn from_lines(lines: &[&str]) -> BpeMerges {
-        // Split after the first character so a part may itself start with a space.
-        let split = |line: &'_ str| -> Option<(String, String)> {
-            let first_len = line.chars().next()?.len_utf8();
-            let pos = line[first_len..].find(' ')? + first_len;
-            Some((line[..pos].to_string(), line[pos + 1..].to_string()))
-        };
-        let parsed: Vec<Option<(String, String)>> = lines.iter().map(|l| split(l)).collect();
+        let parsed: Vec<Option<(&str, &str)>> = lines.iter().map(|l| split_merge(l)).collect();
 
-        let mut part_ids: HashMap<String, u32> = HashMap::new();
-        for (l, r) in parsed.iter().flatten() {
+        // Intern borrowed parts first; own them only once at the end.
+        let mut ids: FastMap<&str, u32> = fast_map(parsed.len());
+        for &(l, r) in parsed.iter().flatten() {
             for part in [l, r] {
-                let next = part_ids.len() as u32;
-                part_ids.entry(part.clone()).or_insert(next);
+                let next = ids.len() as u32;
+                ids.entry(part).or_insert(next);
             }
         }
-        let mut pairs = HashMap::with_capacity(parsed.len());
-        for (rank, (l, r)) in parsed
+        let mut pairs = fast_map(parsed.len());
+        let mut joined = String::new();
+        for (rank, &(l, r)) in parsed
             .iter()
             .enumerate()
             .filter_map(|(i, p)| Some((i, p.as_ref()?)))
         {
-            let key = (part_ids[l], part_ids[r]);
-            let result = part_ids.get(&format!("{l}{r}")).copied();
-            pairs.entry(key).or_insert(MergeEntry {
+            joined.clear();
+            joined.push_str(l);
+            joined.push_str(r);
+            let result = ids.get(joined.as_str()).copied();
+            pairs.entry((ids[l], ids[r])).or_insert(MergeEntry {
                 rank: rank as u32,
                 result,
             });
         }
+        let part_ids = ids.into_iter().map(|(k, v)| (k.into(), v)).collect();
         BpeMerges { part_ids, pairs }
     }
 
@@ -166,6 +166,14 @@ impl BpeMerges {
             }
         }
     }
+}
+
+/// Splits `left right` after the first character, so a part may itself start with a space;
+/// lines without a separator are skipped (llama.cpp would insert an unusable empty pair).
+fn split_merge(line: &str) -> Option<(&str, &str)> {
+    let first_len = line.chars().next()?.len_utf8();
+    let pos = line[first_len..].find(' ')? + first_len;
+    Some((&line[..pos], &line[pos + 1..]))
 }
 
 struct Symbol {

@@ -10,6 +10,7 @@ mod bpe;
 mod byte_map;
 mod decode;
 mod error;
+mod fast_hash;
 mod pretokenize;
 mod special;
 mod spm;

@@ -3,9 +3,8 @@
 //! Defaults and overrides follow llama.cpp's `llama_vocab::load`, so that a file tokenizes the
 //! same way in both engines.
 
-use std::collections::HashMap;
-
 use super::error::TokenizerError;
+use super::fast_hash::{fast_map, FastMap};
 use super::TokenId;
 use crate::gguf::{GgufFile, Value};
 
@@ -61,7 +60,7 @@ pub(crate) struct Vocab {
     pub pre: String,
     pub tokens: Vec<TokenData>,
     /// Text to id; on duplicate texts the last id wins, as in llama.cpp.
-    pub token_to_id: HashMap<String, TokenId>,
+    pub token_to_id: FastMap<String, TokenId>,
     pub bos: Option<TokenId>,
     pub eos: Option<TokenId>,
     pub unk: Option<TokenId>,
@@ -140,7 +139,7 @@ impl Vocab {
         let tokens = load_tokens(gguf)?;
         let n = tokens.len();
 
-        let mut token_to_id = HashMap::with_capacity(n);
+        let mut token_to_id = fast_map(n);
         for (id, t) in tokens.iter().enumerate() {
             // llama.cpp renames empty pieces; they can never match text, so leave them out.
             if !t.text.is_empty() {
