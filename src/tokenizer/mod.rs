@@ -1,1 +1,169 @@
-//! tokenizer (work in progress)
+//! Tokenizers read from GGUF metadata, matching llama.cpp token for token.
+//!
+//! - `gpt2`: GPT-2 byte-level BPE, with the pre-tokenizer regexes that `tokenizer.ggml.pre`
+//!   selects ([`pretokenize`]) and merges ranked by `tokenizer.ggml.merges` ([`bpe`]).
+//! - `llama`: SentencePiece-style merging by token score with `<0xXX>` byte fallback ([`spm`]).
+//!
+//! Special tokens are split out of the text first ([`special`]); decoding lives in [`decode`].
+
+mod bpe;
+mod byte_map;
+mod decode;
+mod error;
+mod fast_hash;
+mod pretokenize;
+mod special;
+mod spm;
+mod vocab;
+
+#[cfg(test)]
+mod tests;
+
+pub use decode::StreamDecoder;
+pub use error::TokenizerError;
+
+use crate::gguf::GgufFile;
+use bpe::BpeMerges;
+use pretokenize::PreTokenizer;
+use special::Fragment;
+use vocab::{ModelKind, TokenKind, Vocab};
+
+pub type TokenId = u32;
+
+/// A tokenizer built from a model's GGUF metadata.
+#[derive(Debug)]
+pub struct Tokenizer {
+    vocab: Vocab,
+    algorithm: Algorithm,
+}
+
+#[derive(Debug)]
+enum Algorithm {
+    Spm,
+    Bpe {
+        merges: BpeMerges,
+        pre: PreTokenizer,
+    },
+}
+
+impl Tokenizer {
+    pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer, TokenizerError> {
+        let vocab = Vocab::from_gguf(gguf)?;
+        let algorithm = match vocab.kind {
+            ModelKind::Spm => Algorithm::Spm,
+            ModelKind::Bpe => Algorithm::Bpe {
+                merges: BpeMerges::from_gguf(gguf)?,
+                pre: PreTokenizer::for_name(&vocab.pre)?,
+            },
+        };
+        Ok(Tokenizer { vocab, algorithm })
+    }
+
+    /// llama.cpp's `llama_tokenize(text, add_special, parse_special)`: `add_special` adds BOS
+    /// and EOS where the vocabulary asks for them (a BOS already at the start of the text is
+    /// kept, giving two, as llama.cpp does); `parse_special` recognises control tokens in text.
+    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<TokenId> {
+        let fragments = special::partition(&self.vocab, text, parse_special);
+        let mut out = Vec::new();
+        if add_special && self.vocab.add_bos {
+            out.extend(self.vocab.bos);
+        }
+        match &self.algorithm {
+            Algorithm::Spm => self.encode_spm(&fragments, &mut out),
+            Algorithm::Bpe { merges, pre } => {
+                for f in &fragments {
+                    match *f {
+                        Fragment::Text(t) => {
+                            for word in pre.split(t) {
+                                let mapped = byte_map::encode_bytes(word.as_bytes());
+                                merges.tokenize_word(&self.vocab, &mapped, &mut out);
+                            }
+                        }
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
+        }
+        if add_special && self.vocab.add_eos {
+            out.extend(self.vocab.eos);
+        }
+        out
+    }
+
+    fn encode_spm(&self, fragments: &[Fragment<'_>], out: &mut Vec<TokenId>) {
+        // The space prefix goes before text at the start and after every special token.
+        let mut after_special = true;
+        for f in fragments {
+            match *f {
+                Fragment::Text(t) => {
+                    let prefix = if self.vocab.add_space_prefix && after_special {
+                        " "
+                    } else {
+                        ""
+                    };
+                    let escaped = spm::escape_spaces(&format!("{prefix}{t}"));
+                    spm::tokenize(&self.vocab, &escaped, out);
+                    after_special = false;
+                }
+                Fragment::Token(id) => {
+                    out.push(id);
+                    after_special = true;
+                }
+            }
+        }
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.vocab.n_vocab()
+    }
+
+    pub fn bos(&self) -> Option<TokenId> {
+        self.vocab.bos
+    }
+
+    pub fn eos(&self) -> Option<TokenId> {
+        self.vocab.eos
+    }
+
+    /// Whether `encode` with `add_special` puts BOS first.
+    pub fn add_bos(&self) -> bool {
+        self.vocab.add_bos && self.vocab.bos.is_some()
+    }
+
+    /// End of generation: EOS, EOT, EOM, FIM pad/repo/separator ids and control tokens whose
+    /// text is a known end marker (`<|im_end|>`, `<end_of_turn>`, ...).
+    pub fn is_eog(&self, id: TokenId) -> bool {
+        self.vocab.eog.binary_search(&id).is_ok()
+    }
+
+    pub fn is_control(&self, id: TokenId) -> bool {
+        self.vocab
+            .token(id)
+            .is_some_and(|t| t.kind == TokenKind::Control)
+    }
+
+    /// The raw vocabulary string of a token.
+    pub fn token_text(&self, id: TokenId) -> Option<&str> {
+        self.vocab.token(id).map(|t| t.text.as_str())
+    }
+
+    /// Bytes this token contributes to output text; control tokens give nothing unless
+    /// `special` is true.
+    pub fn token_bytes(&self, id: TokenId, special: bool) -> Vec<u8> {
+        decode::piece_bytes(&self.vocab, id, special)
+    }
+
+    /// Text of a token sequence, control tokens hidden. Bytes that are not valid UTF-8 become
+    /// U+FFFD only after concatenation, so characters split across tokens survive.
+    pub fn decode(&self, ids: &[TokenId]) -> String {
+        let mut bytes = Vec::new();
+        for (i, &id) in ids.iter().enumerate() {
+            bytes.extend(decode::output_bytes(&self.vocab, id, i, false));
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+}

@@ -1,0 +1,196 @@
+//! GPT-2 byte-level BPE merging of one pre-tokenized word.
+//!
+//! Merge parts are interned to integers once at load, so the hot loop hashes `(u32, u32)` pairs
+//! instead of strings. Merging uses a linked list of symbols and a min-heap of candidate pairs
+//! (lowest rank, then leftmost, as llama.cpp), so a word of n characters costs O(n log n).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::error::TokenizerError;
+use super::fast_hash::{fast_map, FastMap};
+use super::vocab::Vocab;
+use super::TokenId;
+use crate::gguf::GgufFile;
+
+const KEY_MERGES: &str = "tokenizer.ggml.merges";
+
+#[derive(Debug, Default)]
+pub(crate) struct BpeMerges {
+    part_ids: FastMap<Box<str>, u32>,
+    pairs: FastMap<(u32, u32), MergeEntry>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MergeEntry {
+    rank: u32,
+    /// Interned id of the merged text when that text is itself the part of some merge.
+    result: Option<u32>,
+}
+
+impl BpeMerges {
+    pub fn from_gguf(gguf: &GgufFile) -> Result<BpeMerges, TokenizerError> {
+        let values = gguf
+            .get(KEY_MERGES)
+            .ok_or(TokenizerError::MissingKey(KEY_MERGES))?
+            .as_array()
+            .ok_or_else(|| TokenizerError::BadKey {
+                key: KEY_MERGES,
+                reason: "not an array".into(),
+            })?;
+        let mut lines = Vec::with_capacity(values.len());
+        for (i, v) in values.iter().enumerate() {
+            lines.push(v.as_str().ok_or_else(|| TokenizerError::BadKey {
+                key: KEY_MERGES,
+                reason: format!("element {i} is not a string"),
+            })?);
+        }
+        Ok(BpeMerges::from_lines(&lines))
+    }
+
+    /// Each line is `left right`; its index is its rank. The first occurrence of a pair wins.
+    pub fn from_lines(lines: &[&str]) -> BpeMerges {
+        let parsed: Vec<Option<(&str, &str)>> = lines.iter().map(|l| split_merge(l)).collect();
+
+        // Intern borrowed parts first; own them only once at the end.
+        let mut ids: FastMap<&str, u32> = fast_map(parsed.len());
+        for &(l, r) in parsed.iter().flatten() {
+            for part in [l, r] {
+                let next = ids.len() as u32;
+                ids.entry(part).or_insert(next);
+            }
+        }
+        let mut pairs = fast_map(parsed.len());
+        let mut joined = String::new();
+        for (rank, &(l, r)) in parsed
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+        {
+            joined.clear();
+            joined.push_str(l);
+            joined.push_str(r);
+            let result = ids.get(joined.as_str()).copied();
+            pairs.entry((ids[l], ids[r])).or_insert(MergeEntry {
+                rank: rank as u32,
+                result,
+            });
+        }
+        let part_ids = ids.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        BpeMerges { part_ids, pairs }
+    }
+
+    fn merge(&self, left: Option<u32>, right: Option<u32>) -> Option<MergeEntry> {
+        self.pairs.get(&(left?, right?)).copied()
+    }
+
+    /// Merges one byte-level word (already mapped through the GPT-2 byte table) and appends
+    /// its tokens.
+    pub fn tokenize_word(&self, vocab: &Vocab, word: &str, out: &mut Vec<TokenId>) {
+        if word.is_empty() {
+            return;
+        }
+        if vocab.ignore_merges {
+            if let Some(id) = vocab.text_to_token(word) {
+                out.push(id);
+                return;
+            }
+        }
+        let mut symbols: Vec<Symbol> = word
+            .char_indices()
+            .map(|(start, c)| Symbol {
+                start,
+                len: c.len_utf8(),
+                part: self
+                    .part_ids
+                    .get(&word[start..start + c.len_utf8()])
+                    .copied(),
+                prev: None,
+                next: None,
+            })
+            .collect();
+        for i in 0..symbols.len() {
+            symbols[i].prev = i.checked_sub(1);
+            symbols[i].next = (i + 1 < symbols.len()).then_some(i + 1);
+        }
+
+        let mut heap = BinaryHeap::new();
+        let push = |heap: &mut BinaryHeap<Reverse<Candidate>>, symbols: &[Symbol], l: usize| {
+            let Some(r) = symbols[l].next else { return };
+            if let Some(m) = self.merge(symbols[l].part, symbols[r].part) {
+                heap.push(Reverse(Candidate {
+                    rank: m.rank,
+                    left: l,
+                    right: r,
+                    left_len: symbols[l].len,
+                    right_len: symbols[r].len,
+                    result: m.result,
+                }));
+            }
+        };
+        for i in 0..symbols.len() {
+            push(&mut heap, &symbols, i);
+        }
+
+        while let Some(Reverse(c)) = heap.pop() {
+            let (l, r) = (c.left, c.right);
+            // A symbol's text only grows from its start, so equal lengths mean equal texts.
+            if symbols[l].len != c.left_len || symbols[r].len != c.right_len {
+                continue;
+            }
+            symbols[l].len += symbols[r].len;
+            symbols[l].part = c.result;
+            symbols[r].len = 0;
+            symbols[l].next = symbols[r].next;
+            if let Some(n) = symbols[r].next {
+                symbols[n].prev = Some(l);
+            }
+            if let Some(p) = symbols[l].prev {
+                push(&mut heap, &symbols, p);
+            }
+            push(&mut heap, &symbols, l);
+        }
+
+        for s in symbols.iter().filter(|s| s.len > 0) {
+            let text = &word[s.start..s.start + s.len];
+            match vocab.text_to_token(text) {
+                Some(id) => out.push(id),
+                // As llama.cpp: fall back to single-byte tokens, dropping bytes without one.
+                None => out.extend(text.bytes().filter_map(|b| {
+                    let mut buf = [0u8; 4];
+                    let single = char::from_u32(b as u32)
+                        .filter(|c| c.is_ascii())?
+                        .encode_utf8(&mut buf);
+                    vocab.text_to_token(single)
+                })),
+            }
+        }
+    }
+}
+
+/// Splits `left right` after the first character, so a part may itself start with a space;
+/// lines without a separator are skipped (llama.cpp would insert an unusable empty pair).
+fn split_merge(line: &str) -> Option<(&str, &str)> {
+    let first_len = line.chars().next()?.len_utf8();
+    let pos = line[first_len..].find(' ')? + first_len;
+    Some((&line[..pos], &line[pos + 1..]))
+}
+
+struct Symbol {
+    start: usize,
+    len: usize,
+    part: Option<u32>,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
+
+/// Ordered by rank, then leftmost position (the heap is a min-heap via `Reverse`).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Candidate {
+    rank: u32,
+    left: usize,
+    right: usize,
+    left_len: usize,
+    right_len: usize,
+    result: Option<u32>,
+}

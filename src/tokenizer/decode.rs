@@ -1,0 +1,124 @@
+//! Token ids back to bytes and text, including a streaming decoder that never splits a UTF-8
+//! character across its outputs.
+
+use super::byte_map;
+use super::spm::SPACE_MARKER;
+use super::vocab::{ModelKind, TokenKind, Vocab};
+use super::{TokenId, Tokenizer};
+
+/// Bytes one token contributes to output, following llama.cpp's `token_to_piece`.
+pub(crate) fn piece_bytes(vocab: &Vocab, id: TokenId, special: bool) -> Vec<u8> {
+    let Some(token) = vocab.token(id) else {
+        return Vec::new();
+    };
+    let text = token.text.as_str();
+    match token.kind {
+        TokenKind::Control | TokenKind::Unknown if !special => Vec::new(),
+        // Special and user-defined tokens are written verbatim, without unescaping.
+        TokenKind::Control | TokenKind::Unknown | TokenKind::UserDefined => {
+            text.as_bytes().to_vec()
+        }
+        TokenKind::Normal => match vocab.kind {
+            ModelKind::Spm => text.replace(SPACE_MARKER, " ").into_bytes(),
+            ModelKind::Bpe => {
+                let mut out = Vec::with_capacity(text.len());
+                byte_map::decode_to_bytes(text, &mut out);
+                out
+            }
+        },
+        TokenKind::Byte if vocab.kind == ModelKind::Spm => {
+            parse_byte_token(text).map(|b| vec![b]).unwrap_or_default()
+        }
+        // Unused and undefined tokens print nothing, as in llama.cpp.
+        _ => Vec::new(),
+    }
+}
+
+/// `<0xAB>` -> 0xAB.
+fn parse_byte_token(text: &str) -> Option<u8> {
+    let hex = text.strip_prefix("<0x")?.strip_suffix('>')?;
+    u8::from_str_radix(hex, 16).ok()
+}
+
+/// Bytes of the `index`-th token of an output: the first drops one leading space when the
+/// vocabulary adds a space prefix while encoding (llama.cpp's detokenizer does the same).
+pub(crate) fn output_bytes(vocab: &Vocab, id: TokenId, index: usize, special: bool) -> Vec<u8> {
+    let mut bytes = piece_bytes(vocab, id, special);
+    if index == 0 && vocab.add_space_prefix && bytes.first() == Some(&b' ') {
+        bytes.remove(0);
+    }
+    bytes
+}
+
+/// Feeds token ids one at a time and returns only complete UTF-8 text, holding back the start
+/// of a character whose remaining bytes are still to come.
+pub struct StreamDecoder<'a> {
+    tokenizer: &'a Tokenizer,
+    pending: Vec<u8>,
+    n_pushed: usize,
+    special: bool,
+}
+
+impl<'a> StreamDecoder<'a> {
+    /// A decoder that hides control tokens, like [`Tokenizer::decode`].
+    pub fn new(tokenizer: &'a Tokenizer) -> StreamDecoder<'a> {
+        StreamDecoder::with_special(tokenizer, false)
+    }
+
+    /// A decoder that writes control tokens' text when `special` is true.
+    pub fn with_special(tokenizer: &'a Tokenizer, special: bool) -> StreamDecoder<'a> {
+        StreamDecoder {
+            tokenizer,
+            pending: Vec::new(),
+            n_pushed: 0,
+            special,
+        }
+    }
+
+    /// Adds one token; returns the text that became complete.
+    pub fn push(&mut self, id: TokenId) -> String {
+        let bytes = output_bytes(self.tokenizer.vocab(), id, self.n_pushed, self.special);
+        self.n_pushed += 1;
+        self.pending.extend_from_slice(&bytes);
+        self.take_complete()
+    }
+
+    /// Flushes held-back bytes; an unfinished character becomes U+FFFD.
+    pub fn finish(&mut self) -> String {
+        let out = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        out
+    }
+
+    fn take_complete(&mut self) -> String {
+        let mut out = String::new();
+        let mut rest: &[u8] = &self.pending;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    out.push_str(s);
+                    rest = &[];
+                    break;
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match e.error_len() {
+                        // Invalid bytes can never complete: replace them and go on.
+                        Some(n) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            rest = &after[n..];
+                        }
+                        // A truncated character at the end: wait for more bytes.
+                        None => {
+                            rest = after;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending = rest.to_vec();
+        out
+    }
+}

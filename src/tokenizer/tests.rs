@@ -1,0 +1,291 @@
+//! Model-free tests on tiny vocabularies written as in-memory GGUF files.
+
+use super::*;
+
+const TYPE_U32: u32 = 4;
+const TYPE_I32: u32 = 5;
+const TYPE_F32: u32 = 6;
+const TYPE_BOOL: u32 = 7;
+const TYPE_STRING: u32 = 8;
+const TYPE_ARRAY: u32 = 9;
+
+enum Meta {
+    Str(&'static str),
+    U32(u32),
+    Bool(bool),
+    Strs(Vec<String>),
+    F32s(Vec<f32>),
+    I32s(Vec<i32>),
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u64).to_le_bytes());
+    out.extend(s.as_bytes());
+}
+
+fn gguf_bytes(kvs: &[(&str, Meta)]) -> Vec<u8> {
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes());
+    out.extend((kvs.len() as u64).to_le_bytes());
+    for (key, value) in kvs {
+        put_str(&mut out, key);
+        match value {
+            Meta::Str(s) => {
+                out.extend(TYPE_STRING.to_le_bytes());
+                put_str(&mut out, s);
+            }
+            Meta::U32(v) => {
+                out.extend(TYPE_U32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+            Meta::Bool(b) => {
+                out.extend(TYPE_BOOL.to_le_bytes());
+                out.push(*b as u8);
+            }
+            Meta::Strs(v) => {
+                out.extend(TYPE_ARRAY.to_le_bytes());
+                out.extend(TYPE_STRING.to_le_bytes());
+                out.extend((v.len() as u64).to_le_bytes());
+                v.iter().for_each(|s| put_str(&mut out, s));
+            }
+            Meta::F32s(v) => {
+                out.extend(TYPE_ARRAY.to_le_bytes());
+                out.extend(TYPE_F32.to_le_bytes());
+                out.extend((v.len() as u64).to_le_bytes());
+                v.iter().for_each(|x| out.extend(x.to_le_bytes()));
+            }
+            Meta::I32s(v) => {
+                out.extend(TYPE_ARRAY.to_le_bytes());
+                out.extend(TYPE_I32.to_le_bytes());
+                out.extend((v.len() as u64).to_le_bytes());
+                v.iter().for_each(|x| out.extend(x.to_le_bytes()));
+            }
+        }
+    }
+    out.resize(out.len().next_multiple_of(32), 0);
+    out
+}
+
+fn build(kvs: &[(&str, Meta)]) -> Result<Tokenizer, TokenizerError> {
+    let gguf = GgufFile::from_bytes(gguf_bytes(kvs)).expect("valid test GGUF");
+    Tokenizer::from_gguf(&gguf)
+}
+
+/// A byte-level BPE vocabulary: all 256 byte characters, then `extra` (merged tokens and
+/// specials), with `<|endoftext|>` and `<|im_end|>` as control tokens.
+fn bpe_tokenizer(merges: &[&str], extra: &[&str]) -> Tokenizer {
+    let mut tokens: Vec<String> = (0..=255u8)
+        .map(|b| byte_map::byte_to_char(b).to_string())
+        .collect();
+    tokens.extend(extra.iter().map(|s| s.to_string()));
+    tokens.push("<|endoftext|>".into());
+    tokens.push("<|im_end|>".into());
+    let n = tokens.len();
+    let mut types = vec![1; n];
+    types[n - 2] = 3;
+    types[n - 1] = 3;
+    build(&[
+        ("tokenizer.ggml.model", Meta::Str("gpt2")),
+        ("tokenizer.ggml.pre", Meta::Str("qwen2")),
+        ("tokenizer.ggml.tokens", Meta::Strs(tokens)),
+        ("tokenizer.ggml.token_type", Meta::I32s(types)),
+        (
+            "tokenizer.ggml.merges",
+            Meta::Strs(merges.iter().map(|s| s.to_string()).collect()),
+        ),
+        ("tokenizer.ggml.eos_token_id", Meta::U32(n as u32 - 2)),
+        ("tokenizer.ggml.add_bos_token", Meta::Bool(false)),
+    ])
+    .unwrap()
+}
+
+/// A SentencePiece vocabulary: `<unk>`, `<s>`, `</s>`, 256 byte tokens, then `pieces` with
+/// their scores, and a user-defined `<tab>` token.
+fn spm_tokenizer(pieces: &[(&str, f32)], add_space_prefix: bool) -> Tokenizer {
+    let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
+    let mut types = vec![2, 3, 3];
+    let mut scores = vec![0.0, 0.0, 0.0];
+    for b in 0..=255u8 {
+        tokens.push(format!("<0x{b:02X}>"));
+        types.push(6);
+        scores.push(0.0);
+    }
+    for (p, s) in pieces {
+        tokens.push(p.to_string());
+        types.push(1);
+        scores.push(*s);
+    }
+    tokens.push("<tab>".into());
+    types.push(4);
+    scores.push(0.0);
+    build(&[
+        ("tokenizer.ggml.model", Meta::Str("llama")),
+        ("tokenizer.ggml.tokens", Meta::Strs(tokens)),
+        ("tokenizer.ggml.scores", Meta::F32s(scores)),
+        ("tokenizer.ggml.token_type", Meta::I32s(types)),
+        (
+            "tokenizer.ggml.add_space_prefix",
+            Meta::Bool(add_space_prefix),
+        ),
+    ])
+    .unwrap()
+}
+
+fn texts(tok: &Tokenizer, ids: &[TokenId]) -> Vec<String> {
+    ids.iter()
+        .map(|&id| tok.token_text(id).unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn bpe_applies_lower_rank_merges_first() {
+    let tok = bpe_tokenizer(&["b c", "a b", "a bc"], &["ab", "bc", "abc"]);
+    // "b c" outranks "a b", so "abc" forms through "bc".
+    assert_eq!(texts(&tok, &tok.encode("abc", false, false)), ["abc"]);
+    let tok = bpe_tokenizer(&["b c", "a b", "ab c"], &["ab", "bc", "abc"]);
+    // "ab c" exists but "ab" never forms: "bc" was merged first.
+    assert_eq!(texts(&tok, &tok.encode("abc", false, false)), ["a", "bc"]);
+}
+
+#[test]
+fn bpe_breaks_rank_ties_leftmost_first() {
+    let tok = bpe_tokenizer(&["a a"], &["aa"]);
+    assert_eq!(texts(&tok, &tok.encode("aaa", false, false)), ["aa", "a"]);
+    assert_eq!(
+        texts(&tok, &tok.encode("aaaaa", false, false)),
+        ["aa", "aa", "a"]
+    );
+}
+
+#[test]
+fn bpe_handles_long_words() {
+    let tok = bpe_tokenizer(&["a a", "aa aa"], &["aa", "aaaa"]);
+    let word = "a".repeat(20_001);
+    let ids = tok.encode(&word, false, false);
+    assert_eq!(ids.len(), 5_001);
+    assert_eq!(tok.decode(&ids), word);
+}
+
+#[test]
+fn bpe_round_trips_assorted_text() {
+    let tok = bpe_tokenizer(&["Ġ t", "h e", "Ġt he"], &["Ġt", "he", "Ġthe"]);
+    for text in [
+        "the cat",
+        "  two  spaces  ",
+        "line\r\nbreak\n\n",
+        "tab\there",
+        "café naïve e\u{301}",
+        "non\u{a0}breaking zero\u{200b}width",
+        "你好，世界！",
+        "emoji 😀👍🏽 flags 🇩🇪",
+        "I'M can't WE'LL",
+        "12345 3.14159",
+        "",
+    ] {
+        let ids = tok.encode(text, false, false);
+        assert_eq!(tok.decode(&ids), text, "ids {ids:?}");
+    }
+}
+
+#[test]
+fn special_tokens_split_only_when_parsing_special() {
+    let tok = bpe_tokenizer(&[], &[]);
+    let eot = tok.eos().unwrap();
+    let ids = tok.encode("a<|endoftext|>b", false, true);
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[1], eot);
+    let plain = tok.encode("a<|endoftext|>b", false, false);
+    assert!(!plain.contains(&eot));
+    assert_eq!(tok.decode(&plain), "a<|endoftext|>b");
+    // Control tokens are hidden in decoded text unless asked for.
+    assert_eq!(tok.decode(&ids), "ab");
+    assert_eq!(tok.token_bytes(eot, true), b"<|endoftext|>");
+}
+
+#[test]
+fn eog_and_control_flags() {
+    let tok = bpe_tokenizer(&[], &[]);
+    let n = tok.n_vocab() as TokenId;
+    let (endoftext, im_end) = (n - 2, n - 1);
+    assert!(tok.is_eog(endoftext) && tok.is_eog(im_end));
+    assert!(tok.is_control(im_end));
+    assert!(!tok.is_eog(b'a' as TokenId) && !tok.is_control(0));
+    assert!(!tok.add_bos());
+}
+
+#[test]
+fn spm_merges_by_score_and_falls_back_to_bytes() {
+    let tok = spm_tokenizer(
+        &[
+            ("a", -1.0),
+            ("b", -1.0),
+            ("c", -1.0),
+            ("ab", -3.0),
+            ("bc", -2.0),
+        ],
+        false,
+    );
+    assert_eq!(texts(&tok, &tok.encode("abc", false, false)), ["a", "bc"]);
+    // "€" (E2 82 AC) is not a piece: byte tokens.
+    assert_eq!(
+        texts(&tok, &tok.encode("a€", false, false)),
+        ["a", "<0xE2>", "<0x82>", "<0xAC>"]
+    );
+    assert_eq!(tok.decode(&tok.encode("a€", false, false)), "a€");
+}
+
+#[test]
+fn spm_space_prefix_bos_and_user_defined_tokens() {
+    let tok = spm_tokenizer(&[("▁", -1.0), ("a", -1.0), ("▁a", -0.5)], true);
+    let ids = tok.encode("a a", true, false);
+    assert_eq!(texts(&tok, &ids), ["<s>", "▁a", "▁a"]);
+    assert!(tok.add_bos());
+    assert_eq!(tok.decode(&ids), " a a");
+    assert_eq!(tok.decode(&ids[1..]), "a a");
+    // User-defined tokens are split out even without parse_special; the prefix space returns
+    // after them.
+    let ids = tok.encode("a<tab>a", false, false);
+    assert_eq!(texts(&tok, &ids), ["▁a", "<tab>", "▁a"]);
+    assert!(tok.is_eog(2) && tok.is_control(1));
+}
+
+#[test]
+fn stream_decoder_holds_back_split_characters() {
+    let tok = spm_tokenizer(&[("a", -1.0)], false);
+    let ids = tok.encode("a😀a", false, false);
+    assert_eq!(ids.len(), 6);
+    let mut stream = StreamDecoder::new(&tok);
+    let outputs: Vec<String> = ids.iter().map(|&id| stream.push(id)).collect();
+    assert_eq!(outputs, ["a", "", "", "", "😀", "a"]);
+    assert_eq!(stream.finish(), "");
+
+    // An unfinished character at the end comes out as U+FFFD.
+    let mut stream = StreamDecoder::new(&tok);
+    assert_eq!(stream.push(ids[1]), "");
+    assert_eq!(stream.finish(), "\u{FFFD}");
+}
+
+#[test]
+fn missing_or_bad_keys_are_named() {
+    let err = build(&[("tokenizer.ggml.model", Meta::Str("gpt2"))]).unwrap_err();
+    assert!(err.to_string().contains("tokenizer.ggml.tokens"), "{err}");
+    let err = build(&[]).unwrap_err();
+    assert!(err.to_string().contains("tokenizer.ggml.model"), "{err}");
+    let err = build(&[
+        ("tokenizer.ggml.model", Meta::Str("gpt2")),
+        ("tokenizer.ggml.tokens", Meta::Strs(vec!["a".into()])),
+    ])
+    .unwrap_err();
+    assert!(err.to_string().contains("tokenizer.ggml.merges"), "{err}");
+    let err = build(&[
+        ("tokenizer.ggml.model", Meta::Str("llama")),
+        (
+            "tokenizer.ggml.tokens",
+            Meta::Strs(vec!["a".into(), "b".into()]),
+        ),
+        ("tokenizer.ggml.scores", Meta::F32s(vec![0.0])),
+    ])
+    .unwrap_err();
+    assert!(err.to_string().contains("tokenizer.ggml.scores"), "{err}");
+}

@@ -1,0 +1,418 @@
+//! Vocabulary loaded from GGUF metadata: token texts, scores, types, special ids and flags.
+//!
+//! Defaults and overrides follow llama.cpp's `llama_vocab::load`, so that a file tokenizes the
+//! same way in both engines.
+
+use super::error::TokenizerError;
+use super::fast_hash::{fast_map, FastMap};
+use super::TokenId;
+use crate::gguf::{GgufFile, Value};
+
+/// Which tokenization algorithm the vocabulary uses (`tokenizer.ggml.model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ModelKind {
+    /// SentencePiece-style, `llama`.
+    Spm,
+    /// GPT-2 byte-level BPE, `gpt2`.
+    Bpe,
+}
+
+/// GGUF token types (`tokenizer.ggml.token_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TokenKind {
+    Undefined,
+    Normal,
+    Unknown,
+    Control,
+    UserDefined,
+    Unused,
+    Byte,
+}
+
+impl TokenKind {
+    fn from_gguf(v: i64) -> TokenKind {
+        match v {
+            1 => TokenKind::Normal,
+            2 => TokenKind::Unknown,
+            3 => TokenKind::Control,
+            4 => TokenKind::UserDefined,
+            5 => TokenKind::Unused,
+            6 => TokenKind::Byte,
+            _ => TokenKind::Undefined,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct TokenData {
+    pub text: String,
+    pub score: f32,
+    pub kind: TokenKind,
+    /// Strip whitespace to the left/right of this token when it is matched in text.
+    pub lstrip: bool,
+    pub rstrip: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Vocab {
+    pub kind: ModelKind,
+    /// `tokenizer.ggml.pre`, empty when absent.
+    pub pre: String,
+    pub tokens: Vec<TokenData>,
+    /// Text to id; on duplicate texts the last id wins, as in llama.cpp.
+    pub token_to_id: FastMap<String, TokenId>,
+    pub bos: Option<TokenId>,
+    pub eos: Option<TokenId>,
+    pub unk: Option<TokenId>,
+    pub add_bos: bool,
+    pub add_eos: bool,
+    pub add_space_prefix: bool,
+    /// End-of-generation ids, sorted.
+    pub eog: Vec<TokenId>,
+    /// Tokens recognised verbatim in text (control, user-defined, unknown), longest text first.
+    pub special_by_len: Vec<TokenId>,
+    /// BPE only: a word that is itself a token skips merging (llama3-style vocabularies).
+    pub ignore_merges: bool,
+}
+
+const KEY_MODEL: &str = "tokenizer.ggml.model";
+const KEY_PRE: &str = "tokenizer.ggml.pre";
+const KEY_TOKENS: &str = "tokenizer.ggml.tokens";
+const KEY_SCORES: &str = "tokenizer.ggml.scores";
+const KEY_TYPES: &str = "tokenizer.ggml.token_type";
+
+/// Texts llama.cpp treats as end-of-generation wherever they appear in a vocabulary.
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+];
+
+/// Texts llama.cpp uses to find an end-of-turn token when metadata names none.
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<EOT>",
+    "_<EOT>",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+];
+const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>", "<file_sep>", "<file-sep>", "<filename>"];
+
+impl Vocab {
+    pub fn from_gguf(gguf: &GgufFile) -> Result<Vocab, TokenizerError> {
+        let model = gguf
+            .get(KEY_MODEL)
+            .ok_or(TokenizerError::MissingKey(KEY_MODEL))?
+            .as_str()
+            .ok_or_else(|| bad(KEY_MODEL, "not a string"))?;
+        let kind = match model {
+            "llama" => ModelKind::Spm,
+            "gpt2" => ModelKind::Bpe,
+            other => return Err(TokenizerError::UnsupportedModel(other.to_string())),
+        };
+        let pre = match gguf.get(KEY_PRE) {
+            Some(v) => v.as_str().ok_or_else(|| bad(KEY_PRE, "not a string"))?,
+            None => "",
+        };
+        let tokens = load_tokens(gguf)?;
+        let n = tokens.len();
+
+        let mut token_to_id = fast_map(n);
+        for (id, t) in tokens.iter().enumerate() {
+            // llama.cpp renames empty pieces; they can never match text, so leave them out.
+            if !t.text.is_empty() {
+                token_to_id.insert(t.text.clone(), id as TokenId);
+            }
+        }
+
+        let mut vocab = Vocab {
+            kind,
+            pre: pre.to_string(),
+            tokens,
+            token_to_id,
+            bos: None,
+            eos: None,
+            unk: None,
+            add_bos: false,
+            add_eos: false,
+            add_space_prefix: false,
+            eog: Vec::new(),
+            special_by_len: Vec::new(),
+            ignore_merges: false,
+        };
+        vocab.apply_model_defaults();
+        vocab.apply_flags(gguf)?;
+        vocab.bos = special_id(gguf, "tokenizer.ggml.bos_token_id", vocab.bos, n)?;
+        vocab.eos = special_id(gguf, "tokenizer.ggml.eos_token_id", vocab.eos, n)?;
+        vocab.unk = special_id(gguf, "tokenizer.ggml.unknown_token_id", vocab.unk, n)?;
+        vocab.collect_eog(gguf)?;
+        vocab.apply_name_rules(gguf);
+        vocab.collect_special();
+        Ok(vocab)
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn token(&self, id: TokenId) -> Option<&TokenData> {
+        self.tokens.get(id as usize)
+    }
+
+    pub fn text_to_token(&self, text: &str) -> Option<TokenId> {
+        self.token_to_id.get(text).copied()
+    }
+
+    /// Per-model defaults that llama.cpp applies before reading the flag keys.
+    fn apply_model_defaults(&mut self) {
+        let n = self.tokens.len() as TokenId;
+        let valid = |id: TokenId| (id < n).then_some(id);
+        match self.kind {
+            ModelKind::Spm => {
+                self.bos = valid(1);
+                self.eos = valid(2);
+                self.unk = valid(0);
+                self.add_bos = true;
+                self.add_space_prefix = true;
+            }
+            ModelKind::Bpe => {
+                // GPT-2's <|endoftext|> id, llama.cpp's fallback for both.
+                self.bos = valid(11);
+                self.eos = valid(11);
+                let llama3_family = matches!(
+                    self.pre.as_str(),
+                    "llama3"
+                        | "llama-v3"
+                        | "llama-bpe"
+                        | "falcon3"
+                        | "falcon-h1"
+                        | "pixtral"
+                        | "midm-2.0"
+                        | "lfm2"
+                );
+                self.ignore_merges = llama3_family;
+                self.add_bos = llama3_family;
+            }
+        }
+    }
+
+    fn apply_flags(&mut self, gguf: &GgufFile) -> Result<(), TokenizerError> {
+        if let Some(v) = get_bool(gguf, "tokenizer.ggml.add_bos_token")? {
+            self.add_bos = v;
+        }
+        if let Some(v) = get_bool(gguf, "tokenizer.ggml.add_eos_token")? {
+            self.add_eos = v;
+        }
+        // BPE never prefixes a space; the key only matters for SentencePiece vocabularies.
+        if self.kind == ModelKind::Spm {
+            if let Some(v) = get_bool(gguf, "tokenizer.ggml.add_space_prefix")? {
+                self.add_space_prefix = v;
+            }
+        }
+        Ok(())
+    }
+
+    /// End-of-generation set: metadata ids plus tokens recognised by text, as llama.cpp does.
+    /// Tokens found by text are forced to CONTROL so they are hidden in output and parsed as
+    /// special.
+    fn collect_eog(&mut self, gguf: &GgufFile) -> Result<(), TokenizerError> {
+        let n = self.tokens.len();
+        let eot = special_id(gguf, "tokenizer.ggml.eot_token_id", None, n)?;
+        let eom = special_id(gguf, "tokenizer.ggml.eom_token_id", None, n)?;
+        let fim_pad = special_id(gguf, "tokenizer.ggml.fim_pad_token_id", None, n)?;
+        let fim_rep = special_id(gguf, "tokenizer.ggml.fim_rep_token_id", None, n)?;
+        let fim_sep = special_id(gguf, "tokenizer.ggml.fim_sep_token_id", None, n)?;
+
+        let eot = eot.or_else(|| self.find_and_mark_control(EOT_TEXTS));
+        let eom = eom.or_else(|| self.find_and_mark_control(EOM_TEXTS));
+        let fim_pad = fim_pad.or_else(|| self.find_and_mark_control(FIM_PAD_TEXTS));
+        let fim_rep = fim_rep.or_else(|| self.find_and_mark_control(FIM_REP_TEXTS));
+        let fim_sep = fim_sep.or_else(|| self.find_and_mark_control(FIM_SEP_TEXTS));
+
+        let mut eog: Vec<TokenId> = [fim_pad, fim_rep, fim_sep, self.eos, eot, eom]
+            .into_iter()
+            .flatten()
+            .collect();
+        for text in EOG_TEXTS {
+            if let Some(id) = self.text_to_token(text) {
+                self.tokens[id as usize].kind = TokenKind::Control;
+                eog.push(id);
+            }
+        }
+        eog.sort_unstable();
+        eog.dedup();
+        self.eog = eog;
+        Ok(())
+    }
+
+    /// First token whose text is in `texts`, forced to CONTROL.
+    fn find_and_mark_control(&mut self, texts: &[&str]) -> Option<TokenId> {
+        let id = texts.iter().find_map(|t| self.text_to_token(t))?;
+        self.tokens[id as usize].kind = TokenKind::Control;
+        Some(id)
+    }
+
+    /// llama.cpp strips spaces after every special token of Phi-3 models (chosen by name).
+    fn apply_name_rules(&mut self, gguf: &GgufFile) {
+        let name = gguf
+            .get_str("general.name")
+            .unwrap_or_default()
+            .to_lowercase();
+        if !(name.contains("phi-3") || name.contains("phi3")) {
+            return;
+        }
+        for t in &mut self.tokens {
+            if is_special_kind(t.kind) {
+                t.rstrip = true;
+            }
+        }
+        for (text, on) in [
+            ("</s>", true),
+            ("<unk>", false),
+            ("<s>", false),
+            ("<|endoftext|>", false),
+        ] {
+            if let Some(id) = self.text_to_token(text) {
+                self.tokens[id as usize].rstrip = on;
+            }
+        }
+    }
+
+    fn collect_special(&mut self) {
+        let mut ids: Vec<TokenId> = (0..self.tokens.len() as TokenId)
+            .filter(|&id| {
+                let t = &self.tokens[id as usize];
+                is_special_kind(t.kind) && !t.text.is_empty()
+            })
+            .collect();
+        // Stable, so equal lengths keep id order.
+        ids.sort_by_key(|&id| std::cmp::Reverse(self.tokens[id as usize].text.len()));
+        self.special_by_len = ids;
+    }
+}
+
+fn is_special_kind(kind: TokenKind) -> bool {
+    matches!(
+        kind,
+        TokenKind::Control | TokenKind::UserDefined | TokenKind::Unknown
+    )
+}
+
+fn bad(key: &'static str, reason: impl Into<String>) -> TokenizerError {
+    TokenizerError::BadKey {
+        key,
+        reason: reason.into(),
+    }
+}
+
+fn load_tokens(gguf: &GgufFile) -> Result<Vec<TokenData>, TokenizerError> {
+    let texts = gguf
+        .get(KEY_TOKENS)
+        .ok_or(TokenizerError::MissingKey(KEY_TOKENS))?
+        .as_array()
+        .ok_or_else(|| bad(KEY_TOKENS, "not an array"))?;
+    if texts.is_empty() {
+        return Err(bad(KEY_TOKENS, "empty vocabulary"));
+    }
+    if texts.len() > TokenId::MAX as usize {
+        return Err(bad(KEY_TOKENS, "too many tokens"));
+    }
+    let scores = optional_array(gguf, KEY_SCORES, texts.len())?;
+    let types = optional_array(gguf, KEY_TYPES, texts.len())?;
+
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let text = v
+                .as_str()
+                .ok_or_else(|| bad(KEY_TOKENS, format!("element {i} is not a string")))?;
+            let score = match scores {
+                Some(s) => s[i]
+                    .as_f32()
+                    .ok_or_else(|| bad(KEY_SCORES, format!("element {i} is not a number")))?,
+                None => 0.0,
+            };
+            let kind = match types {
+                Some(t) => TokenKind::from_gguf(
+                    t[i].as_i64()
+                        .ok_or_else(|| bad(KEY_TYPES, format!("element {i} is not an integer")))?,
+                ),
+                None => TokenKind::Normal,
+            };
+            Ok(TokenData {
+                text: text.to_string(),
+                score,
+                kind,
+                lstrip: false,
+                rstrip: false,
+            })
+        })
+        .collect()
+}
+
+/// An array that must have one element per token when present.
+fn optional_array<'a>(
+    gguf: &'a GgufFile,
+    key: &'static str,
+    n: usize,
+) -> Result<Option<&'a [Value]>, TokenizerError> {
+    let Some(v) = gguf.get(key) else {
+        return Ok(None);
+    };
+    let arr = v.as_array().ok_or_else(|| bad(key, "not an array"))?;
+    if arr.len() != n {
+        return Err(bad(
+            key,
+            format!("has {} elements, vocabulary has {n}", arr.len()),
+        ));
+    }
+    Ok(Some(arr))
+}
+
+fn get_bool(gguf: &GgufFile, key: &'static str) -> Result<Option<bool>, TokenizerError> {
+    match gguf.get(key) {
+        None => Ok(None),
+        Some(v) => v.as_bool().map(Some).ok_or_else(|| bad(key, "not a bool")),
+    }
+}
+
+/// A special token id from metadata; out-of-range ids keep the default, as llama.cpp does.
+fn special_id(
+    gguf: &GgufFile,
+    key: &'static str,
+    default: Option<TokenId>,
+    n_vocab: usize,
+) -> Result<Option<TokenId>, TokenizerError> {
+    let Some(v) = gguf.get(key) else {
+        return Ok(default);
+    };
+    let id = v.as_u64().ok_or_else(|| bad(key, "not an integer"))?;
+    Ok(if id < n_vocab as u64 {
+        Some(id as TokenId)
+    } else {
+        default
+    })
+}
