@@ -19,6 +19,11 @@ pub struct AttentionShape {
     pub window: usize,
 }
 
+/// Batches of fewer queries than this use ggml's per-query kernel precision (see
+/// [`attend_f16_accum`]); larger ones its f32 tiled kernel. Following the same rule keeps our
+/// logits within llama.cpp's, which some models are sensitive to at the 0.1-nat level.
+const F16_ACCUM_BELOW: usize = 64;
+
 /// `q`: [n_tokens, n_head * head_dim_k] (already roped), for positions `pos0..pos0+n_tokens`,
 /// whose keys/values are already in the cache. Writes `out`: [n_tokens, n_head * head_dim_v].
 pub fn attention(
@@ -30,48 +35,114 @@ pub fn attention(
     out: &mut [f32],
 ) {
     let q_row = s.n_head * s.head_dim_k;
-    let out_row = s.n_head * s.head_dim_v;
     let group = s.n_head / s.n_head_kv;
-    let k_dim = s.n_head_kv * s.head_dim_k;
-    let v_dim = s.n_head_kv * s.head_dim_v;
+    let n_tokens = q.len() / q_row;
+    let f16_accum = n_tokens < F16_ACCUM_BELOW;
     // One task per (token, kv head): its output is the contiguous run of `group` heads.
     out.par_chunks_mut(group * s.head_dim_v).enumerate().for_each(|(task, out_group)| {
         let t = task / s.n_head_kv;
         let kvh = task % s.n_head_kv;
         let pos = pos0 + t;
         let first = if s.window > 0 { (pos + 1).saturating_sub(s.window) } else { 0 };
-        let n_kv = pos + 1 - first;
-        let q_t = &q[t * q_row..(t + 1) * q_row];
-
-        let mut scores = vec![0f32; group * n_kv];
-        let mut k_f32 = vec![0f32; s.head_dim_k];
-        for (j, p) in (first..=pos).enumerate() {
-            let off = p * k_dim + kvh * s.head_dim_k;
-            keys[off..off + s.head_dim_k].convert_to_f32_slice(&mut k_f32);
-            for g in 0..group {
-                let h = kvh * group + g;
-                let qh = &q_t[h * s.head_dim_k..(h + 1) * s.head_dim_k];
-                scores[g * n_kv + j] = dot(qh, &k_f32) * s.scale;
-            }
-        }
-        for g in 0..group {
-            softmax_inplace(&mut scores[g * n_kv..(g + 1) * n_kv]);
-        }
-        out_group.fill(0.0);
-        let mut v_f32 = vec![0f32; s.head_dim_v];
-        for (j, p) in (first..=pos).enumerate() {
-            let off = p * v_dim + kvh * s.head_dim_v;
-            values[off..off + s.head_dim_v].convert_to_f32_slice(&mut v_f32);
-            for g in 0..group {
-                let w = scores[g * n_kv + j];
-                let o = &mut out_group[g * s.head_dim_v..(g + 1) * s.head_dim_v];
-                for (o, &v) in o.iter_mut().zip(&v_f32) {
-                    *o += w * v;
-                }
-            }
+        let task = Task {
+            s,
+            q: &q[t * q_row + kvh * group * s.head_dim_k..][..group * s.head_dim_k],
+            keys,
+            values,
+            kvh,
+            positions: first..pos + 1,
+        };
+        if f16_accum {
+            attend_f16_accum(&task, out_group);
+        } else {
+            attend_f32(&task, out_group);
         }
     });
-    debug_assert_eq!(out.len() % out_row, 0);
+}
+
+/// The queries of one token's heads that share kv head `kvh`, and the positions they see.
+struct Task<'a> {
+    s: &'a AttentionShape,
+    /// [group, head_dim_k]
+    q: &'a [f32],
+    keys: &'a [f16],
+    values: &'a [f16],
+    kvh: usize,
+    positions: std::ops::Range<usize>,
+}
+
+impl Task<'_> {
+    fn key(&self, p: usize, buf: &mut [f32]) {
+        let off = (p * self.s.n_head_kv + self.kvh) * self.s.head_dim_k;
+        self.keys[off..off + self.s.head_dim_k].convert_to_f32_slice(buf);
+    }
+
+    fn value(&self, p: usize) -> &[f16] {
+        let off = (p * self.s.n_head_kv + self.kvh) * self.s.head_dim_v;
+        &self.values[off..off + self.s.head_dim_v]
+    }
+}
+
+/// Two passes in f32: all scores, softmax, then the weighted sum of values.
+fn attend_f32(task: &Task, out: &mut [f32]) {
+    let s = task.s;
+    let group = task.q.len() / s.head_dim_k;
+    let n_kv = task.positions.len();
+    let mut scores = vec![0f32; group * n_kv];
+    let mut k = vec![0f32; s.head_dim_k];
+    for (j, p) in task.positions.clone().enumerate() {
+        task.key(p, &mut k);
+        for (g, qh) in task.q.chunks_exact(s.head_dim_k).enumerate() {
+            scores[g * n_kv + j] = dot(qh, &k) * s.scale;
+        }
+    }
+    for g in 0..group {
+        softmax_inplace(&mut scores[g * n_kv..(g + 1) * n_kv]);
+    }
+    out.fill(0.0);
+    let mut v = vec![0f32; s.head_dim_v];
+    for (j, p) in task.positions.clone().enumerate() {
+        task.value(p).convert_to_f32_slice(&mut v);
+        for (g, o) in out.chunks_exact_mut(s.head_dim_v).enumerate() {
+            let w = scores[g * n_kv + j];
+            for (o, &v) in o.iter_mut().zip(&v) {
+                *o += w * v;
+            }
+        }
+    }
+}
+
+/// One streaming pass with an online softmax, the way ggml's per-query flash-attention kernel
+/// computes: the query rounded to f16 and the value accumulator held in f16.
+fn attend_f16_accum(task: &Task, out: &mut [f32]) {
+    let s = task.s;
+    let mut k = vec![0f32; s.head_dim_k];
+    let mut v = vec![0f32; s.head_dim_v];
+    for (qh, o) in task.q.chunks_exact(s.head_dim_k).zip(out.chunks_exact_mut(s.head_dim_v)) {
+        let q16: Vec<f32> = qh.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
+        let mut acc = vec![f16::ZERO; s.head_dim_v];
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        for p in task.positions.clone() {
+            task.key(p, &mut k);
+            let score = dot(&q16, &k) * s.scale;
+            // A new maximum rescales what was accumulated; otherwise this value is weighted down.
+            let (rescale, weight) = if score > max {
+                let r = (max - score).exp();
+                max = score;
+                (r, 1.0)
+            } else {
+                (1.0, (score - max).exp())
+            };
+            task.value(p).convert_to_f32_slice(&mut v);
+            for (a, &vv) in acc.iter_mut().zip(&v) {
+                *a = f16::from_f32(f16::from_f32(a.to_f32() * rescale).to_f32() + vv * weight);
+            }
+            sum = sum * rescale + weight;
+        }
+        for (o, a) in o.iter_mut().zip(&acc) {
+            *o = a.to_f32() / sum;
+        }
+    }
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -136,21 +207,24 @@ mod tests {
 
     #[test]
     fn matches_naive_gqa_with_and_without_window() {
-        for window in [0, 3] {
-            let s = AttentionShape { n_head: 4, n_head_kv: 2, head_dim_k: 8, head_dim_v: 6, scale: 0.35, window };
-            let (n_pos, pos0) = (7, 2);
-            let r = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
-            let k: Vec<f32> = (0..n_pos * 2 * 8).map(|i| f16::from_f32(r(i)).to_f32()).collect();
-            let v: Vec<f32> = (0..n_pos * 2 * 6).map(|i| f16::from_f32(r(i + 3)).to_f32()).collect();
-            let n = n_pos - pos0;
-            let q: Vec<f32> = (0..n * 4 * 8).map(|i| r(i + 11)).collect();
-            let kh: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
-            let vh: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
-            let mut out = vec![0.0; n * 4 * 6];
-            attention(&s, &q, &kh, &vh, pos0, &mut out);
-            let want = naive(&s, &q, &k, &v, pos0, n);
-            for (a, b) in out.iter().zip(&want) {
-                assert!((a - b).abs() < 1e-5, "window {window}: {a} vs {b}");
+        // 5 queries take the f16-accumulating kernel, 70 the f32 one.
+        for (n, tol) in [(5, 3e-3), (70, 1e-5)] {
+            for window in [0, 3] {
+                let s = AttentionShape { n_head: 4, n_head_kv: 2, head_dim_k: 8, head_dim_v: 6, scale: 0.35, window };
+                let pos0 = 2;
+                let n_pos = pos0 + n;
+                let r = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+                let k: Vec<f32> = (0..n_pos * 2 * 8).map(|i| f16::from_f32(r(i)).to_f32()).collect();
+                let v: Vec<f32> = (0..n_pos * 2 * 6).map(|i| f16::from_f32(r(i + 3)).to_f32()).collect();
+                let q: Vec<f32> = (0..n * 4 * 8).map(|i| r(i + 11)).collect();
+                let kh: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
+                let vh: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+                let mut out = vec![0.0; n * 4 * 6];
+                attention(&s, &q, &kh, &vh, pos0, &mut out);
+                let want = naive(&s, &q, &k, &v, pos0, n);
+                for (a, b) in out.iter().zip(&want) {
+                    assert!((a - b).abs() < tol, "n {n} window {window}: {a} vs {b}");
+                }
             }
         }
     }

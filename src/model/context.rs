@@ -50,7 +50,7 @@ pub struct Context {
     kv: KvCache,
     n_past: usize,
     n_batch: usize,
-    pool: rayon::ThreadPool,
+    pool: Arc<rayon::ThreadPool>,
     /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
     rope_global: Rope,
     rope_local: Rope,
@@ -82,7 +82,7 @@ impl Context {
             model,
             n_past: 0,
             n_batch: params.n_batch,
-            pool,
+            pool: Arc::new(pool),
             rope_global,
             rope_local,
         })
@@ -128,7 +128,8 @@ impl Context {
         for (i, chunk) in tokens.chunks(self.n_batch).enumerate() {
             // Earlier chunks of a Last request need no output head at all.
             let want = (which == Logits::All || i + 1 == n_chunks).then_some(which);
-            let out = self.pool.install(|| self.forward(chunk, want))?;
+            let pool = Arc::clone(&self.pool);
+            let out = pool.install(|| self.forward(chunk, want))?;
             self.n_past += chunk.len();
             logits.extend_from_slice(&out);
         }

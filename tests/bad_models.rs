@@ -1,0 +1,109 @@
+//! Damaged model files get an error that names the problem — never a panic.
+
+mod common;
+
+use std::path::PathBuf;
+
+use kolibri::gguf::GgufError;
+use kolibri::model::{Model, ModelError};
+
+const MODEL: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// A file in the temp directory, removed on drop.
+struct TempFile(PathBuf);
+impl TempFile {
+    fn new(tag: &str, bytes: &[u8]) -> TempFile {
+        let p = std::env::temp_dir().join(format!("kolibri-{tag}-{}.gguf", std::process::id()));
+        std::fs::write(&p, bytes).unwrap();
+        TempFile(p)
+    }
+}
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn load_err(tag: &str, bytes: &[u8]) -> ModelError {
+    let f = TempFile::new(tag, bytes);
+    match Model::load(&f.0) {
+        Ok(_) => panic!("{tag}: damaged model loaded"),
+        Err(e) => e,
+    }
+}
+
+/// Byte position of the data-offset field of tensor `name` in the tensor table.
+fn offset_field(bytes: &[u8], name: &str) -> usize {
+    let mut needle = (name.len() as u64).to_le_bytes().to_vec();
+    needle.extend_from_slice(name.as_bytes());
+    let at = bytes.windows(needle.len()).position(|w| w == needle.as_slice()).expect("tensor name in header");
+    let dims_at = at + needle.len();
+    let n_dims = u32::from_le_bytes(bytes[dims_at..dims_at + 4].try_into().unwrap()) as usize;
+    dims_at + 4 + 8 * n_dims + 4
+}
+
+#[test]
+fn truncated_corrupt_and_random_files_are_named_errors() {
+    let good = std::fs::read(common::model_path(MODEL)).unwrap();
+
+    let e = load_err("truncated", &good[..good.len() * 3 / 5]);
+    assert!(matches!(e, ModelError::Gguf(GgufError::TensorOutOfBounds { .. })), "{e}");
+    assert!(e.to_string().contains("truncated"), "{e}");
+
+    let e = load_err("header-cut", &good[..1000]);
+    assert!(matches!(e, ModelError::Gguf(GgufError::Truncated { .. })), "{e}");
+
+    let field = offset_field(&good, "blk.3.ffn_up.weight");
+    let original = u64::from_le_bytes(good[field..field + 8].try_into().unwrap());
+    for (tag, bad) in [("misaligned", original + 1), ("far-offset", original + (1 << 40))] {
+        let mut bytes = good.clone();
+        bytes[field..field + 8].copy_from_slice(&bad.to_le_bytes());
+        let e = load_err(tag, &bytes);
+        let msg = e.to_string();
+        assert!(msg.contains("blk.3.ffn_up.weight"), "{tag}: {msg}");
+        match tag {
+            "misaligned" => assert!(matches!(e, ModelError::Gguf(GgufError::MisalignedTensor { .. })), "{msg}"),
+            _ => assert!(matches!(e, ModelError::Gguf(GgufError::TensorOutOfBounds { .. })), "{msg}"),
+        }
+    }
+
+    let mut state = 0x1234_5678_9abc_def0u64;
+    let random: Vec<u8> = (0..4096)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let e = load_err("random", &random);
+    assert!(matches!(e, ModelError::Gguf(GgufError::BadMagic(_))), "{e}");
+    let mut with_magic = random.clone();
+    with_magic[..8].copy_from_slice(b"GGUF\x03\0\0\0");
+    let e = load_err("random-magic", &with_magic);
+    assert!(matches!(e, ModelError::Gguf(_)), "{e}");
+
+    let e = Model::load("/nonexistent/model.gguf").err().expect("missing file");
+    assert!(e.to_string().contains("/nonexistent/model.gguf"), "{e}");
+}
+
+#[test]
+fn unknown_architecture_and_missing_tensor_are_named() {
+    let good = std::fs::read(common::model_path(MODEL)).unwrap();
+    // Same-length rename of the architecture value keeps every offset valid.
+    let mut bytes = good.clone();
+    let at = bytes.windows(6).position(|w| w == b"gemma3").unwrap();
+    let arch_key = bytes.windows(20).position(|w| w == b"general.architecture").unwrap();
+    assert!(at > arch_key);
+    bytes[at..at + 6].copy_from_slice(b"gemmaX");
+    let e = load_err("unknown-arch", &bytes);
+    assert!(matches!(&e, ModelError::UnknownArchitecture(a) if a == "gemmaX"), "{e}");
+
+    // Renaming a tensor (same length) makes a required one missing.
+    let mut bytes = good;
+    let name = b"blk.7.attn_k_norm.weight";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
+    bytes[at..at + name.len()].copy_from_slice(b"blk.7.attn_k_norm.weighX");
+    let e = load_err("missing-tensor", &bytes);
+    assert!(matches!(&e, ModelError::MissingTensor(t) if t == "blk.7.attn_k_norm.weight"), "{e}");
+}
