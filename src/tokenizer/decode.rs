@@ -26,9 +26,8 @@ pub(crate) fn piece_bytes(vocab: &Vocab, id: TokenId, special: bool) -> Vec<u8> 
                 out
             }
         },
-        TokenKind::Byte if vocab.kind == ModelKind::Spm => {
-            parse_byte_token(text).map(|b| vec![b]).unwrap_or_default()
-        }
+        // `<0xXX>` byte-fallback tokens (SentencePiece, and BPE vocabularies that borrow them).
+        TokenKind::Byte => parse_byte_token(text).map(|b| vec![b]).unwrap_or_default(),
         // Unused and undefined tokens print nothing, as in llama.cpp.
         _ => Vec::new(),
     }

@@ -20,19 +20,26 @@ const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
 /// Qwen2's pattern: Llama 3's with single digits.
 const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// Regex sets per `tokenizer.ggml.pre` value, mirroring llama.cpp's groups.
+/// Qwen3.5's pattern: Qwen2's with combining marks inside letter runs.
+const QWEN35: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Regex sets per `tokenizer.ggml.pre` value, mirroring llama.cpp's groups. Names whose
+/// vocabularies need more than a regex set (separator tokens, whitespace escaping) are left out
+/// so that they fail loudly instead of tokenizing differently.
 fn patterns_for(pre: &str) -> Option<&'static [&'static str]> {
     Some(match pre {
         "" | "default" => &[r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"],
         "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
-        | "lfm2" | "dbrx" | "smaug-bpe" => &[LLAMA3],
-        "qwen2" | "deepseek-r1-qwen" => &[QWEN2],
-        "gpt2" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v1-en"
-        | "jina-v2-es" | "jina-v2-de" | "jina-v2-code" | "roberta-bpe" | "mpt" | "olmo"
-        | "jais" | "trillion" => &[GPT2],
-        "starcoder" | "refact" | "command-r" | "smollm" | "codeshell" | "exaone" | "minerva-7b" => {
-            &[r"\p{N}", GPT2]
-        }
+        | "lfm2" | "jina-v5-nano" | "dbrx" | "smaug-bpe" => &[LLAMA3],
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "megrez" | "stablelm2" | "hunyuan"
+        | "solar-open" => &[QWEN2],
+        "qwen35" => &[QWEN35],
+        // "gpt2" is not a llama.cpp name; accepted as an alias of "gpt-2".
+        "gpt2" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"
+        | "jina-v2-de" | "a.x-4.0" | "mellum" | "exaone4" | "mpt" | "olmo" | "jais"
+        | "trillion" | "granite-docling" => &[GPT2],
+        "starcoder" | "refact" | "command-r" | "smollm" | "codeshell" | "exaone" | "minerva-7b"
+        | "mellum2" => &[r"\p{N}", GPT2],
         "falcon" => &[r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"],
         _ => return None,
     })

@@ -75,6 +75,10 @@ fn build(kvs: &[(&str, Meta)]) -> Result<Tokenizer, TokenizerError> {
 /// A byte-level BPE vocabulary: all 256 byte characters, then `extra` (merged tokens and
 /// specials), with `<|endoftext|>` and `<|im_end|>` as control tokens.
 fn bpe_tokenizer(merges: &[&str], extra: &[&str]) -> Tokenizer {
+    bpe_tokenizer_with_pre("qwen2", merges, extra)
+}
+
+fn bpe_tokenizer_with_pre(pre: &'static str, merges: &[&str], extra: &[&str]) -> Tokenizer {
     let mut tokens: Vec<String> = (0..=255u8)
         .map(|b| byte_map::byte_to_char(b).to_string())
         .collect();
@@ -87,7 +91,7 @@ fn bpe_tokenizer(merges: &[&str], extra: &[&str]) -> Tokenizer {
     types[n - 1] = 3;
     build(&[
         ("tokenizer.ggml.model", Meta::Str("gpt2")),
-        ("tokenizer.ggml.pre", Meta::Str("qwen2")),
+        ("tokenizer.ggml.pre", Meta::Str(pre)),
         ("tokenizer.ggml.tokens", Meta::Strs(tokens)),
         ("tokenizer.ggml.token_type", Meta::I32s(types)),
         (
@@ -156,6 +160,27 @@ fn bpe_breaks_rank_ties_leftmost_first() {
         texts(&tok, &tok.encode("aaaaa", false, false)),
         ["aa", "aa", "a"]
     );
+}
+
+#[test]
+fn llama3_words_that_are_tokens_skip_merging() {
+    // Merging "abc" gives "a" + "bc", but llama3-style vocabularies take a whole-word token.
+    let extra = ["bc", "abc"];
+    let qwen = bpe_tokenizer_with_pre("qwen2", &["b c"], &extra);
+    assert_eq!(texts(&qwen, &qwen.encode("abc", false, false)), ["a", "bc"]);
+    let llama3 = bpe_tokenizer_with_pre("llama-bpe", &["b c"], &extra);
+    assert_eq!(texts(&llama3, &llama3.encode("abc", false, false)), ["abc"]);
+}
+
+#[test]
+fn end_marker_texts_become_control_and_end_generation() {
+    // "<end_of_turn>" typed NORMAL in the file: llama.cpp promotes it by its text.
+    let tok = bpe_tokenizer(&[], &["<end_of_turn>"]);
+    let id = tok.n_vocab() as TokenId - 3;
+    assert_eq!(tok.token_text(id), Some("<end_of_turn>"));
+    assert!(tok.is_control(id) && tok.is_eog(id));
+    assert_eq!(tok.encode("x<end_of_turn>", false, true)[1], id);
+    assert_eq!(tok.decode(&[id]), "");
 }
 
 #[test]

@@ -88,29 +88,66 @@ const EOG_TEXTS: &[&str] = &[
     "<|end|>",
     "<|return|>",
     "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>",
     "<|eom_id|>",
     "<EOT>",
     "_<EOT>",
+    "[EOT]",
+    "[EOS]",
     "<|end_of_text|>",
     "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
 ];
 
-/// Texts llama.cpp uses to find an end-of-turn token when metadata names none.
+/// Texts llama.cpp uses to find special ids that metadata does not name. Found tokens become
+/// CONTROL, which hides them in output and makes them parse as special.
 const EOT_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "<|end_of_text|>",
     "<EOT>",
     "_<EOT>",
-    "<｜end▁of▁sentence｜>",
+    "[EOT]",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
     "<end_of_utterance>",
 ];
 const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
-const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
 const FIM_REP_TEXTS: &[&str] = &[
     "<|fim_repo|>",
     "<|repo_name|>",
@@ -118,7 +155,11 @@ const FIM_REP_TEXTS: &[&str] = &[
     "<REPO>",
     "<reponame>",
 ];
-const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>", "<file_sep>", "<file-sep>", "<filename>"];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+
+/// gpt-oss markers llama.cpp always renders (forced USER_DEFINED).
+const ALWAYS_RENDERED_TEXTS: &[&str] =
+    &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
 
 impl Vocab {
     pub fn from_gguf(gguf: &GgufFile) -> Result<Vocab, TokenizerError> {
@@ -211,6 +252,7 @@ impl Vocab {
                         | "pixtral"
                         | "midm-2.0"
                         | "lfm2"
+                        | "jina-v5-nano"
                 );
                 self.ignore_merges = llama3_family;
                 self.add_bos = llama3_family;
@@ -234,37 +276,80 @@ impl Vocab {
         Ok(())
     }
 
-    /// End-of-generation set: metadata ids plus tokens recognised by text, as llama.cpp does.
-    /// Tokens found by text are forced to CONTROL so they are hidden in output and parsed as
-    /// special.
+    /// End-of-generation set: metadata ids plus tokens recognised by text, with llama.cpp's
+    /// model-specific exceptions.
     fn collect_eog(&mut self, gguf: &GgufFile) -> Result<(), TokenizerError> {
         let n = self.tokens.len();
-        let eot = special_id(gguf, "tokenizer.ggml.eot_token_id", None, n)?;
-        let eom = special_id(gguf, "tokenizer.ggml.eom_token_id", None, n)?;
-        let fim_pad = special_id(gguf, "tokenizer.ggml.fim_pad_token_id", None, n)?;
-        let fim_rep = special_id(gguf, "tokenizer.ggml.fim_rep_token_id", None, n)?;
-        let fim_sep = special_id(gguf, "tokenizer.ggml.fim_sep_token_id", None, n)?;
+        let id = |key| special_id(gguf, key, None, n);
+        let eot = id("tokenizer.ggml.eot_token_id")?;
+        let eom = id("tokenizer.ggml.eom_token_id")?;
+        let fim_pre =
+            id("tokenizer.ggml.fim_pre_token_id")?.or(id("tokenizer.ggml.prefix_token_id")?);
+        let fim_suf =
+            id("tokenizer.ggml.fim_suf_token_id")?.or(id("tokenizer.ggml.suffix_token_id")?);
+        let fim_mid =
+            id("tokenizer.ggml.fim_mid_token_id")?.or(id("tokenizer.ggml.middle_token_id")?);
+        let fim_pad = id("tokenizer.ggml.fim_pad_token_id")?;
+        let fim_rep = id("tokenizer.ggml.fim_rep_token_id")?;
+        let fim_sep = id("tokenizer.ggml.fim_sep_token_id")?;
 
         let eot = eot.or_else(|| self.find_and_mark_control(EOT_TEXTS));
         let eom = eom.or_else(|| self.find_and_mark_control(EOM_TEXTS));
+        // Only the CONTROL marking matters for prefix/suffix/middle.
+        if fim_pre.is_none() {
+            self.find_and_mark_control(FIM_PRE_TEXTS);
+        }
+        if fim_suf.is_none() {
+            self.find_and_mark_control(FIM_SUF_TEXTS);
+        }
+        if fim_mid.is_none() {
+            self.find_and_mark_control(FIM_MID_TEXTS);
+        }
         let fim_pad = fim_pad.or_else(|| self.find_and_mark_control(FIM_PAD_TEXTS));
         let fim_rep = fim_rep.or_else(|| self.find_and_mark_control(FIM_REP_TEXTS));
         let fim_sep = fim_sep.or_else(|| self.find_and_mark_control(FIM_SEP_TEXTS));
 
-        let mut eog: Vec<TokenId> = [fim_pad, fim_rep, fim_sep, self.eos, eot, eom]
-            .into_iter()
-            .flatten()
-            .collect();
+        let mut eog: Vec<TokenId> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
         for text in EOG_TEXTS {
             if let Some(id) = self.text_to_token(text) {
                 self.tokens[id as usize].kind = TokenKind::Control;
                 eog.push(id);
             }
         }
+        for text in ALWAYS_RENDERED_TEXTS {
+            if let Some(id) = self.text_to_token(text) {
+                self.tokens[id as usize].kind = TokenKind::UserDefined;
+            }
+        }
+        eog.extend([self.eos, eot, eom].into_iter().flatten());
         eog.sort_unstable();
         eog.dedup();
         self.eog = eog;
+        self.apply_eog_exceptions();
         Ok(())
+    }
+
+    /// Harmony-style vocabularies end turns with `<|return|>`/`<|call|>`, so `<|end|>` is
+    /// not an end there; with `<|tool_response>` or PLaMo's marker, `</s>` is plain text.
+    fn apply_eog_exceptions(&mut self) {
+        let in_eog = |v: &Vocab, text: &str| {
+            v.text_to_token(text)
+                .filter(|id| v.eog.binary_search(id).is_ok())
+        };
+        let has = |v: &Vocab, text: &str| in_eog(v, text).is_some();
+        let has_call = has(self, "<|call|>") || has(self, "<|calls|>");
+        if let Some(end) = in_eog(self, "<|end|>") {
+            if has_call && (has(self, "<|return|>") || has(self, "<|flush|>")) {
+                self.eog.retain(|&id| id != end);
+                self.tokens[end as usize].kind = TokenKind::UserDefined;
+            }
+        }
+        if let Some(s) = in_eog(self, "</s>") {
+            if has(self, "<|tool_response>") || has(self, "<|plamo:eos|>") {
+                self.eog.retain(|&id| id != s);
+                self.tokens[s as usize].kind = TokenKind::Normal;
+            }
+        }
     }
 
     /// First token whose text is in `texts`, forced to CONTROL.
