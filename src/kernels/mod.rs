@@ -484,8 +484,9 @@ impl WeightMatrix<'_> {
 
 type DotFn<W, A> = unsafe fn(&[W], &[A]) -> f32;
 
-/// Rows × tokens of a matmul tile kernel (used when `n_tokens >= MM_T`; token tails and
-/// matvec use the dot kernels, which measured as fast as multi-row tiles for one token).
+/// Rows × tokens of a matmul tile kernel; a second kernel of `MM_R` × 2 takes token tails of
+/// 2-3. Single tokens (matvec and the last tail token) use the dot kernels, which measured
+/// as fast as multi-row tiles for one token.
 const MM_R: usize = 1;
 const MM_T: usize = 4;
 
@@ -497,6 +498,7 @@ type TileFn<W, A, const R: usize, const T: usize> =
 /// to f32 rounding.
 struct Tiles<W: 'static, A: 'static> {
     mm: TileFn<W, A, MM_R, MM_T>,
+    mm2: TileFn<W, A, MM_R, 2>,
 }
 
 /// One path's kernels. Every entry is `unsafe` because SIMD ones require their CPU features;
@@ -526,6 +528,7 @@ macro_rules! avx2_tiles {
     ($f:ident) => {
         Some(Tiles {
             mm: avx2_tiles::$f::<MM_R, MM_T>,
+            mm2: avx2_tiles::$f::<MM_R, 2>,
         })
     };
 }
@@ -717,6 +720,37 @@ fn task_rows(rows: usize, row_macs: usize, threads: usize) -> usize {
     chunk.next_multiple_of(MM_R).min(rows).max(1)
 }
 
+/// One tile kernel over rows `[b0, b1)` (whole tiles only) and tokens `[t, t + T)`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn tile_pass<W, A, const T: usize>(
+    tile: TileFn<W, A, MM_R, T>,
+    w: &[W],
+    a: &[A],
+    nb: usize,
+    rows: usize,
+    (b0, b1): (usize, usize),
+    t: usize,
+    out: OutPtr,
+) {
+    let ar: [&[A]; T] = std::array::from_fn(|j| &a[(t + j) * nb..(t + j + 1) * nb]);
+    let mut r = b0;
+    while r + MM_R <= b1 {
+        let wr: [&[W]; MM_R] = std::array::from_fn(|i| &w[(r + i) * nb..(r + i + 1) * nb]);
+        // SAFETY: tiles come from a table for a path the CPU supports (see `kernels()`),
+        // and all rows have `nb` blocks.
+        let v = unsafe { tile(wr, ar) };
+        for (i, vr) in v.iter().enumerate() {
+            for (j, &x) in vr.iter().enumerate() {
+                // SAFETY: r + i < rows and t + j < n_tokens (callers pass whole tiles), so
+                // the index is in bounds of the output; these rows belong to the caller's task.
+                unsafe { *out.0.add((t + j) * rows + r + i) = x };
+            }
+        }
+        r += MM_R;
+    }
+}
+
 fn run<W: Sync, A: Sync>(
     w: &[W],
     a: &[A],
@@ -747,27 +781,23 @@ fn run<W: Sync, A: Sync>(
         let put = |r: usize, t: usize, v: f32| unsafe { *ptr.0.add(t * rows + r) = v };
         for b0 in (r0..r1).step_by(row_block) {
             let b1 = (b0 + row_block).min(r1);
-            // Tokens [0, t) are done for rows [b0, r_mm).
-            let (mut t, mut r_mm) = (0, b0);
-            if let Some(tl) = tiles.filter(|_| n_tokens >= MM_T) {
+            let mut t = 0;
+            if let Some(tl) = tiles {
                 while t + MM_T <= n_tokens {
-                    let ar: [&[A]; MM_T] = std::array::from_fn(|j| arow(t + j));
-                    r_mm = b0;
-                    while r_mm + MM_R <= b1 {
-                        let wr: [&[W]; MM_R] = std::array::from_fn(|i| wrow(r_mm + i));
-                        // SAFETY: `kernels()` only hands out tables the CPU supports; all
-                        // rows have `nb` blocks.
-                        let v = unsafe { (tl.mm)(wr, ar) };
-                        for (i, vr) in v.iter().enumerate() {
-                            for (j, &x) in vr.iter().enumerate() {
-                                put(r_mm + i, t + j, x);
-                            }
-                        }
-                        r_mm += MM_R;
-                    }
+                    tile_pass(tl.mm, w, a, nb, rows, (b0, b1), t, ptr);
                     t += MM_T;
                 }
+                if t + 2 <= n_tokens {
+                    tile_pass(tl.mm2, w, a, nb, rows, (b0, b1), t, ptr);
+                    t += 2;
+                }
             }
+            // Tokens [0, t) are done for rows [b0, r_mm).
+            let r_mm = if t > 0 {
+                b0 + (b1 - b0) / MM_R * MM_R
+            } else {
+                b0
+            };
             // Whatever the tiles left (token and row tails; everything without tiles), one
             // by one.
             for r in b0..b1 {
