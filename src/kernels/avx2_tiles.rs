@@ -41,7 +41,8 @@ fn common_len<W, A>(w: &[&[W]], a: &[&[A]]) -> usize {
 
 /// Tile kernels for the 32-element block types whose weights fit a signed byte: `$unpack`
 /// turns a block into 32 signed quants; the product uses the same sign trick as the Q8_0
-/// one-by-one kernel (|w| * sign(a, w), exact for |w| <= 128 and |a| <= 127).
+/// one-by-one kernel (|w| * sign(a, w), exact for |w| <= 128 and |a| <= 127). At most 4
+/// tokens per tile.
 macro_rules! q8_family_tile {
     ($(#[$doc:meta])* $name:ident, $B:ty, |$x:ident| $unpack:expr) => {
         $(#[$doc])*
@@ -56,21 +57,25 @@ macro_rules! q8_family_tile {
             let n = common_len(&w, &a);
             let ones = _mm256_set1_epi16(1);
             let mut acc = [[_mm256_setzero_ps(); T]; R];
+            // The activation scales of a block column go through one conversion (T <= 4).
+            const { assert!(T <= 4) };
             for i in 0..n {
-                let mut dy = [_mm256_setzero_ps(); T];
+                let mut bits = 0u64;
                 for t in 0..T {
-                    dy[t] = _mm256_set1_ps(f16_to_f32(a[t].get_unchecked(i).d));
+                    bits |= (a[t].get_unchecked(i).d.to_bits() as u64) << (16 * t);
                 }
+                let dy = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)));
                 for r in 0..R {
                     let $x = w[r].get_unchecked(i);
                     let q: __m256i = $unpack;
-                    let dw = _mm256_set1_ps(f16_to_f32($x.d));
+                    let d = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32($x.d)), dy);
                     let aq = _mm256_sign_epi8(q, q);
                     for t in 0..T {
                         let y = load256(a[t].get_unchecked(i).qs.as_ptr() as _);
                         let p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(y, q));
                         let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy[t]), p, acc[r][t]);
+                        let dt = _mm256_permutevar8x32_ps(d, _mm256_set1_epi32(t as i32));
+                        acc[r][t] = _mm256_fmadd_ps(dt, p, acc[r][t]);
                     }
                 }
             }
