@@ -41,7 +41,7 @@ fn common_len<W, A>(w: &[&[W]], a: &[&[A]]) -> usize {
 
 /// Tile kernels for the 32-element block types whose weights fit a signed byte: `$unpack`
 /// turns a block into 32 signed quants; the product uses the same sign trick as the Q8_0
-/// one-by-one kernel (|w| * sign(a, w), exact for |w| <= 128 and |a| <= 127). At most 4
+/// one-by-one kernel (|w| * sign(a, w), exact for |w| <= 128 and |a| <= 127). At most 8
 /// tokens per tile.
 macro_rules! q8_family_tile {
     ($(#[$doc:meta])* $name:ident, $B:ty, |$x:ident| $unpack:expr) => {
@@ -57,14 +57,14 @@ macro_rules! q8_family_tile {
             let n = common_len(&w, &a);
             let ones = _mm256_set1_epi16(1);
             let mut acc = [[_mm256_setzero_ps(); T]; R];
-            // The activation scales of a block column go through one conversion (T <= 4).
-            const { assert!(T <= 4) };
+            // The activation scales of a block column go through one conversion (T <= 8).
+            const { assert!(T <= 8) };
             for i in 0..n {
-                let mut bits = 0u64;
+                let mut bits = [0u64; 2];
                 for t in 0..T {
-                    bits |= (a[t].get_unchecked(i).d.to_bits() as u64) << (16 * t);
+                    bits[t / 4] |= (a[t].get_unchecked(i).d.to_bits() as u64) << (16 * (t % 4));
                 }
-                let dy = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)));
+                let dy = _mm256_cvtph_ps(_mm_set_epi64x(bits[1] as i64, bits[0] as i64));
                 for r in 0..R {
                     let $x = w[r].get_unchecked(i);
                     let q: __m256i = $unpack;
