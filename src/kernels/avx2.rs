@@ -3,7 +3,7 @@
 //! # Safety
 //! Every `pub unsafe fn` here requires a CPU with AVX2, FMA and F16C ([`detected`]).
 //! Activations must come from the crate's quantizers (quants in -127..=127): the
-//! `maddubs` sign trick used for Q8_0 weights is exact only then.
+//! `maddubs` sign trick used for Q5_0/Q8_0 weights is exact only then.
 
 use std::arch::x86_64::*;
 

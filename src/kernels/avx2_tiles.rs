@@ -5,9 +5,9 @@
 //! differs.
 //!
 //! # Safety
-//! Every `pub unsafe fn` here requires AVX2, FMA and F16C ([`super::avx2::detected`]), every
-//! weight and activation row at least as long as the first activation row, and activations
-//! from the crate's quantizers (quants in -127..=127, which the sign trick relies on).
+//! Every `pub unsafe fn` here requires AVX2, FMA and F16C ([`super::avx2::detected`]) and
+//! activations from the crate's quantizers (quants in -127..=127, which the sign trick relies
+//! on). Rows should have equal block counts; only the shortest row's count is used.
 
 use std::arch::x86_64::*;
 
