@@ -5,7 +5,7 @@
 use half::{bf16, f16};
 use kolibri::kernels::{self, scalar, CpuPath, KernelError, QuantizedActivations, WeightMatrix};
 use kolibri::quant::activation::{quantize_row_q8_0, quantize_row_q8_k};
-use kolibri::quant::{cast_blocks, BlockQ8K, BlockQ8_0, GgmlType, QK_K};
+use kolibri::quant::{cast_blocks, Block, BlockQ8K, BlockQ8_0, GgmlType, QK_K};
 
 struct Rng(u64);
 
@@ -522,4 +522,140 @@ fn self_test_passes_on_every_available_path() {
     for p in CpuPath::available() {
         assert_eq!(kernels::self_test(p), Ok(()), "{p}");
     }
+}
+
+/// One weight type for the tile tests: its scalar dot, activation quantizer and activation
+/// dequantizer.
+struct TileCase<W: 'static, A: 'static> {
+    ty: GgmlType,
+    dot: fn(&[W], &[A]) -> f32,
+    quant: fn(&[f32]) -> Vec<A>,
+    dequant: fn(&A) -> Vec<f64>,
+    ks: &'static [usize],
+}
+
+fn dequant_q8_0(b: &BlockQ8_0) -> Vec<f64> {
+    b.qs.iter().map(|&q| b.d.to_f64() * q as f64).collect()
+}
+
+fn dequant_q8_k(b: &BlockQ8K) -> Vec<f64> {
+    b.qs.iter().map(|&q| b.d as f64 * q as f64).collect()
+}
+
+/// Every path's matmul (tiled kernels for n_tokens >= 2, dot kernels for tails) against the
+/// scalar vec_dot of every (row, token) pair. The tolerance is scaled by the sum of the
+/// absolute element terms of all blocks, |scaled part| + |minimum part| per weight times
+/// |activation|: the kernels convert partial integer sums (SIMD lanes) to f32, so rounding
+/// follows their magnitudes, which can far exceed the block's total.
+fn check_tiles<W: Block, A: Copy>(case: TileCase<W, A>, rng: &mut Rng) {
+    let TileCase {
+        ty,
+        dot,
+        quant,
+        dequant,
+        ks,
+    } = case;
+    let mut shapes = Vec::new();
+    for &rows in &[1, 2, 3, 5, 8, 17] {
+        for &n in &[1, 2, 3, 4, 5, 7, 16, 33] {
+            for &k in ks {
+                shapes.push((rows, n, k));
+            }
+        }
+    }
+    // Several row blocks and parallel tasks, with row and token tails.
+    shapes.push((301, 6, ks[ks.len() - 1]));
+    for (rows, n_tokens, k) in shapes {
+        let w = random_weights(ty, rows, k, rng);
+        let x = rng.floats(n_tokens * k, 2.0);
+        let wm = WeightMatrix {
+            ty,
+            rows,
+            k,
+            data: w.bytes(),
+        };
+        let act = QuantizedActivations::quantize(&x, n_tokens, k, ty).unwrap();
+        let wb: &[W] = cast_blocks(w.bytes()).unwrap();
+        let ab: Vec<A> = x.chunks(k).flat_map(quant).collect();
+        let aq: Vec<f64> = ab.iter().flat_map(dequant).collect();
+        let (main, min) = dequant_rows(ty, w.bytes());
+        let nb = wb.len() / rows;
+        for p in CpuPath::available() {
+            let mut got = vec![f32::NAN; rows * n_tokens];
+            kernels::matmul_with(p, &wm, &act, &mut got).unwrap();
+            for t in 0..n_tokens {
+                for r in 0..rows {
+                    let want = dot(&wb[r * nb..(r + 1) * nb], &ab[t * nb..(t + 1) * nb]);
+                    let mag: f64 = (0..k)
+                        .map(|e| {
+                            (main[r * k + e].abs() + min[r * k + e].abs()) * aq[t * k + e].abs()
+                        })
+                        .sum();
+                    let tol = 1e-5 * mag;
+                    let g = got[t * rows + r];
+                    assert!(
+                        ((g - want) as f64).abs() <= tol,
+                        "{ty} {p} rows={rows} n={n_tokens} k={k} r={r} t={t}: {g} vs scalar \
+                         {want} (tol {tol})"
+                    );
+                }
+            }
+        }
+    }
+}
+#[test]
+fn tiled_matmul_matches_scalar_dot_per_pair() {
+    let mut rng = Rng(11);
+    let small: &[usize] = &[32, 64, 7 * 32, 40 * 32];
+    let big: &[usize] = &[QK_K, 2 * QK_K, 5 * QK_K];
+    check_tiles(
+        TileCase {
+            ty: GgmlType::Q4_K,
+            dot: scalar::vec_dot_q4_k_q8_k,
+            quant: q8_k_of,
+            dequant: dequant_q8_k,
+            ks: big,
+        },
+        &mut rng,
+    );
+    check_tiles(
+        TileCase {
+            ty: GgmlType::Q6_K,
+            dot: scalar::vec_dot_q6_k_q8_k,
+            quant: q8_k_of,
+            dequant: dequant_q8_k,
+            ks: big,
+        },
+        &mut rng,
+    );
+    check_tiles(
+        TileCase {
+            ty: GgmlType::Q5_0,
+            dot: scalar::vec_dot_q5_0_q8_0,
+            quant: q8_0_of,
+            dequant: dequant_q8_0,
+            ks: small,
+        },
+        &mut rng,
+    );
+    check_tiles(
+        TileCase {
+            ty: GgmlType::Q8_0,
+            dot: scalar::vec_dot_q8_0_q8_0,
+            quant: q8_0_of,
+            dequant: dequant_q8_0,
+            ks: small,
+        },
+        &mut rng,
+    );
+    check_tiles(
+        TileCase {
+            ty: GgmlType::Q4_0,
+            dot: scalar::vec_dot_q4_0_q8_0,
+            quant: q8_0_of,
+            dequant: dequant_q8_0,
+            ks: small,
+        },
+        &mut rng,
+    );
 }

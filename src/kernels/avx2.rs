@@ -3,7 +3,7 @@
 //! # Safety
 //! Every `pub unsafe fn` here requires a CPU with AVX2, FMA and F16C ([`detected`]).
 //! Activations must come from the crate's quantizers (quants in -127..=127): the
-//! `maddubs` sign trick used for Q8_0 weights is exact only then.
+//! `maddubs` sign trick used for Q5_0/Q8_0 weights is exact only then.
 
 use std::arch::x86_64::*;
 
@@ -27,7 +27,7 @@ pub(crate) unsafe fn f16_to_f32(h: f16) -> f32 {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_ps(v: __m256) -> f32 {
+pub(super) unsafe fn hsum_ps(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -36,13 +36,13 @@ unsafe fn hsum_ps(v: __m256) -> f32 {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load256(p: *const u8) -> __m256i {
+pub(super) unsafe fn load256(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p as *const __m256i)
 }
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load128(p: *const u8) -> __m128i {
+pub(super) unsafe fn load128(p: *const u8) -> __m128i {
     _mm_loadu_si128(p as *const __m128i)
 }
 
@@ -50,7 +50,7 @@ unsafe fn load128(p: *const u8) -> __m128i {
 /// (the Q4_0/Q5_0 element order).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibbles32(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
     let q = load128(p);
     _mm256_and_si256(
         _mm256_set_m128i(_mm_srli_epi16(q, 4), q),
@@ -61,7 +61,7 @@ unsafe fn nibbles32(p: *const u8) -> __m256i {
 /// Bit j of `bits` -> byte j = 0xff or 0.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bytes_from_bits(bits: u32) -> __m256i {
+pub(super) unsafe fn bytes_from_bits(bits: u32) -> __m256i {
     let v = _mm256_shuffle_epi8(
         _mm256_set1_epi32(bits as i32),
         _mm256_setr_epi64x(
@@ -103,24 +103,72 @@ pub unsafe fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     hsum_ps(_mm256_add_ps(acc[0], acc[1]))
 }
 
+/// `d_w * d_a` of a block pair: both f16 scales converted by one instruction.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn d_product(dw: f16, da: f16) -> __m256 {
+    let h = dw.to_bits() as u32 | (da.to_bits() as u32) << 16;
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128(h as i32));
+    _mm256_broadcastss_ps(_mm_mul_ss(v, _mm_movehdup_ps(v)))
+}
+
+/// Sum over 32 signed bytes of `q * a` as 8 i32 partial sums, via |q| * (a with q's sign)
+/// (maddubs needs an unsigned operand). Exact for |q| <= 128, |a| <= 127.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_i8(q: __m256i, a: __m256i) -> __m256i {
+    let p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+}
+
+/// Q5_0 quants minus 16 as signed bytes: `nibble | 0xf0` where the 5th bit is clear.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_0_signed(x: &BlockQ5_0) -> __m256i {
+    let hi = _mm256_andnot_si256(
+        bytes_from_bits(u32::from_le_bytes(x.qh)),
+        _mm256_set1_epi8(0xf0u8 as i8),
+    );
+    _mm256_or_si256(nibbles32(x.qs.as_ptr()), hi)
+}
+
+/// Dot of 32-element block rows whose weights unpack to signed bytes (`unpack`), four
+/// blocks per iteration into independent f32 accumulators, one horizontal sum per call.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q8_family<B>(w: &[B], a: &[BlockQ8_0], unpack: impl Fn(&B) -> (__m256i, f16)) -> f32 {
+    let n = w.len().min(a.len());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 4 <= n {
+        for (k, s) in acc.iter_mut().enumerate() {
+            let (x, y) = (w.get_unchecked(i + k), a.get_unchecked(i + k));
+            let (q, d) = unpack(x);
+            let p = dot_i8(q, load256(y.qs.as_ptr() as _));
+            *s = _mm256_fmadd_ps(d_product(d, y.d), _mm256_cvtepi32_ps(p), *s);
+        }
+        i += 4;
+    }
+    for j in i..n {
+        let (x, y) = (w.get_unchecked(j), a.get_unchecked(j));
+        let (q, d) = unpack(x);
+        let p = dot_i8(q, load256(y.qs.as_ptr() as _));
+        acc[j - i] = _mm256_fmadd_ps(d_product(d, y.d), _mm256_cvtepi32_ps(p), acc[j - i]);
+    }
+    hsum_ps(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ))
+}
+
 /// Q5_0 weights × Q8_0 activations.
 ///
 /// # Safety
 /// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
-    let n = w.len().min(a.len());
-    let off = _mm256_set1_epi8(16);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    for i in 0..n {
-        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
-        let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
-        let hi = _mm256_and_si256(bytes_from_bits(u32::from_le_bytes(x.qh)), off);
-        let q = _mm256_or_si256(nibbles32(x.qs.as_ptr()), hi);
-        let p = dot_u8_offset(q, load256(y.qs.as_ptr() as _), off);
-        acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
-    }
-    hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+    // SAFETY: this function's target features are enabled for the inlined closure.
+    dot_q8_family(w, a, |x| unsafe { (q5_0_signed(x), x.d) })
 }
 
 /// Q8_0 weights × Q8_0 activations.
@@ -129,26 +177,14 @@ pub unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
 /// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
-    let n = w.len().min(a.len());
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    for i in 0..n {
-        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
-        let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
-        let qx = load256(x.qs.as_ptr() as _);
-        let qy = load256(y.qs.as_ptr() as _);
-        // |x| * (y with x's sign): maddubs needs an unsigned first operand.
-        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx));
-        let p = _mm256_madd_epi16(p, ones);
-        acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
-    }
-    hsum_ps(_mm256_add_ps(acc[0], acc[1]))
+    // SAFETY: as above.
+    dot_q8_family(w, a, |x| unsafe { (load256(x.qs.as_ptr() as _), x.d) })
 }
 
 /// Broadcasts of each Q4_K/Q5_K sub-block scale to 16 i16 lanes, from the 8 scale bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k4_scale_vectors(sc: [u8; 8]) -> [__m256i; 8] {
+pub(super) unsafe fn k4_scale_vectors(sc: [u8; 8]) -> [__m256i; 8] {
     let v = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(
         u64::from_le_bytes(sc) as i64,
     )));
