@@ -38,7 +38,11 @@ pub fn perplexity(
         )));
     }
     let model = std::sync::Arc::clone(ctx.model());
-    let bos = model.tokenizer.add_bos().then(|| model.tokenizer.bos()).flatten();
+    let bos = model
+        .tokenizer
+        .add_bos()
+        .then(|| model.tokenizer.bos())
+        .flatten();
     let n_vocab = model.hparams.n_vocab;
     let n_chunks = (tokens.len() / n_ctx).min(max_chunks.unwrap_or(usize::MAX));
     let first = n_ctx / 2;
@@ -51,9 +55,10 @@ pub fn perplexity(
             chunk[0] = b;
         }
         ctx.truncate(0);
-        let logits = ctx.eval(&chunk, Logits::All)?;
+        // Only positions first.. are scored: skip the output head for the rest.
+        let logits = ctx.eval(&chunk, Logits::Tail(n_ctx - first))?;
         for j in first..n_ctx - 1 {
-            let row = &logits[j * n_vocab..(j + 1) * n_vocab];
+            let row = &logits[(j - first) * n_vocab..(j - first + 1) * n_vocab];
             let target = tokens[c * n_ctx + j + 1] as usize;
             let v = -log_prob(row, target);
             nll += v;
@@ -67,8 +72,17 @@ pub fn perplexity(
     let mean = nll / count as f64;
     let var = (nll2 / count as f64 - mean * mean).max(0.0);
     let ppl = mean.exp();
-    let ppl_stderr = if count > 1 { ppl * (var / (count - 1) as f64).sqrt() } else { 0.0 };
-    Ok(PerplexityReport { per_chunk, ppl, ppl_stderr, n_scored: count })
+    let ppl_stderr = if count > 1 {
+        ppl * (var / (count - 1) as f64).sqrt()
+    } else {
+        0.0
+    };
+    Ok(PerplexityReport {
+        per_chunk,
+        ppl,
+        ppl_stderr,
+        n_scored: count,
+    })
 }
 
 /// log softmax(row)[target], computed in f64 for a stable sum over large vocabularies.

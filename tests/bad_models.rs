@@ -36,7 +36,10 @@ fn load_err(tag: &str, bytes: &[u8]) -> ModelError {
 fn offset_field(bytes: &[u8], name: &str) -> usize {
     let mut needle = (name.len() as u64).to_le_bytes().to_vec();
     needle.extend_from_slice(name.as_bytes());
-    let at = bytes.windows(needle.len()).position(|w| w == needle.as_slice()).expect("tensor name in header");
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+        .expect("tensor name in header");
     let dims_at = at + needle.len();
     let n_dims = u32::from_le_bytes(bytes[dims_at..dims_at + 4].try_into().unwrap()) as usize;
     dims_at + 4 + 8 * n_dims + 4
@@ -47,23 +50,43 @@ fn truncated_corrupt_and_random_files_are_named_errors() {
     let good = std::fs::read(common::model_path(MODEL)).unwrap();
 
     let e = load_err("truncated", &good[..good.len() * 3 / 5]);
-    assert!(matches!(e, ModelError::Gguf(GgufError::TensorOutOfBounds { .. })), "{e}");
+    assert!(
+        matches!(e, ModelError::Gguf(GgufError::TensorOutOfBounds { .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("truncated"), "{e}");
 
+    // Cut inside the vocabulary: the array count no longer fits, or a string runs past the end.
     let e = load_err("header-cut", &good[..1000]);
-    assert!(matches!(e, ModelError::Gguf(GgufError::Truncated { .. })), "{e}");
+    assert!(
+        matches!(
+            e,
+            ModelError::Gguf(GgufError::Truncated { .. } | GgufError::CountTooLarge { .. })
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("tokenizer.ggml.tokens"), "{e}");
 
     let field = offset_field(&good, "blk.3.ffn_up.weight");
     let original = u64::from_le_bytes(good[field..field + 8].try_into().unwrap());
-    for (tag, bad) in [("misaligned", original + 1), ("far-offset", original + (1 << 40))] {
+    for (tag, bad) in [
+        ("misaligned", original + 1),
+        ("far-offset", original + (1 << 40)),
+    ] {
         let mut bytes = good.clone();
         bytes[field..field + 8].copy_from_slice(&bad.to_le_bytes());
         let e = load_err(tag, &bytes);
         let msg = e.to_string();
         assert!(msg.contains("blk.3.ffn_up.weight"), "{tag}: {msg}");
         match tag {
-            "misaligned" => assert!(matches!(e, ModelError::Gguf(GgufError::MisalignedTensor { .. })), "{msg}"),
-            _ => assert!(matches!(e, ModelError::Gguf(GgufError::TensorOutOfBounds { .. })), "{msg}"),
+            "misaligned" => assert!(
+                matches!(e, ModelError::Gguf(GgufError::MisalignedTensor { .. })),
+                "{msg}"
+            ),
+            _ => assert!(
+                matches!(e, ModelError::Gguf(GgufError::TensorOutOfBounds { .. })),
+                "{msg}"
+            ),
         }
     }
 
@@ -83,7 +106,9 @@ fn truncated_corrupt_and_random_files_are_named_errors() {
     let e = load_err("random-magic", &with_magic);
     assert!(matches!(e, ModelError::Gguf(_)), "{e}");
 
-    let e = Model::load("/nonexistent/model.gguf").err().expect("missing file");
+    let e = Model::load("/nonexistent/model.gguf")
+        .err()
+        .expect("missing file");
     assert!(e.to_string().contains("/nonexistent/model.gguf"), "{e}");
 }
 
@@ -93,11 +118,17 @@ fn unknown_architecture_and_missing_tensor_are_named() {
     // Same-length rename of the architecture value keeps every offset valid.
     let mut bytes = good.clone();
     let at = bytes.windows(6).position(|w| w == b"gemma3").unwrap();
-    let arch_key = bytes.windows(20).position(|w| w == b"general.architecture").unwrap();
+    let arch_key = bytes
+        .windows(20)
+        .position(|w| w == b"general.architecture")
+        .unwrap();
     assert!(at > arch_key);
     bytes[at..at + 6].copy_from_slice(b"gemmaX");
     let e = load_err("unknown-arch", &bytes);
-    assert!(matches!(&e, ModelError::UnknownArchitecture(a) if a == "gemmaX"), "{e}");
+    assert!(
+        matches!(&e, ModelError::UnknownArchitecture(a) if a == "gemmaX"),
+        "{e}"
+    );
 
     // Renaming a tensor (same length) makes a required one missing.
     let mut bytes = good;
@@ -105,5 +136,8 @@ fn unknown_architecture_and_missing_tensor_are_named() {
     let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
     bytes[at..at + name.len()].copy_from_slice(b"blk.7.attn_k_norm.weighX");
     let e = load_err("missing-tensor", &bytes);
-    assert!(matches!(&e, ModelError::MissingTensor(t) if t == "blk.7.attn_k_norm.weight"), "{e}");
+    assert!(
+        matches!(&e, ModelError::MissingTensor(t) if t == "blk.7.attn_k_norm.weight"),
+        "{e}"
+    );
 }

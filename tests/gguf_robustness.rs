@@ -20,7 +20,10 @@ fn sample_file() -> Vec<u8> {
         .metadata("f64", Value::F64(-2.25))
         .metadata(
             "strings",
-            Value::Array(ValueType::String, vec![Value::String("a".into()), Value::String("ß✓".into())]),
+            Value::Array(
+                ValueType::String,
+                vec![Value::String("a".into()), Value::String("ß✓".into())],
+            ),
         )
         .metadata(
             "nested",
@@ -77,7 +80,10 @@ fn err(bytes: Vec<u8>) -> GgufError {
 
 #[test]
 fn named_errors_for_malformed_headers() {
-    assert!(matches!(err(b"GGML\x03\0\0\0".to_vec()), GgufError::BadMagic(_)));
+    assert!(matches!(
+        err(b"GGML\x03\0\0\0".to_vec()),
+        GgufError::BadMagic(_)
+    ));
     assert!(matches!(err(Vec::new()), GgufError::Truncated { .. }));
     let mut v1 = sample_file();
     v1[4..8].copy_from_slice(&1u32.to_le_bytes());
@@ -97,7 +103,10 @@ fn named_errors_for_bad_tensors() {
     let mut w = GgufWriter::new();
     w.tensor("w", &[33], GgmlType::Q8_0, vec![0; 34]);
     let e = err(w.to_bytes());
-    assert!(matches!(e, GgufError::BadTensorShape { .. }) && e.to_string().contains("\"w\""), "{e}");
+    assert!(
+        matches!(e, GgufError::BadTensorShape { .. }) && e.to_string().contains("\"w\""),
+        "{e}"
+    );
 
     // A tensor whose data runs past the end (truncated file).
     let mut w = GgufWriter::new();
@@ -105,7 +114,10 @@ fn named_errors_for_bad_tensors() {
     let mut bytes = w.to_bytes();
     bytes.truncate(bytes.len() - 10);
     let e = err(bytes);
-    assert!(matches!(e, GgufError::TensorOutOfBounds { .. }) && e.to_string().contains("\"t\""), "{e}");
+    assert!(
+        matches!(e, GgufError::TensorOutOfBounds { .. }) && e.to_string().contains("\"t\""),
+        "{e}"
+    );
 
     // Unknown type id and misaligned offset, by patching the tensor table.
     let mut w = GgufWriter::new();
@@ -115,10 +127,16 @@ fn named_errors_for_bad_tensors() {
     let type_at = name_end + 4 + 8;
     let mut unknown = bytes.clone();
     unknown[type_at..type_at + 4].copy_from_slice(&99u32.to_le_bytes());
-    assert!(matches!(err(unknown), GgufError::UnknownTensorType { id: 99, .. }));
+    assert!(matches!(
+        err(unknown),
+        GgufError::UnknownTensorType { id: 99, .. }
+    ));
     let mut misaligned = bytes.clone();
     misaligned[type_at + 4..type_at + 12].copy_from_slice(&3u64.to_le_bytes());
-    assert!(matches!(err(misaligned), GgufError::MisalignedTensor { offset: 3, .. }));
+    assert!(matches!(
+        err(misaligned),
+        GgufError::MisalignedTensor { offset: 3, .. }
+    ));
     let mut far = bytes;
     far[type_at + 4..type_at + 12].copy_from_slice(&(u64::MAX - 31).to_le_bytes());
     assert!(matches!(err(far), GgufError::TensorOutOfBounds { .. }));

@@ -1,10 +1,14 @@
 //! Greedy generation against llama.cpp's reference outputs (tests/data/greedy-*.json).
 //!
-//! Teacher forcing: the reference tokens are fed one by one; at every step the reference's
-//! chosen token must get a log-probability within 0.05 nat of llama.cpp's, and where llama.cpp's
-//! top-1/top-2 gap is at least 0.1 nat our top-1 must be the same token. Since we feed the same
-//! tokens, agreeing top-1 at every step before the first close call (gap < 0.1) means our own
-//! greedy continuation is identical up to that step.
+//! Teacher forcing: the reference tokens are fed one by one. Where llama.cpp's top-1/top-2 gap
+//! is at least 0.1 nat our top-1 must be the same token; since we feed the same tokens, that
+//! makes our own greedy continuation identical up to the first close call.
+//!
+//! Log-probabilities: the reference was produced on an AVX-512 machine. llama.cpp itself
+//! (0c1e57098, the same commit) built on an AVX2-only CPU differs from it by up to 0.22 nat
+//! at single steps of these very cases and by 0.006-0.043 nat on average per case: these models
+//! amplify the last-bit differences between kernels. So each case must stay within 0.06 nat of
+//! the reference on average over its steps, and within 0.35 nat at every step.
 
 mod common;
 
@@ -15,24 +19,40 @@ use kolibri::sampling::log_softmax;
 use serde_json::Value;
 
 const CLOSE_CALL_GAP: f64 = 0.1;
-const LOGPROB_TOL: f64 = 0.05;
+const MEAN_LOGPROB_TOL: f64 = 0.06;
+const STEP_LOGPROB_TOL: f64 = 0.35;
 
 fn check_model(reference: &str) {
     let path = common::data_path(reference);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let model = Arc::new(Model::load(common::model_path(doc["model_file"].as_str().unwrap())).unwrap());
+    let model =
+        Arc::new(Model::load(common::model_path(doc["model_file"].as_str().unwrap())).unwrap());
     let mut failures = Vec::new();
     for case in doc["cases"].as_array().unwrap() {
         let prompt = case["prompt"].as_str().unwrap();
-        let ids = |v: &Value| -> Vec<u32> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect() };
+        let ids = |v: &Value| -> Vec<u32> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        };
         let prompt_ids = ids(&case["prompt_ids"]);
         let generated = ids(&case["generated_ids"]);
-        assert_eq!(model.tokenizer.encode(prompt, true, true), prompt_ids, "prompt tokens of {prompt:?}");
+        assert_eq!(
+            model.tokenizer.encode(prompt, true, true),
+            prompt_ids,
+            "prompt tokens of {prompt:?}"
+        );
 
-        let params = ContextParams { n_ctx: 512, n_threads: common::threads(), ..Default::default() };
+        let params = ContextParams {
+            n_ctx: 512,
+            n_threads: common::threads(),
+            ..Default::default()
+        };
         let mut ctx = Context::new(Arc::clone(&model), &params).unwrap();
         let mut logits = ctx.eval(&prompt_ids, Logits::Last).unwrap();
-        let mut max_dev = 0f64;
+        let (mut max_dev, mut sum_dev) = (0f64, 0f64);
         let mut first_close_call = None;
         for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
             let top = step["top"].as_array().unwrap();
@@ -40,14 +60,26 @@ fn check_model(reference: &str) {
             let ref_lp = step["logprob"].as_f64().unwrap();
             let gap = top[0]["logprob"].as_f64().unwrap() - top[1]["logprob"].as_f64().unwrap();
             let lp = log_softmax(&logits);
-            let ours_top = lp.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+            let ours_top = lp
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .unwrap()
+                .0;
             let dev = (lp[ref_id] as f64 - ref_lp).abs();
             max_dev = max_dev.max(dev);
-            if dev > LOGPROB_TOL {
-                failures.push(format!("{prompt:?} step {i}: logprob of {ref_id} is {} vs {ref_lp}", lp[ref_id]));
+            sum_dev += dev;
+            if dev > STEP_LOGPROB_TOL {
+                failures.push(format!(
+                    "{prompt:?} step {i}: logprob of {ref_id} is {} vs {ref_lp}",
+                    lp[ref_id]
+                ));
             }
             if gap >= CLOSE_CALL_GAP && ours_top != top[0]["id"].as_u64().unwrap() as usize {
-                failures.push(format!("{prompt:?} step {i}: top-1 {ours_top} vs reference {}", top[0]["id"]));
+                failures.push(format!(
+                    "{prompt:?} step {i}: top-1 {ours_top} vs reference {}",
+                    top[0]["id"]
+                ));
             }
             if gap < CLOSE_CALL_GAP && first_close_call.is_none() {
                 first_close_call = Some(i);
@@ -56,8 +88,14 @@ fn check_model(reference: &str) {
                 logits = ctx.eval(&[generated[i]], Logits::Last).unwrap();
             }
         }
+        let mean_dev = sum_dev / generated.len() as f64;
+        if mean_dev > MEAN_LOGPROB_TOL {
+            failures.push(format!(
+                "{prompt:?}: mean |dlogprob| {mean_dev:.4} > {MEAN_LOGPROB_TOL}"
+            ));
+        }
         eprintln!(
-            "{reference} {prompt:?}: max |dlogprob| {max_dev:.4}, identical greedy ids through step {}",
+            "{reference} {prompt:?}: |dlogprob| mean {mean_dev:.4} max {max_dev:.4}, identical greedy ids through step {}",
             first_close_call.map_or(generated.len(), |s| s)
         );
     }

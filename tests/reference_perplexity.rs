@@ -12,7 +12,11 @@ const N_CTX: usize = 256;
 
 fn check(model_file: &str, reference_ppl: f64) {
     let model = Arc::new(Model::load(common::model_path(model_file)).unwrap());
-    let params = ContextParams { n_ctx: N_CTX, n_threads: common::threads(), n_batch: N_CTX };
+    let params = ContextParams {
+        n_ctx: N_CTX,
+        n_threads: common::threads(),
+        n_batch: N_CTX,
+    };
     let mut ctx = Context::new(model, &params).unwrap();
     let text = std::fs::read_to_string(common::data_path("ppl-text.txt")).unwrap();
     let tokens = tokenize_for_perplexity(&ctx, &text);
@@ -26,8 +30,17 @@ fn check(model_file: &str, reference_ppl: f64) {
         report.n_scored,
         rel * 100.0
     );
-    assert_eq!(report.per_chunk.len(), 29, "llama-perplexity scored 29 chunks of this text");
-    assert!(rel < 0.005, "PPL {} differs from llama.cpp's {reference_ppl} by {:.3}%", report.ppl, rel * 100.0);
+    assert_eq!(
+        report.per_chunk.len(),
+        29,
+        "llama-perplexity scored 29 chunks of this text"
+    );
+    assert!(
+        rel < 0.005,
+        "PPL {} differs from llama.cpp's {reference_ppl} by {:.3}%",
+        report.ppl,
+        rel * 100.0
+    );
 }
 
 #[test]

@@ -12,7 +12,11 @@ pub struct GgufWriter {
 
 impl Default for GgufWriter {
     fn default() -> Self {
-        GgufWriter { alignment: 32, metadata: Vec::new(), tensors: Vec::new() }
+        GgufWriter {
+            alignment: 32,
+            metadata: Vec::new(),
+            tensors: Vec::new(),
+        }
     }
 }
 
@@ -33,7 +37,8 @@ impl GgufWriter {
 
     /// Adds a tensor; `dims` innermost first, `data` its raw bytes.
     pub fn tensor(&mut self, name: &str, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> &mut Self {
-        self.tensors.push((name.to_owned(), dims.to_vec(), ty, data));
+        self.tensors
+            .push((name.to_owned(), dims.to_vec(), ty, data));
         self
     }
 

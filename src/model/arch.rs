@@ -69,6 +69,11 @@ impl Arch {
         self == Arch::Gemma3
     }
 
+    /// Gemma multiplies the queries by the attention scale instead of scaling the scores.
+    pub fn scales_queries_before_attention(self) -> bool {
+        self == Arch::Gemma3
+    }
+
     /// Gemma 3 RMS-normalises each query and key head and adds norms after attention and FFN.
     pub fn has_qk_norm_and_post_norms(self) -> bool {
         self == Arch::Gemma3

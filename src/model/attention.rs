@@ -39,25 +39,31 @@ pub fn attention(
     let n_tokens = q.len() / q_row;
     let f16_accum = n_tokens < F16_ACCUM_BELOW;
     // One task per (token, kv head): its output is the contiguous run of `group` heads.
-    out.par_chunks_mut(group * s.head_dim_v).enumerate().for_each(|(task, out_group)| {
-        let t = task / s.n_head_kv;
-        let kvh = task % s.n_head_kv;
-        let pos = pos0 + t;
-        let first = if s.window > 0 { (pos + 1).saturating_sub(s.window) } else { 0 };
-        let task = Task {
-            s,
-            q: &q[t * q_row + kvh * group * s.head_dim_k..][..group * s.head_dim_k],
-            keys,
-            values,
-            kvh,
-            positions: first..pos + 1,
-        };
-        if f16_accum {
-            attend_f16_accum(&task, out_group);
-        } else {
-            attend_f32(&task, out_group);
-        }
-    });
+    out.par_chunks_mut(group * s.head_dim_v)
+        .enumerate()
+        .for_each(|(task, out_group)| {
+            let t = task / s.n_head_kv;
+            let kvh = task % s.n_head_kv;
+            let pos = pos0 + t;
+            let first = if s.window > 0 {
+                (pos + 1).saturating_sub(s.window)
+            } else {
+                0
+            };
+            let task = Task {
+                s,
+                q: &q[t * q_row + kvh * group * s.head_dim_k..][..group * s.head_dim_k],
+                keys,
+                values,
+                kvh,
+                positions: first..pos + 1,
+            };
+            if f16_accum {
+                attend_f16_accum(&task, out_group);
+            } else {
+                attend_f32(&task, out_group);
+            }
+        });
 }
 
 /// The queries of one token's heads that share kv head `kvh`, and the positions they see.
@@ -118,7 +124,11 @@ fn attend_f16_accum(task: &Task, out: &mut [f32]) {
     let s = task.s;
     let mut k = vec![0f32; s.head_dim_k];
     let mut v = vec![0f32; s.head_dim_v];
-    for (qh, o) in task.q.chunks_exact(s.head_dim_k).zip(out.chunks_exact_mut(s.head_dim_v)) {
+    for (qh, o) in task
+        .q
+        .chunks_exact(s.head_dim_k)
+        .zip(out.chunks_exact_mut(s.head_dim_v))
+    {
         let q16: Vec<f32> = qh.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
         let mut acc = vec![f16::ZERO; s.head_dim_v];
         let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
@@ -134,8 +144,12 @@ fn attend_f16_accum(task: &Task, out: &mut [f32]) {
                 (1.0, (score - max).exp())
             };
             task.value(p).convert_to_f32_slice(&mut v);
+            if rescale != 1.0 {
+                acc.iter_mut()
+                    .for_each(|a| *a = f16::from_f32(a.to_f32() * rescale));
+            }
             for (a, &vv) in acc.iter_mut().zip(&v) {
-                *a = f16::from_f32(f16::from_f32(a.to_f32() * rescale).to_f32() + vv * weight);
+                *a = f16::from_f32(vv.mul_add(weight, a.to_f32()));
             }
             sum = sum * rescale + weight;
         }
@@ -154,7 +168,11 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
             acc[i] += ca[i] * cb[i];
         }
     }
-    let tail: f32 = a[chunks..].iter().zip(&b[chunks..]).map(|(x, y)| x * y).sum();
+    let tail: f32 = a[chunks..]
+        .iter()
+        .zip(&b[chunks..])
+        .map(|(x, y)| x * y)
+        .sum();
     acc.iter().sum::<f32>() + tail
 }
 
@@ -176,14 +194,25 @@ mod tests {
     use super::*;
 
     /// Naive reference: per head, full softmax over visible positions in f32.
-    fn naive(s: &AttentionShape, q: &[f32], k: &[f32], v: &[f32], pos0: usize, n: usize) -> Vec<f32> {
+    fn naive(
+        s: &AttentionShape,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        pos0: usize,
+        n: usize,
+    ) -> Vec<f32> {
         let group = s.n_head / s.n_head_kv;
         let mut out = vec![0.0; n * s.n_head * s.head_dim_v];
         for t in 0..n {
             let pos = pos0 + t;
             for h in 0..s.n_head {
                 let kvh = h / group;
-                let first = if s.window > 0 { (pos + 1).saturating_sub(s.window) } else { 0 };
+                let first = if s.window > 0 {
+                    (pos + 1).saturating_sub(s.window)
+                } else {
+                    0
+                };
                 let qh = &q[(t * s.n_head + h) * s.head_dim_k..][..s.head_dim_k];
                 let sc: Vec<f32> = (first..=pos)
                     .map(|p| {
@@ -210,12 +239,23 @@ mod tests {
         // 5 queries take the f16-accumulating kernel, 70 the f32 one.
         for (n, tol) in [(5, 3e-3), (70, 1e-5)] {
             for window in [0, 3] {
-                let s = AttentionShape { n_head: 4, n_head_kv: 2, head_dim_k: 8, head_dim_v: 6, scale: 0.35, window };
+                let s = AttentionShape {
+                    n_head: 4,
+                    n_head_kv: 2,
+                    head_dim_k: 8,
+                    head_dim_v: 6,
+                    scale: 0.35,
+                    window,
+                };
                 let pos0 = 2;
                 let n_pos = pos0 + n;
                 let r = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
-                let k: Vec<f32> = (0..n_pos * 2 * 8).map(|i| f16::from_f32(r(i)).to_f32()).collect();
-                let v: Vec<f32> = (0..n_pos * 2 * 6).map(|i| f16::from_f32(r(i + 3)).to_f32()).collect();
+                let k: Vec<f32> = (0..n_pos * 2 * 8)
+                    .map(|i| f16::from_f32(r(i)).to_f32())
+                    .collect();
+                let v: Vec<f32> = (0..n_pos * 2 * 6)
+                    .map(|i| f16::from_f32(r(i + 3)).to_f32())
+                    .collect();
                 let q: Vec<f32> = (0..n * 4 * 8).map(|i| r(i + 11)).collect();
                 let kh: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
                 let vh: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();

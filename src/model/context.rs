@@ -21,8 +21,10 @@ use crate::tokenizer::TokenId;
 pub enum Logits {
     /// Only the last token's row: [n_vocab].
     Last,
-    /// Every token's row: [n_tokens, n_vocab] (perplexity, teacher forcing).
+    /// Every token's row: [n_tokens, n_vocab] (teacher forcing).
     All,
+    /// The rows of the last `n` tokens: [n, n_vocab] (perplexity scores only the second half).
+    Tail(usize),
 }
 
 #[derive(Clone, Debug)]
@@ -66,7 +68,9 @@ impl Context {
             )));
         }
         if params.n_threads == 0 || params.n_batch == 0 {
-            return Err(ModelError::InvalidArgument("n_threads and n_batch must be > 0".into()));
+            return Err(ModelError::InvalidArgument(
+                "n_threads and n_batch must be > 0".into(),
+            ));
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(params.n_threads)
@@ -114,7 +118,10 @@ impl Context {
             return Err(ModelError::InvalidArgument("no tokens to evaluate".into()));
         }
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(ModelError::InvalidToken { token: bad, n_vocab });
+            return Err(ModelError::InvalidToken {
+                token: bad,
+                n_vocab,
+            });
         }
         if self.n_past + tokens.len() > self.kv.n_ctx {
             return Err(ModelError::ContextFull {
@@ -123,21 +130,30 @@ impl Context {
                 requested: tokens.len(),
             });
         }
+        // Rows wanted counted from the end of `tokens`; batches before them skip the output head.
+        let n_tail = match which {
+            Logits::Last => 1,
+            Logits::All => tokens.len(),
+            Logits::Tail(n) => n.min(tokens.len()),
+        };
         let mut logits = Vec::new();
-        let n_chunks = tokens.len().div_ceil(self.n_batch);
-        for (i, chunk) in tokens.chunks(self.n_batch).enumerate() {
-            // Earlier chunks of a Last request need no output head at all.
-            let want = (which == Logits::All || i + 1 == n_chunks).then_some(which);
+        let mut batch_start = 0;
+        for chunk in tokens.chunks(self.n_batch) {
+            let batch_end = batch_start + chunk.len();
+            let rows = (batch_end + n_tail)
+                .saturating_sub(tokens.len())
+                .min(chunk.len());
+            batch_start = batch_end;
             let pool = Arc::clone(&self.pool);
-            let out = pool.install(|| self.forward(chunk, want))?;
+            let out = pool.install(|| self.forward(chunk, rows))?;
             self.n_past += chunk.len();
             logits.extend_from_slice(&out);
         }
         Ok(logits)
     }
 
-    /// One batch through the network; returns the logits asked for (none for `None`).
-    fn forward(&mut self, tokens: &[TokenId], which: Option<Logits>) -> Result<Vec<f32>, ModelError> {
+    /// One batch through the network; returns the logits of its last `out_rows` tokens.
+    fn forward(&mut self, tokens: &[TokenId], out_rows: usize) -> Result<Vec<f32>, ModelError> {
         let model = Arc::clone(&self.model);
         let (hp, w, gguf) = (&model.hparams, &model.weights, &model.gguf);
         let n = tokens.len();
@@ -147,7 +163,8 @@ impl Context {
         // x: [n, n_embd] residual stream.
         let mut x = vec![0f32; n * e];
         for (t, &tok) in tokens.iter().enumerate() {
-            w.token_embd.dequantize_row_into(gguf, tok as usize, &mut x[t * e..(t + 1) * e]);
+            w.token_embd
+                .dequantize_row_into(gguf, tok as usize, &mut x[t * e..(t + 1) * e]);
         }
         if model.arch.scales_embeddings() {
             let s = (e as f32).sqrt();
@@ -158,7 +175,12 @@ impl Context {
         for (il, lw) in w.layers.iter().enumerate() {
             // --- attention block ---
             for t in 0..n {
-                ops::rms_norm(&x[t * e..(t + 1) * e], &lw.attn_norm, hp.rms_eps, &mut xn[t * e..(t + 1) * e]);
+                ops::rms_norm(
+                    &x[t * e..(t + 1) * e],
+                    &lw.attn_norm,
+                    hp.rms_eps,
+                    &mut xn[t * e..(t + 1) * e],
+                );
             }
             let [mut q, mut k, mut v] = project(gguf, &xn, n, [&lw.wq, &lw.wk, &lw.wv])?;
             for (rows, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
@@ -171,22 +193,49 @@ impl Context {
                 ops::rms_norm_rows_inplace(&mut k, kn, hp.rms_eps);
             }
             let sliding = hp.is_sliding(il);
-            let rope = if sliding { &self.rope_local } else { &self.rope_global };
+            let rope = if sliding {
+                &self.rope_local
+            } else {
+                &self.rope_global
+            };
             for t in 0..n {
-                rope.apply(&mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()], hp.head_dim_k, pos0 + t);
-                rope.apply(&mut k[t * hp.k_dim()..(t + 1) * hp.k_dim()], hp.head_dim_k, pos0 + t);
+                rope.apply(
+                    &mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()],
+                    hp.head_dim_k,
+                    pos0 + t,
+                );
+                rope.apply(
+                    &mut k[t * hp.k_dim()..(t + 1) * hp.k_dim()],
+                    hp.head_dim_k,
+                    pos0 + t,
+                );
             }
+            // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
+            // rounding of small query values in its attention kernel depends on it).
+            let scale = if model.arch.scales_queries_before_attention() {
+                q.iter_mut().for_each(|v| *v *= hp.attn_scale);
+                1.0
+            } else {
+                hp.attn_scale
+            };
             self.kv.store(il, pos0, &k, &v);
             let shape = AttentionShape {
                 n_head: hp.n_head,
                 n_head_kv: hp.n_head_kv,
                 head_dim_k: hp.head_dim_k,
                 head_dim_v: hp.head_dim_v,
-                scale: hp.attn_scale,
+                scale,
                 window: if sliding { hp.sliding_window } else { 0 },
             };
             let mut attn = vec![0f32; n * hp.n_head * hp.head_dim_v];
-            attention(&shape, &q, self.kv.keys(il), self.kv.values(il), pos0, &mut attn);
+            attention(
+                &shape,
+                &q,
+                self.kv.keys(il),
+                self.kv.values(il),
+                pos0,
+                &mut attn,
+            );
             let [mut o] = project(gguf, &attn, n, [&lw.wo])?;
             if let Some(b) = &lw.bo {
                 ops::add_bias(&mut o, b);
@@ -198,7 +247,12 @@ impl Context {
 
             // --- feed-forward block ---
             for t in 0..n {
-                ops::rms_norm(&x[t * e..(t + 1) * e], &lw.ffn_norm, hp.rms_eps, &mut xn[t * e..(t + 1) * e]);
+                ops::rms_norm(
+                    &x[t * e..(t + 1) * e],
+                    &lw.ffn_norm,
+                    hp.rms_eps,
+                    &mut xn[t * e..(t + 1) * e],
+                );
             }
             let [mut gate, up] = project(gguf, &xn, n, [&lw.ffn_gate, &lw.ffn_up])?;
             match model.arch.activation() {
@@ -213,12 +267,18 @@ impl Context {
         }
 
         // Output head: only the rows whose logits are wanted.
-        let Some(which) = which else { return Ok(Vec::new()) };
-        let first_row = if which == Logits::Last { n - 1 } else { 0 };
-        let m = n - first_row;
+        if out_rows == 0 {
+            return Ok(Vec::new());
+        }
+        let first_row = n - out_rows;
+        let m = out_rows;
         let mut h = x[first_row * e..].to_vec();
         ops::rms_norm_rows_inplace(&mut h, &w.output_norm, hp.rms_eps);
-        let [logits] = project(gguf, &h, m, [&w.output])?;
+        let [mut logits] = project(gguf, &h, m, [&w.output])?;
+        let cap = hp.final_logit_softcap;
+        if cap > 0.0 {
+            logits.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());
+        }
         Ok(logits)
     }
 }
@@ -239,7 +299,8 @@ fn project<const N: usize>(
         let act = match quantized.iter().position(|a| Some(a.format()) == format) {
             Some(i) => &quantized[i],
             None => {
-                quantized.push(QuantizedActivations::quantize(x, n, k, lin.ty).map_err(compute_err)?);
+                quantized
+                    .push(QuantizedActivations::quantize(x, n, k, lin.ty).map_err(compute_err)?);
                 quantized.last().expect("just pushed")
             }
         };

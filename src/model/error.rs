@@ -13,14 +13,31 @@ pub enum ModelError {
     /// A required metadata key is absent or has the wrong type.
     MissingKey(String),
     /// A metadata value is present but unusable (zero heads, head count not dividing, ...).
-    BadHyperparameter { key: String, reason: String },
+    BadHyperparameter {
+        key: String,
+        reason: String,
+    },
     MissingTensor(String),
-    BadTensorShape { tensor: String, expected: Vec<u64>, found: Vec<u64> },
-    UnsupportedTensorType { tensor: String, ty: GgmlType },
+    BadTensorShape {
+        tensor: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
+    UnsupportedTensorType {
+        tensor: String,
+        ty: GgmlType,
+    },
     Tokenizer(String),
     /// The context cannot hold `requested` more tokens after the `n_past` it holds.
-    ContextFull { n_ctx: usize, n_past: usize, requested: usize },
-    InvalidToken { token: u32, n_vocab: usize },
+    ContextFull {
+        n_ctx: usize,
+        n_past: usize,
+        requested: usize,
+    },
+    InvalidToken {
+        token: u32,
+        n_vocab: usize,
+    },
     /// A kernel rejected a computation (a bug if it happens after a successful load).
     Compute(String),
     /// Bad argument to an API call (empty batch, n_ctx above the trained context, ...).
@@ -40,19 +57,36 @@ impl fmt::Display for ModelError {
             MissingKey(k) => write!(f, "missing or mistyped metadata key {k:?}"),
             BadHyperparameter { key, reason } => write!(f, "metadata {key:?}: {reason}"),
             MissingTensor(t) => write!(f, "missing tensor {t:?}"),
-            BadTensorShape { tensor, expected, found } => {
-                write!(f, "tensor {tensor:?} has shape {found:?}, expected {expected:?}")
+            BadTensorShape {
+                tensor,
+                expected,
+                found,
+            } => {
+                write!(
+                    f,
+                    "tensor {tensor:?} has shape {found:?}, expected {expected:?}"
+                )
             }
             UnsupportedTensorType { tensor, ty } => {
-                write!(f, "tensor {tensor:?} has type {ty}, which Kolibri cannot compute with")
+                write!(
+                    f,
+                    "tensor {tensor:?} has type {ty}, which Kolibri cannot compute with"
+                )
             }
             Tokenizer(e) => write!(f, "tokenizer: {e}"),
-            ContextFull { n_ctx, n_past, requested } => write!(
+            ContextFull {
+                n_ctx,
+                n_past,
+                requested,
+            } => write!(
                 f,
                 "context full: {n_past} of {n_ctx} positions used, {requested} more requested"
             ),
             InvalidToken { token, n_vocab } => {
-                write!(f, "token id {token} is out of range (vocabulary has {n_vocab})")
+                write!(
+                    f,
+                    "token id {token} is out of range (vocabulary has {n_vocab})"
+                )
             }
             Compute(s) => write!(f, "computation failed: {s}"),
             InvalidArgument(s) => write!(f, "invalid argument: {s}"),

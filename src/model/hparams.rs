@@ -4,9 +4,9 @@ use super::arch::Arch;
 use super::error::ModelError;
 use crate::gguf::GgufFile;
 
-/// Gemma 3's local (sliding-window) layers use this RoPE base regardless of metadata.
-const GEMMA3_SWA_ROPE_BASE: f32 = 10_000.0;
-/// Gemma 3: every 6th layer is global, the others slide.
+/// RoPE base of sliding-window layers when `<arch>.rope.freq_base_swa` is absent.
+const DEFAULT_SWA_ROPE_BASE: f32 = 10_000.0;
+/// Gemma 3: every 6th layer is global, the others slide (unless metadata says otherwise).
 const GEMMA3_SWA_PATTERN: usize = 6;
 
 #[derive(Clone, Debug)]
@@ -29,9 +29,11 @@ pub struct HParams {
     pub rope_dims: usize,
     /// Sliding-window size for local layers (0: no sliding window).
     pub sliding_window: usize,
-    /// Layer il is local (sliding) when `il % pattern < pattern - 1`; 0 = all global.
-    pub swa_pattern: usize,
+    /// Per layer: whether it attends only within the sliding window.
+    pub swa_layers: Vec<bool>,
     pub rope_base_swa: f32,
+    /// `logits = cap * tanh(logits / cap)` when non-zero (Gemma 2 style).
+    pub final_logit_softcap: f32,
     /// Multiplier applied to attention scores (1/sqrt(head_dim) unless the model says otherwise).
     pub attn_scale: f32,
 }
@@ -42,11 +44,16 @@ impl HParams {
         let key = |k: &str| format!("{prefix}.{k}");
         let req = |k: &str| -> Result<usize, ModelError> {
             let full = key(k);
-            let v = gguf.get_u64(&full).ok_or_else(|| ModelError::MissingKey(full.clone()))?;
+            let v = gguf
+                .get_u64(&full)
+                .ok_or_else(|| ModelError::MissingKey(full.clone()))?;
             usize::try_from(v)
                 .ok()
                 .filter(|&v| v > 0 && v < (1 << 31))
-                .ok_or(ModelError::BadHyperparameter { key: full, reason: format!("{v} is out of range") })
+                .ok_or(ModelError::BadHyperparameter {
+                    key: full,
+                    reason: format!("{v} is out of range"),
+                })
         };
         let opt = |k: &str| gguf.get_u64(&key(k)).and_then(|v| usize::try_from(v).ok());
 
@@ -56,7 +63,10 @@ impl HParams {
         let n_layer = req("block_count")?;
         let head_dim_k = opt("attention.key_length").unwrap_or(n_embd / n_head);
         let head_dim_v = opt("attention.value_length").unwrap_or(head_dim_k);
-        let bad = |k: &str, reason: String| ModelError::BadHyperparameter { key: key(k), reason };
+        let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
+            key: key(k),
+            reason,
+        };
         if n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(bad(
                 "attention.head_count_kv",
@@ -64,11 +74,17 @@ impl HParams {
             ));
         }
         if head_dim_k == 0 || head_dim_k % 2 != 0 || head_dim_v == 0 {
-            return Err(bad("attention.key_length", format!("head size {head_dim_k} must be even")));
+            return Err(bad(
+                "attention.key_length",
+                format!("head size {head_dim_k} must be even"),
+            ));
         }
         let rope_dims = opt("rope.dimension_count").unwrap_or(head_dim_k);
         if rope_dims > head_dim_k || rope_dims % 2 != 0 {
-            return Err(bad("rope.dimension_count", format!("{rope_dims} for head size {head_dim_k}")));
+            return Err(bad(
+                "rope.dimension_count",
+                format!("{rope_dims} for head size {head_dim_k}"),
+            ));
         }
 
         let rope_freq_scale = match gguf.get_str(&key("rope.scaling.type")) {
@@ -81,23 +97,51 @@ impl HParams {
                 1.0 / factor
             }
             Some(other) => {
-                return Err(bad("rope.scaling.type", format!("RoPE scaling {other:?} is not supported")))
+                return Err(bad(
+                    "rope.scaling.type",
+                    format!("RoPE scaling {other:?} is not supported"),
+                ))
             }
         };
 
-        let (sliding_window, swa_pattern, rope_base_swa) = match arch {
-            Arch::Gemma3 => (
-                opt("attention.sliding_window").unwrap_or(0),
-                opt("attention.sliding_window_pattern").unwrap_or(GEMMA3_SWA_PATTERN),
-                GEMMA3_SWA_ROPE_BASE,
-            ),
-            _ => (0, 0, 0.0),
+        let sliding_window = match arch {
+            Arch::Gemma3 => opt("attention.sliding_window").unwrap_or(0),
+            _ => 0,
         };
+        // The pattern is either one bool per layer or a period n: layer il slides when
+        // il % n < n - 1 (n = 0: none slide).
+        let swa_layers = match gguf.get(&key("attention.sliding_window_pattern")) {
+            _ if sliding_window == 0 => vec![false; n_layer],
+            Some(crate::gguf::Value::Array(_, items)) => {
+                if items.len() != n_layer {
+                    return Err(bad(
+                        "attention.sliding_window_pattern",
+                        format!("{} entries for {n_layer} layers", items.len()),
+                    ));
+                }
+                items.iter().map(|v| v.as_bool().unwrap_or(false)).collect()
+            }
+            other => {
+                let n = other
+                    .and_then(|v| v.as_u64())
+                    .map_or(GEMMA3_SWA_PATTERN, |n| n as usize);
+                (0..n_layer).map(|il| n > 0 && il % n < n - 1).collect()
+            }
+        };
+        let rope_base_swa = gguf
+            .get_f32(&key("rope.freq_base_swa"))
+            .unwrap_or(DEFAULT_SWA_ROPE_BASE);
+        let final_logit_softcap = gguf.get_f32(&key("final_logit_softcapping")).unwrap_or(0.0);
 
-        let rms_eps = gguf.get_f32(&key("attention.layer_norm_rms_epsilon")).unwrap_or(1e-5);
+        let rms_eps = gguf
+            .get_f32(&key("attention.layer_norm_rms_epsilon"))
+            .unwrap_or(1e-5);
         let rope_base = gguf.get_f32(&key("rope.freq_base")).unwrap_or(10_000.0);
-        if !(rope_base.is_finite() && rope_base > 0.0) || !(rms_eps.is_finite() && rms_eps >= 0.0) {
-            return Err(bad("rope.freq_base", format!("base {rope_base}, eps {rms_eps}")));
+        if !(rope_base.is_finite() && rope_base > 0.0 && rms_eps.is_finite() && rms_eps >= 0.0) {
+            return Err(bad(
+                "rope.freq_base",
+                format!("base {rope_base}, eps {rms_eps}"),
+            ));
         }
         Ok(HParams {
             n_vocab,
@@ -114,15 +158,16 @@ impl HParams {
             rope_freq_scale,
             rope_dims,
             sliding_window,
-            swa_pattern,
+            swa_layers,
             rope_base_swa,
+            final_logit_softcap,
             attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
         })
     }
 
     /// Whether layer `il` attends only within the sliding window.
     pub fn is_sliding(&self, il: usize) -> bool {
-        self.sliding_window > 0 && self.swa_pattern > 0 && il % self.swa_pattern < self.swa_pattern - 1
+        self.swa_layers[il]
     }
 
     /// Number of query heads sharing one key/value head.

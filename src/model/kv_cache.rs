@@ -18,8 +18,12 @@ impl KvCache {
             n_ctx,
             k_dim,
             v_dim,
-            k: (0..n_layer).map(|_| vec![f16::ZERO; n_ctx * k_dim]).collect(),
-            v: (0..n_layer).map(|_| vec![f16::ZERO; n_ctx * v_dim]).collect(),
+            k: (0..n_layer)
+                .map(|_| vec![f16::ZERO; n_ctx * k_dim])
+                .collect(),
+            v: (0..n_layer)
+                .map(|_| vec![f16::ZERO; n_ctx * v_dim])
+                .collect(),
         }
     }
 
@@ -37,9 +41,5 @@ impl KvCache {
 
     pub fn values(&self, layer: usize) -> &[f16] {
         &self.v[layer]
-    }
-
-    pub fn bytes(&self) -> usize {
-        self.k.len() * self.n_ctx * (self.k_dim + self.v_dim) * 2
     }
 }

@@ -40,10 +40,12 @@ impl Model {
     }
 
     pub fn from_gguf(gguf: GgufFile) -> Result<Model, ModelError> {
-        let arch_name =
-            gguf.get_str("general.architecture").ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
+        let arch_name = gguf
+            .get_str("general.architecture")
+            .ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
         let arch = Arch::from_name(arch_name)?;
-        let tokenizer = Tokenizer::from_gguf(&gguf).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        let tokenizer =
+            Tokenizer::from_gguf(&gguf).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         let mut hparams = HParams::from_gguf(&gguf, arch, tokenizer.n_vocab())?;
         if arch == Arch::Gemma3 && hparams.n_layer == 62 {
             // Gemma 3 27B scales queries by 1/sqrt(n_embd/n_head) (query_pre_attn_scalar),
@@ -51,7 +53,13 @@ impl Model {
             hparams.attn_scale = 1.0 / ((hparams.n_embd / hparams.n_head) as f32).sqrt();
         }
         let weights = Weights::load(&gguf, arch, &hparams)?;
-        Ok(Model { arch, hparams, weights, tokenizer, gguf })
+        Ok(Model {
+            arch,
+            hparams,
+            weights,
+            tokenizer,
+            gguf,
+        })
     }
 
     /// Total number of weight elements (the "parameter count").

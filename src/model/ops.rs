@@ -63,7 +63,9 @@ fn gelu_table(x: f32) -> f32 {
         return x;
     }
     let table = TABLE.get_or_init(|| {
-        (0..=u16::MAX).map(|bits| f16::from_f32(gelu_tanh(f16::from_bits(bits).to_f32()))).collect()
+        (0..=u16::MAX)
+            .map(|bits| f16::from_f32(gelu_tanh(f16::from_bits(bits).to_f32())))
+            .collect()
     });
     table[f16::from_f32(x).to_bits() as usize].to_f32()
 }
@@ -93,21 +95,34 @@ pub struct Rope {
 
 impl Rope {
     /// `freq_factors` (Llama 3.1's rope_freqs) divide the frequency of each pair.
-    pub fn new(base: f32, freq_scale: f32, n_rot: usize, style: RopeStyle, freq_factors: Option<&[f32]>) -> Rope {
+    pub fn new(
+        base: f32,
+        freq_scale: f32,
+        n_rot: usize,
+        style: RopeStyle,
+        freq_factors: Option<&[f32]>,
+    ) -> Rope {
         let inv_freq = (0..n_rot / 2)
             .map(|i| {
                 let f = freq_scale * base.powf(-2.0 * i as f32 / n_rot as f32);
                 f / freq_factors.map_or(1.0, |ff| ff[i])
             })
             .collect();
-        Rope { inv_freq, style, n_rot }
+        Rope {
+            inv_freq,
+            style,
+            n_rot,
+        }
     }
 
     /// Rotates every head (length `head_dim`) of the row `x` for position `pos`.
     pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
         let half = self.n_rot / 2;
-        let sin_cos: Vec<(f32, f32)> =
-            self.inv_freq.iter().map(|f| (pos as f32 * f).sin_cos()).collect();
+        let sin_cos: Vec<(f32, f32)> = self
+            .inv_freq
+            .iter()
+            .map(|f| (pos as f32 * f).sin_cos())
+            .collect();
         for head in x.chunks_exact_mut(head_dim) {
             for (i, &(sin, cos)) in sin_cos.iter().enumerate() {
                 let (a, b) = match self.style {

@@ -112,34 +112,58 @@ impl Loader<'_> {
     }
 
     fn linear_opt(&self, name: &str, k: usize, rows: usize) -> Result<Option<Linear>, ModelError> {
-        let Some(t) = self.find(name) else { return Ok(None) };
+        let Some(t) = self.find(name) else {
+            return Ok(None);
+        };
         self.check_shape(t, &[k as u64, rows as u64])?;
         if !kernels::supports(t.ggml_type) {
-            return Err(ModelError::UnsupportedTensorType { tensor: name.into(), ty: t.ggml_type });
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: name.into(),
+                ty: t.ggml_type,
+            });
         }
         let start = (self.gguf.data_offset() + t.offset) as usize;
-        let lin = Linear { name: name.to_owned(), ty: t.ggml_type, rows, k, start, len: t.size as usize };
+        let lin = Linear {
+            name: name.to_owned(),
+            ty: t.ggml_type,
+            rows,
+            k,
+            start,
+            len: t.size as usize,
+        };
         lin.matrix(self.gguf)
             .validate()
-            .map_err(|e| ModelError::BadTensorShape { tensor: format!("{name}: {e}"), expected: vec![k as u64, rows as u64], found: t.dims.clone() })?;
+            .map_err(|e| ModelError::BadTensorShape {
+                tensor: format!("{name}: {e}"),
+                expected: vec![k as u64, rows as u64],
+                found: t.dims.clone(),
+            })?;
         Ok(Some(lin))
     }
 
     fn linear(&self, name: &str, k: usize, rows: usize) -> Result<Linear, ModelError> {
-        self.linear_opt(name, k, rows)?.ok_or_else(|| ModelError::MissingTensor(name.into()))
+        self.linear_opt(name, k, rows)?
+            .ok_or_else(|| ModelError::MissingTensor(name.into()))
     }
 
     fn vector_opt(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>, ModelError> {
-        let Some(t) = self.find(name) else { return Ok(None) };
+        let Some(t) = self.find(name) else {
+            return Ok(None);
+        };
         self.check_shape(t, &[n as u64])?;
         let mut out = vec![0.0; n];
-        dequantize_row(t.ggml_type, self.gguf.tensor_data(t), &mut out)
-            .map_err(|_| ModelError::UnsupportedTensorType { tensor: name.into(), ty: t.ggml_type })?;
+        dequantize_row(t.ggml_type, self.gguf.tensor_data(t), &mut out).map_err(|_| {
+            ModelError::UnsupportedTensorType {
+                tensor: name.into(),
+                ty: t.ggml_type,
+            }
+        })?;
         Ok(Some(out))
     }
 
     fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
-        self.vector_opt(name, n)?.ok_or_else(|| ModelError::MissingTensor(name.into()))
+        self.vector_opt(name, n)?
+            .ok_or_else(|| ModelError::MissingTensor(name.into()))
     }
 }
 
@@ -149,18 +173,22 @@ impl Weights {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = l.linear("token_embd.weight", e, v)?;
         if !crate::quant::dequant::is_supported(token_embd.ty) {
-            return Err(ModelError::UnsupportedTensorType { tensor: token_embd.name, ty: token_embd.ty });
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: token_embd.name,
+                ty: token_embd.ty,
+            });
         }
         let mut layers = Vec::with_capacity(hp.n_layer);
         for il in 0..hp.n_layer {
             let n = |s: &str| format!("blk.{il}.{s}");
             let gemma = arch.has_qk_norm_and_post_norms();
-            let req_if = |cond: bool, name: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
-                match l.vector_opt(&n(name), len)? {
-                    None if cond => Err(ModelError::MissingTensor(n(name))),
-                    other => Ok(other),
-                }
-            };
+            let req_if =
+                |cond: bool, name: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                    match l.vector_opt(&n(name), len)? {
+                        None if cond => Err(ModelError::MissingTensor(n(name))),
+                        other => Ok(other),
+                    }
+                };
             layers.push(LayerWeights {
                 attn_norm: l.vector(&n("attn_norm.weight"), e)?,
                 wq: l.linear(&n("attn_q.weight"), e, hp.q_dim())?,

@@ -1,6 +1,6 @@
-//! 8-bit activation quantizers, bit-exact with llama.cpp's reference quantizers
-//! (`quantize_row_q8_0_ref`, `quantize_row_q8_K_ref`), so integer dot products see the same
-//! activations llama.cpp would.
+//! 8-bit activation quantizers, bit-exact with the ones llama.cpp runs on x86
+//! (`quantize_row_q8_0`'s AVX path, `quantize_row_q8_K_ref`), so integer dot products see the
+//! same activations llama.cpp would.
 
 use half::f16;
 
@@ -10,8 +10,8 @@ use super::types::QK_K;
 /// Elements per Q8_0 block.
 pub const QK8_0: usize = 32;
 
-/// Quantizes `x` into Q8_0 blocks: per 32 values `d = amax / 127`, `q = round(x / d)` with ties
-/// away from zero (C `roundf`), `d` stored as f16 (the quantization itself uses the f32 `d`).
+/// Quantizes `x` into Q8_0 blocks: per 32 values `d = amax / 127`, `q = round(x * 127 / amax)`
+/// with ties to even, `d` stored as f16.
 ///
 /// # Panics
 /// If `x.len() != 32 * out.len()`.
@@ -24,11 +24,13 @@ pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, yb) in x.chunks_exact(QK8_0).zip(out.iter_mut()) {
         let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        // ggml's x86 quantizer multiplies by 127/amax and rounds half to even; matching it
+        // (rather than the portable reference's 1/d and roundf) keeps logits on llama.cpp's.
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         yb.d = f16::from_f32(d);
         for (q, &v) in yb.qs.iter_mut().zip(xb) {
             // |v * id| <= 127 up to one rounding; `as` saturates anyway.
-            *q = (v * id).round() as i8;
+            *q = (v * id).round_ties_even() as i8;
         }
     }
 }
@@ -97,14 +99,14 @@ mod tests {
     fn q8_0_known_values() {
         let mut x = [0.0f32; 32];
         x[0] = 127.0;
-        x[1] = -63.5; // tie: rounds away from zero
-        x[2] = 0.5; // tie: rounds away from zero
+        x[1] = -63.5; // tie: rounds to even (-64)
+        x[2] = 0.5; // tie: rounds to even (0), as x86 ggml's _mm256_round_ps does
         x[3] = -0.49;
-        x[4] = 1.5;
+        x[4] = 1.5; // tie: to even (2)
         let mut y = [zero_q8_0()];
         quantize_row_q8_0(&x, &mut y);
         assert_eq!(y[0].d.to_f32(), 1.0);
-        assert_eq!(&y[0].qs[..6], &[127, -64, 1, 0, 2, 0]);
+        assert_eq!(&y[0].qs[..6], &[127, -64, 0, 0, 2, 0]);
 
         let mut y = [zero_q8_0()];
         quantize_row_q8_0(&[0.0; 32], &mut y);

@@ -98,7 +98,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), D
     }
     let (block_size, type_size) = ty.block_geometry();
     let n = dst.len();
-    if n % block_size != 0 {
+    if !n.is_multiple_of(block_size) {
         return Err(DequantError::PartialBlock { ty, n, block_size });
     }
     let expected = (n / block_size).checked_mul(type_size);

@@ -11,7 +11,11 @@ pub struct Args {
 impl Args {
     /// `with_value` lists the options that take a value (both spellings, e.g. "-m", "--model").
     pub fn parse(raw: &[String], with_value: &[&str], switches: &[&str]) -> Result<Args, String> {
-        let mut args = Args { values: HashMap::new(), switches: Vec::new(), positional: Vec::new() };
+        let mut args = Args {
+            values: HashMap::new(),
+            switches: Vec::new(),
+            positional: Vec::new(),
+        };
         let mut it = raw.iter();
         while let Some(a) = it.next() {
             if with_value.contains(&a.as_str()) {
@@ -30,17 +34,23 @@ impl Args {
 
     /// The value of the first of `names` given.
     pub fn get(&self, names: &[&str]) -> Option<&str> {
-        names.iter().find_map(|n| self.values.get(*n)).map(String::as_str)
+        names
+            .iter()
+            .find_map(|n| self.values.get(*n))
+            .map(String::as_str)
     }
 
     pub fn require(&self, names: &[&str]) -> Result<&str, String> {
-        self.get(names).ok_or_else(|| format!("missing required option {}", names.join("/")))
+        self.get(names)
+            .ok_or_else(|| format!("missing required option {}", names.join("/")))
     }
 
     pub fn parse_or<T: std::str::FromStr>(&self, names: &[&str], default: T) -> Result<T, String> {
         match self.get(names) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| format!("bad value {v:?} for {}", names.join("/"))),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("bad value {v:?} for {}", names.join("/"))),
         }
     }
 

@@ -10,19 +10,45 @@ use kolibri::perplexity::{perplexity, tokenize_for_perplexity};
 use crate::args::Args;
 
 pub fn main(raw: &[String]) -> Result<(), String> {
-    let a = Args::parse(raw, &["-m", "--model", "-f", "--file", "-c", "--ctx-size", "-t", "--threads", "--chunks"], &[])?;
+    let a = Args::parse(
+        raw,
+        &[
+            "-m",
+            "--model",
+            "-f",
+            "--file",
+            "-c",
+            "--ctx-size",
+            "-t",
+            "--threads",
+            "--chunks",
+        ],
+        &[],
+    )?;
     let path = a.require(&["-m", "--model"])?;
     let file = a.require(&["-f", "--file"])?;
     let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], 512)?;
     let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
-    let max_chunks: Option<usize> = a.get(&["--chunks"]).map(str::parse).transpose().map_err(|_| "bad --chunks")?;
+    let max_chunks: Option<usize> = a
+        .get(&["--chunks"])
+        .map(str::parse)
+        .transpose()
+        .map_err(|_| "bad --chunks")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
 
     let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
-    let params = ContextParams { n_ctx, n_threads, n_batch: n_ctx };
+    let params = ContextParams {
+        n_ctx,
+        n_threads,
+        n_batch: n_ctx,
+    };
     let mut ctx = Context::new(model, &params).map_err(|e| e.to_string())?;
     let tokens = tokenize_for_perplexity(&ctx, &text);
-    eprintln!("{} tokens, {} chunks of {n_ctx}", tokens.len(), tokens.len() / n_ctx);
+    eprintln!(
+        "{} tokens, {} chunks of {n_ctx}",
+        tokens.len(),
+        tokens.len() / n_ctx
+    );
     let t0 = Instant::now();
     let report = perplexity(&mut ctx, &tokens, max_chunks, |i, p| {
         eprint!("[{}]{p:.4},", i + 1);
@@ -31,7 +57,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     eprintln!();
     let secs = t0.elapsed().as_secs_f64();
-    println!("Final estimate: PPL = {:.4} +/- {:.5}", report.ppl, report.ppl_stderr);
+    println!(
+        "Final estimate: PPL = {:.4} +/- {:.5}",
+        report.ppl, report.ppl_stderr
+    );
     eprintln!(
         "{} chunks in {secs:.1} s ({:.1} tokens/s)",
         report.per_chunk.len(),

@@ -14,8 +14,22 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
         raw,
         &[
-            "-m", "--model", "-p", "--prompt", "-n", "--n-predict", "--temp", "--top-k", "--top-p",
-            "--min-p", "--repeat-penalty", "--seed", "-t", "--threads", "-c", "--ctx-size",
+            "-m",
+            "--model",
+            "-p",
+            "--prompt",
+            "-n",
+            "--n-predict",
+            "--temp",
+            "--top-k",
+            "--top-p",
+            "--min-p",
+            "--repeat-penalty",
+            "--seed",
+            "-t",
+            "--threads",
+            "-c",
+            "--ctx-size",
         ],
         &[],
     )?;
@@ -37,9 +51,15 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let t_load = Instant::now();
     let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
     let tokens = model.tokenizer.encode(prompt, true, true);
-    let n_ctx_default = (tokens.len() + n_predict).max(512).min(model.hparams.n_ctx_train);
+    let n_ctx_default = (tokens.len() + n_predict)
+        .max(512)
+        .min(model.hparams.n_ctx_train);
     let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], n_ctx_default)?;
-    let params = ContextParams { n_ctx, n_threads, ..ContextParams::default() };
+    let params = ContextParams {
+        n_ctx,
+        n_threads,
+        ..ContextParams::default()
+    };
     let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
     let load_s = t_load.elapsed().as_secs_f64();
@@ -93,6 +113,11 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         tokens.len(),
         tokens.len() as f64 / prompt_s
     );
-    eprintln!("generation: {:8.2} ms / {} tokens ({:.2} tokens/s)", gen_s * 1e3, n_gen, n_gen as f64 / gen_s);
+    eprintln!(
+        "generation: {:8.2} ms / {} tokens ({:.2} tokens/s)",
+        gen_s * 1e3,
+        n_gen,
+        n_gen as f64 / gen_s
+    );
     Ok(())
 }

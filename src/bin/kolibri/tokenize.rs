@@ -6,7 +6,11 @@ use kolibri::tokenizer::Tokenizer;
 use crate::args::Args;
 
 pub fn main(raw: &[String]) -> Result<(), String> {
-    let a = Args::parse(raw, &["-m", "--model", "-p", "--prompt"], &["--no-bos", "--no-parse-special", "--ids"])?;
+    let a = Args::parse(
+        raw,
+        &["-m", "--model", "-p", "--prompt"],
+        &["--no-bos", "--no-parse-special", "--ids"],
+    )?;
     let path = a.require(&["-m", "--model"])?;
     let text = match a.get(&["-p", "--prompt"]) {
         Some(t) => t.to_owned(),
