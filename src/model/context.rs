@@ -138,6 +138,7 @@ impl Context {
         };
         let mut logits = Vec::new();
         let mut batch_start = 0;
+        let n_past_before = self.n_past;
         for chunk in tokens.chunks(self.n_batch) {
             let batch_end = batch_start + chunk.len();
             let rows = (batch_end + n_tail)
@@ -145,7 +146,13 @@ impl Context {
                 .min(chunk.len());
             batch_start = batch_end;
             let pool = Arc::clone(&self.pool);
-            let out = pool.install(|| self.forward(chunk, rows))?;
+            let out = match pool.install(|| self.forward(chunk, rows)) {
+                Ok(out) => out,
+                Err(e) => {
+                    self.n_past = n_past_before;
+                    return Err(e);
+                }
+            };
             self.n_past += chunk.len();
             logits.extend_from_slice(&out);
         }
