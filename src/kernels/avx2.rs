@@ -46,6 +46,36 @@ pub(super) unsafe fn load128(p: *const u8) -> __m128i {
     _mm_loadu_si128(p as *const __m128i)
 }
 
+/// Half `h` (0 or 1) of a Q6_K block as four vectors of 32 unsigned 6-bit quants (0..64),
+/// in activation order: elements 128h + 32k .. 128h + 32k + 32 for k = 0..4.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q6k_unpack_half(x: &BlockQ6K, h: usize) -> [__m256i; 4] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m30 = _mm256_set1_epi8(0x30);
+    let ql0 = load256(x.ql.as_ptr().add(64 * h));
+    let ql1 = load256(x.ql.as_ptr().add(64 * h + 32));
+    let qh = load256(x.qh.as_ptr().add(32 * h));
+    [
+        _mm256_or_si256(
+            _mm256_and_si256(ql0, m4),
+            _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(ql1, m4),
+            _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+            _mm256_and_si256(qh, m30),
+        ),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30),
+        ),
+    ]
+}
+
 /// 16 packed nibbles -> 32 bytes: low nibbles in the low lane, high nibbles in the high lane
 /// (the Q4_0/Q5_0 element order).
 #[inline]
@@ -296,8 +326,6 @@ pub unsafe fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     let n = w.len().min(a.len());
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m30 = _mm256_set1_epi8(0x30);
     // Per 128-bit lane, broadcast i16 element 0 (low lane) or 1 (high lane) of a dword.
     let pick = _mm256_setr_epi8(
         0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, //
@@ -311,27 +339,7 @@ pub unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
         let corr = _mm256_madd_epi16(load256(y.bsums.as_ptr() as _), sc16);
         let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
         for h in 0..2 {
-            let ql0 = load256(x.ql.as_ptr().add(64 * h));
-            let ql1 = load256(x.ql.as_ptr().add(64 * h + 32));
-            let qh = load256(x.qh.as_ptr().add(32 * h));
-            let q = [
-                _mm256_or_si256(
-                    _mm256_and_si256(ql0, m4),
-                    _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(ql1, m4),
-                    _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                    _mm256_and_si256(qh, m30),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30),
-                ),
-            ];
+            let q = q6k_unpack_half(x, h);
             for (k, &qk) in q.iter().enumerate() {
                 let p = _mm256_maddubs_epi16(qk, load256(y.qs.as_ptr().add(128 * h + 32 * k) as _));
                 // Scales of groups 8h+2k (low lane) and 8h+2k+1 (high lane).

@@ -13,6 +13,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::{
     bytes_from_bits, f16_to_f32, hsum_ps, k4_scale_vectors, load128, load256, nibbles32,
+    q6k_unpack_half,
 };
 use super::scalar;
 use crate::quant::blocks::*;
@@ -173,8 +174,6 @@ pub unsafe fn q6_k_tile<const R: usize, const T: usize>(
     a: [&[BlockQ8K]; T],
 ) -> [[f32; T]; R] {
     let n = common_len(&w, &a);
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m30 = _mm256_set1_epi8(0x30);
     // Per 128-bit lane, broadcast i16 element 0 (low lane) or 1 (high lane) of a dword.
     let pick = _mm256_setr_epi8(
         0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, //
@@ -193,27 +192,7 @@ pub unsafe fn q6_k_tile<const R: usize, const T: usize>(
                 sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
             }
             for h in 0..2 {
-                let ql0 = load256(x.ql.as_ptr().add(64 * h));
-                let ql1 = load256(x.ql.as_ptr().add(64 * h + 32));
-                let qh = load256(x.qh.as_ptr().add(32 * h));
-                let q = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql0, m4),
-                        _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(ql1, m4),
-                        _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                        _mm256_and_si256(qh, m30),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30),
-                    ),
-                ];
+                let q = q6k_unpack_half(x, h);
                 for (k, &qk) in q.iter().enumerate() {
                     // Scales of groups 8h+2k (low lane) and 8h+2k+1 (high lane).
                     let pair =

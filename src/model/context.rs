@@ -206,16 +206,9 @@ impl Context {
                 &self.rope_global
             };
             for t in 0..n {
-                rope.apply(
-                    &mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()],
-                    hp.head_dim_k,
-                    pos0 + t,
-                );
-                rope.apply(
-                    &mut k[t * hp.k_dim()..(t + 1) * hp.k_dim()],
-                    hp.head_dim_k,
-                    pos0 + t,
-                );
+                let (qd, kd) = (hp.q_dim(), hp.k_dim());
+                let mut rows = [&mut q[t * qd..(t + 1) * qd], &mut k[t * kd..(t + 1) * kd]];
+                rope.apply(&mut rows, hp.head_dim_k, pos0 + t);
             }
             // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
             // rounding of small query values in its attention kernel depends on it).

@@ -115,15 +115,16 @@ impl Rope {
         }
     }
 
-    /// Rotates every head (length `head_dim`) of the row `x` for position `pos`.
-    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+    /// Rotates every head (length `head_dim`) of each row in `rows` (a token's queries and its
+    /// keys) for position `pos`; the angles are computed once for all of them.
+    pub fn apply(&self, rows: &mut [&mut [f32]], head_dim: usize, pos: usize) {
         let half = self.n_rot / 2;
         let sin_cos: Vec<(f32, f32)> = self
             .inv_freq
             .iter()
             .map(|f| (pos as f32 * f).sin_cos())
             .collect();
-        for head in x.chunks_exact_mut(head_dim) {
+        for head in rows.iter_mut().flat_map(|r| r.chunks_exact_mut(head_dim)) {
             for (i, &(sin, cos)) in sin_cos.iter().enumerate() {
                 let (a, b) = match self.style {
                     RopeStyle::Interleaved => (2 * i, 2 * i + 1),
@@ -157,9 +158,9 @@ mod tests {
             let rope = Rope::new(10_000.0, 1.0, 8, style, None);
             let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
             let mut x = orig.clone();
-            rope.apply(&mut x, 8, 0);
+            rope.apply(&mut [&mut x], 8, 0);
             assert_eq!(x, orig);
-            rope.apply(&mut x, 8, 37);
+            rope.apply(&mut [&mut x], 8, 37);
             let n0: f32 = orig.iter().map(|v| v * v).sum();
             let n1: f32 = x.iter().map(|v| v * v).sum();
             assert!((n0 - n1).abs() < 1e-3, "{n0} vs {n1}");
@@ -172,11 +173,11 @@ mod tests {
         // Position 1, first pair rotates by exactly 1 radian (inv_freq[0] = 1).
         let rope = Rope::new(10_000.0, 1.0, 4, RopeStyle::NeoX, None);
         let mut x = vec![1.0, 0.0, 0.0, 0.0];
-        rope.apply(&mut x, 4, 1);
+        rope.apply(&mut [&mut x], 4, 1);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[2] - 1f32.sin()).abs() < 1e-6);
         let rope = Rope::new(10_000.0, 1.0, 4, RopeStyle::Interleaved, None);
         let mut x = vec![1.0, 0.0, 0.0, 0.0];
-        rope.apply(&mut x, 4, 1);
+        rope.apply(&mut [&mut x], 4, 1);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);
     }
 
