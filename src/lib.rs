@@ -7,7 +7,11 @@
 //! - [`model`]: hyperparameters, weights, KV cache and the transformer forward pass.
 //! - [`tokenizer`]: GPT-2 byte-level BPE and SentencePiece-style tokenizers.
 //! - [`sampling`]: logits processing and token sampling.
+//! - [`chat`]: the model's Jinja chat template, rendered like Hugging Face does.
+//! - [`capi`]: the C ABI over all of the above (`include/kolibri.h`).
 
+pub mod capi;
+pub mod chat;
 pub mod gguf;
 pub mod kernels;
 pub mod model;

@@ -70,6 +70,12 @@ impl GgufFile {
         Self::parse(Backing::Mapped(map))
     }
 
+    /// Parses a file already mapped (or read into an anonymous mapping) by the caller; the
+    /// model loader uses this to prefault pages, lock them, or read without `mmap`.
+    pub fn from_mmap(map: memmap2::Mmap) -> Result<GgufFile, GgufError> {
+        Self::parse(Backing::Mapped(map))
+    }
+
     /// Parses an in-memory GGUF image (tests, fuzzing).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile, GgufError> {
         Self::parse(Backing::Owned(bytes))

@@ -126,6 +126,42 @@ impl Value {
         }
     }
 
+    /// The whole value as text: strings as they are, numbers and booleans as Rust prints them,
+    /// arrays as `[a, b, ...]` with their string elements quoted (JSON-like).
+    pub fn to_text(&self) -> String {
+        fn element(v: &Value, out: &mut String) {
+            match v {
+                Value::String(s) => out.push_str(&format!("{s:?}")),
+                other => out.push_str(&other.to_text()),
+            }
+        }
+        match self {
+            Value::U8(v) => v.to_string(),
+            Value::I8(v) => v.to_string(),
+            Value::U16(v) => v.to_string(),
+            Value::I16(v) => v.to_string(),
+            Value::U32(v) => v.to_string(),
+            Value::I32(v) => v.to_string(),
+            Value::U64(v) => v.to_string(),
+            Value::I64(v) => v.to_string(),
+            Value::F32(v) => v.to_string(),
+            Value::F64(v) => v.to_string(),
+            Value::Bool(v) => v.to_string(),
+            Value::String(s) => s.clone(),
+            Value::Array(_, items) => {
+                let mut out = String::from("[");
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    element(v, &mut out);
+                }
+                out.push(']');
+                out
+            }
+        }
+    }
+
     /// A short rendering for display (arrays summarised).
     pub fn summary(&self) -> String {
         match self {

@@ -23,7 +23,10 @@ pub mod avx2;
 mod avx2_tiles;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+mod info;
 pub mod scalar;
+
+pub use info::{cpu_features, system_info};
 
 /// Errors the model can check for at load time (types, shapes) or hit on a malformed call.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -56,7 +56,12 @@ pub struct Context {
     /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
     rope_global: Rope,
     rope_local: Rope,
+    /// Asked before every layer whether to stop the forward pass (see [`Context::set_abort`]).
+    abort: Option<AbortCallback>,
 }
+
+/// Returns `true` to stop the forward pass in progress.
+pub type AbortCallback = Box<dyn FnMut() -> bool + Send>;
 
 impl Context {
     pub fn new(model: Arc<Model>, params: &ContextParams) -> Result<Context, ModelError> {
@@ -89,6 +94,7 @@ impl Context {
             pool: Arc::new(pool),
             rope_global,
             rope_local,
+            abort: None,
         })
     }
 
@@ -103,6 +109,13 @@ impl Context {
 
     pub fn n_ctx(&self) -> usize {
         self.kv.n_ctx
+    }
+
+    /// Installs (or with `None` removes) a callback asked before each layer of every forward
+    /// pass; when it returns `true`, `eval` stops with [`ModelError::Cancelled`] and the context
+    /// keeps what it held before that call.
+    pub fn set_abort(&mut self, abort: Option<AbortCallback>) {
+        self.abort = abort;
     }
 
     /// Forgets every position from `n` on (keeps the first `n` tokens).
@@ -180,6 +193,11 @@ impl Context {
 
         let mut xn = vec![0f32; n * e];
         for (il, lw) in w.layers.iter().enumerate() {
+            if let Some(abort) = &mut self.abort {
+                if abort() {
+                    return Err(ModelError::Cancelled);
+                }
+            }
             // --- attention block ---
             for t in 0..n {
                 ops::rms_norm(

@@ -42,6 +42,10 @@ pub enum ModelError {
     Compute(String),
     /// Bad argument to an API call (empty batch, n_ctx above the trained context, ...).
     InvalidArgument(String),
+    /// Reading, mapping or locking the model file failed.
+    Io(String),
+    /// A progress or abort callback asked to stop.
+    Cancelled,
 }
 
 impl fmt::Display for ModelError {
@@ -90,6 +94,8 @@ impl fmt::Display for ModelError {
             }
             Compute(s) => write!(f, "computation failed: {s}"),
             InvalidArgument(s) => write!(f, "invalid argument: {s}"),
+            Io(s) => write!(f, "{s}"),
+            Cancelled => write!(f, "cancelled by the caller's callback"),
         }
     }
 }

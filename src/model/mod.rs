@@ -9,15 +9,17 @@ mod context;
 mod error;
 mod hparams;
 mod kv_cache;
+mod load;
 mod ops;
 mod weights;
 
 use std::path::Path;
 
 pub use arch::{Activation, Arch, RopeStyle};
-pub use context::{Context, ContextParams, Logits};
+pub use context::{AbortCallback, Context, ContextParams, Logits};
 pub use error::ModelError;
 pub use hparams::HParams;
+pub use load::LoadOptions;
 pub use weights::{LayerWeights, Linear, Weights};
 
 use crate::gguf::GgufFile;
@@ -36,7 +38,12 @@ impl Model {
     /// Maps and validates a GGUF model: architecture, hyperparameters, every tensor's presence,
     /// shape and type, and the tokenizer.
     pub fn load(path: impl AsRef<Path>) -> Result<Model, ModelError> {
-        Self::from_gguf(GgufFile::open(path)?)
+        Self::load_with(path, &mut LoadOptions::default())
+    }
+
+    /// [`Model::load`] with a choice of mapping, locking and a cancellable progress callback.
+    pub fn load_with(path: impl AsRef<Path>, opts: &mut LoadOptions) -> Result<Model, ModelError> {
+        Self::from_gguf(load::open_gguf(path.as_ref(), opts)?)
     }
 
     pub fn from_gguf(gguf: GgufFile) -> Result<Model, ModelError> {

@@ -1,0 +1,31 @@
+//! The C ABI: everything `include/kolibri.h` declares (generated from this module by
+//! cbindgen; `tests/c_header.rs` fails when the committed header drifts).
+//!
+//! One file per C concept: [`status`] (status codes), [`guard`] (panic catching, last error,
+//! pointer checks, buffer conventions), [`library`] (version, system info), [`model`],
+//! [`text`] (tokenize / detokenize), [`chat`] (chat templates), [`context`] (evaluation),
+//! [`sampler`]. Conventions every function follows (also in the header's preamble):
+//! - Fallible functions return `kolibri_status`; details of a failure are in the thread's
+//!   `kolibri_last_error()`. Outputs are written only on success (BUFFER_TOO_SMALL writes
+//!   just the size needed).
+//! - No panic crosses the boundary: each export runs in [`guard::guard`].
+//! - Handles are opaque, created by `*_new`/`*_load` and released by `*_free` (NULL is a
+//!   no-op). Whatever Kolibri allocates, Kolibri frees; callers only ever pass their own
+//!   buffers.
+//! - Params are passed by pointer, each struct starting with `struct_size`.
+
+// Types keep their C names (kolibri_model, ...), as the header spells them.
+#![allow(non_camel_case_types)]
+
+pub mod chat;
+pub mod context;
+mod exclusive;
+pub mod guard;
+pub mod library;
+pub mod model;
+mod params;
+pub mod sampler;
+pub mod status;
+pub mod text;
+
+pub use status::kolibri_status;

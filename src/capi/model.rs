@@ -1,0 +1,465 @@
+//! `kolibri_model`: a loaded GGUF model and what can be asked about it.
+
+use std::ffi::{c_char, c_void};
+use std::mem::offset_of;
+use std::sync::{Arc, OnceLock};
+
+use super::guard::{
+    c_str, free_boxed, guard, guard_void, handle, into_raw, out_ptr, write, write_text, FfiResult,
+};
+use super::params::{init_params, read_params, VersionedParams};
+use super::status::{kolibri_status, Failure};
+use crate::chat::ChatTemplate;
+use crate::model::{LoadOptions, Model};
+
+/// A loaded model: weights, hyperparameters, tokenizer and metadata. Immutable once loaded.
+///
+/// Thread safety: a `const kolibri_model*` may be used from any number of threads at once,
+/// including creating contexts and tokenizing concurrently.
+pub struct kolibri_model {
+    pub(crate) model: Arc<Model>,
+    /// Worker threads for contexts whose params leave `n_threads` at 0.
+    pub(crate) default_threads: usize,
+    /// The GGUF's chat template, compiled on first use.
+    chat_template: OnceLock<Result<ChatTemplate, Failure>>,
+}
+
+impl kolibri_model {
+    pub(crate) fn chat_template(&self) -> FfiResult<&ChatTemplate> {
+        let compiled = self
+            .chat_template
+            .get_or_init(|| ChatTemplate::from_model(&self.model).map_err(Failure::from));
+        compiled.as_ref().map_err(Failure::clone)
+    }
+}
+
+/// Called during loading with the fraction done, in [0, 1]; return `false` to cancel the load
+/// (kolibri_model_load then returns CANCELLED). Runs on the thread calling kolibri_model_load.
+/// It must not throw (C++) or longjmp.
+pub type kolibri_progress_callback =
+    Option<unsafe extern "C" fn(progress: f32, user_data: *mut c_void) -> bool>;
+
+/// How to load a model. Initialise with kolibri_model_params_init, then change fields.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct kolibri_model_params {
+    /// sizeof(kolibri_model_params) as the caller compiled it; set by the init function.
+    pub struct_size: usize,
+    /// Worker threads of contexts that ask for 0 threads. 0 = one per CPU core. Default 0.
+    pub n_threads: u32,
+    /// Map the file (shared with the OS page cache) rather than reading it into private
+    /// memory. Default true.
+    pub use_mmap: bool,
+    /// Lock the model's memory so it is never paged out (needs RLIMIT_MEMLOCK). Default false.
+    pub use_mlock: bool,
+    /// Optional progress callback; NULL for none. Default NULL.
+    pub progress_callback: kolibri_progress_callback,
+    /// Passed to `progress_callback` unchanged. Default NULL.
+    pub progress_user_data: *mut c_void,
+}
+
+// SAFETY: repr(C), starts with `struct_size: usize`, both bool fields listed.
+unsafe impl VersionedParams for kolibri_model_params {
+    const NAME: &'static str = "kolibri_model_params";
+    const BOOL_FIELDS: &'static [usize] = &[
+        offset_of!(kolibri_model_params, use_mmap),
+        offset_of!(kolibri_model_params, use_mlock),
+    ];
+    fn defaults() -> Self {
+        kolibri_model_params {
+            struct_size: std::mem::size_of::<Self>(),
+            n_threads: 0,
+            use_mmap: true,
+            use_mlock: false,
+            progress_callback: None,
+            progress_user_data: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// Fills `params` with the defaults and sets its `struct_size`.
+///
+/// **Errors:** INVALID_ARGUMENT if `params` is NULL.
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `params` is NULL or writable for a whole kolibri_model_params.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_params_init(
+    params: *mut kolibri_model_params,
+) -> kolibri_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { init_params(params) })
+}
+
+/// Loads the GGUF model at `path`: maps (or reads) the file, validates every tensor and
+/// builds the tokenizer. Every page is brought into memory before it returns.
+///
+/// `params` may be NULL for the defaults.
+///
+/// **Ownership:** on success `*out_model` receives a new model the caller frees with
+/// kolibri_model_free; on failure `*out_model` is not written.
+/// **Errors:** INVALID_ARGUMENT (NULL `path` or `out_model`, bad params), IO (cannot open,
+/// read, map or mlock), INVALID_MODEL (corrupt or truncated GGUF, missing tensors or keys),
+/// UNSUPPORTED (unknown architecture or tensor type), CANCELLED (the progress callback
+/// returned false).
+/// **Thread safety:** callable from any thread; loads may run concurrently.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `params` is NULL or initialised as documented;
+/// `out_model` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_load(
+    path: *const c_char,
+    params: *const kolibri_model_params,
+    out_model: *mut *mut kolibri_model,
+) -> kolibri_status {
+    guard(|| {
+        let out = out_ptr(out_model, "out_model")?;
+        if path.is_null() {
+            return Err(Failure::invalid("path is NULL"));
+        }
+        // SAFETY: per this function's contract. Paths are bytes on Unix, not necessarily UTF-8.
+        let path = path_from_c(unsafe { std::ffi::CStr::from_ptr(path) });
+        // SAFETY: per this function's contract.
+        let p = unsafe { read_params(params) }?;
+        let mut report = |fraction: f32| match p.progress_callback {
+            // SAFETY: the caller supplied a valid callback and its user data.
+            Some(cb) => unsafe { cb(fraction, p.progress_user_data) },
+            None => true,
+        };
+        let mut opts = LoadOptions {
+            use_mmap: p.use_mmap,
+            use_mlock: p.use_mlock,
+            progress: Some(&mut report),
+        };
+        let model = Model::load_with(&path, &mut opts)?;
+        let default_threads = match p.n_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n as usize,
+        };
+        let handle = kolibri_model {
+            model: Arc::new(model),
+            default_threads,
+            chat_template: OnceLock::new(),
+        };
+        // SAFETY: `out` checked above.
+        unsafe { write(out, into_raw(handle)) };
+        Ok(())
+    })
+}
+
+#[cfg(unix)]
+fn path_from_c(s: &std::ffi::CStr) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(s.to_bytes()).into()
+}
+
+#[cfg(not(unix))]
+fn path_from_c(s: &std::ffi::CStr) -> std::path::PathBuf {
+    s.to_string_lossy().into_owned().into()
+}
+
+/// Frees a model. NULL is a no-op. Contexts created from the model hold their own reference
+/// to its weights and stay usable; the memory is released when the last of them is freed.
+///
+/// **Ownership:** `model` is invalid after this call.
+/// **Thread safety:** no other thread may be using this `model` handle.
+///
+/// # Safety
+/// `model` is NULL or a live handle from kolibri_model_load, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_free(model: *mut kolibri_model) {
+    // SAFETY: per this function's contract.
+    guard_void(|| unsafe { free_boxed(model) })
+}
+
+/// The model's architecture name (`general.architecture`, e.g. "qwen2", "gemma3").
+///
+/// **Ownership:** writes into the caller's `buf` (text plus NUL); `*len` receives the text's
+/// length without the NUL.
+/// **Errors:** INVALID_ARGUMENT (NULL `model` or `len`, NULL `buf` with `capacity > 0`),
+/// BUFFER_TOO_SMALL (only `*len` written; pass NULL/0 to query the length).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `buf` is NULL or writable for `capacity` bytes; `len` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_architecture(
+    model: *const kolibri_model,
+    buf: *mut c_char,
+    capacity: usize,
+    len: *mut usize,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        // SAFETY: per this function's contract.
+        unsafe { write_text(m.model.arch.name().as_bytes(), buf, capacity, len) }
+    })
+}
+
+/// Scalar facts about a model, all written by one call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct kolibri_model_dims {
+    /// Number of weight elements (the "parameter count").
+    pub n_params: u64,
+    /// Context length the model was trained with (the largest n_ctx a context may use).
+    pub n_ctx_train: u32,
+    /// Vocabulary size; valid token ids are `0 .. n_vocab - 1`.
+    pub n_vocab: i32,
+    /// Embedding width.
+    pub n_embd: u32,
+    /// Number of transformer layers.
+    pub n_layer: u32,
+}
+
+/// Writes the model's dimensions into `*out`.
+///
+/// Note: kolibri_model_dims may grow at the end in later versions; the caller passes
+/// `sizeof(kolibri_model_dims)` as `out_size` and only that many bytes are written.
+///
+/// **Errors:** INVALID_ARGUMENT (NULL `model` or `out`, `out_size` smaller than the first
+/// version of the struct, 24 bytes).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `out` is NULL or writable for `out_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_get_dims(
+    model: *const kolibri_model,
+    out: *mut kolibri_model_dims,
+    out_size: usize,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        let out = out_ptr(out, "out")?;
+        let first_version = std::mem::size_of::<kolibri_model_dims>();
+        if out_size < first_version {
+            return Err(Failure::invalid(format!(
+                "out_size {out_size} is smaller than kolibri_model_dims ({first_version})"
+            )));
+        }
+        let hp = &m.model.hparams;
+        let dims = kolibri_model_dims {
+            n_params: m.model.n_params(),
+            n_ctx_train: hp.n_ctx_train as u32,
+            n_vocab: hp.n_vocab as i32,
+            n_embd: hp.n_embd as u32,
+            n_layer: hp.n_layer as u32,
+        };
+        // SAFETY: `out` is writable for at least our struct's size (checked above).
+        unsafe { write(out, dims) };
+        Ok(())
+    })
+}
+
+/// Special tokens a model may define (values of kolibri_model_special_token's `kind`).
+#[repr(i32)]
+pub enum kolibri_special_token {
+    /// Beginning of sequence.
+    Bos = 0,
+    /// End of sequence.
+    Eos = 1,
+}
+
+/// The id of a special token (`kind` is a kolibri_special_token value).
+///
+/// **Errors:** INVALID_ARGUMENT (NULL `model` or `out_token`, unknown `kind`), NOT_FOUND (the
+/// model has no such token; `*out_token` is not written).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `out_token` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_special_token(
+    model: *const kolibri_model,
+    kind: i32,
+    out_token: *mut i32,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        let out = out_ptr(out_token, "out_token")?;
+        let tok = &m.model.tokenizer;
+        let (name, id) = match kind {
+            k if k == kolibri_special_token::Bos as i32 => ("BOS", tok.bos()),
+            k if k == kolibri_special_token::Eos as i32 => ("EOS", tok.eos()),
+            other => {
+                return Err(Failure::invalid(format!(
+                    "unknown special token kind {other}"
+                )))
+            }
+        };
+        let id = id.ok_or_else(|| {
+            Failure::new(
+                kolibri_status::NotFound,
+                format!("the model has no {name} token"),
+            )
+        })?;
+        // SAFETY: `out` checked above.
+        unsafe { write(out, id as i32) };
+        Ok(())
+    })
+}
+
+/// Whether `token` ends a generation (EOS, end-of-turn and similar tokens of this model).
+///
+/// **Errors:** INVALID_ARGUMENT (NULL `model` or `out`), INVALID_TOKEN (outside the vocabulary).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_token_is_eog(
+    model: *const kolibri_model,
+    token: i32,
+    out: *mut bool,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        let out = out_ptr(out, "out")?;
+        let id = m.checked_token(token)?;
+        // SAFETY: `out` checked above.
+        unsafe { write(out, m.model.tokenizer.is_eog(id)) };
+        Ok(())
+    })
+}
+
+impl kolibri_model {
+    /// A token id from C, or INVALID_TOKEN.
+    pub(crate) fn checked_token(&self, token: i32) -> FfiResult<u32> {
+        let n_vocab = self.model.hparams.n_vocab;
+        if token < 0 || token as usize >= n_vocab {
+            return Err(Failure::new(
+                kolibri_status::InvalidToken,
+                format!("token id {token} is out of range (vocabulary has {n_vocab})"),
+            ));
+        }
+        Ok(token as u32)
+    }
+}
+
+/// A metadata value as text: strings as stored, numbers and booleans printed, arrays as
+/// `[a, b, ...]` with strings quoted.
+///
+/// **Ownership:** writes into the caller's `buf` (text plus NUL); `*len` receives the length
+/// without the NUL.
+/// **Errors:** INVALID_ARGUMENT (NULL `model`, `key` or `len`; `key` not UTF-8), NOT_FOUND (no
+/// such key; nothing written), BUFFER_TOO_SMALL (only `*len` written).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `key` is NULL or NUL-terminated; `buf` is NULL or writable for
+/// `capacity` bytes; `len` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_meta_string(
+    model: *const kolibri_model,
+    key: *const c_char,
+    buf: *mut c_char,
+    capacity: usize,
+    len: *mut usize,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        // SAFETY: per this function's contract.
+        let key = unsafe { c_str(key, "key") }?;
+        let value = m.model.gguf.get(key).ok_or_else(|| {
+            Failure::new(kolibri_status::NotFound, format!("no metadata key {key:?}"))
+        })?;
+        // SAFETY: per this function's contract.
+        unsafe { write_text(value.to_text().as_bytes(), buf, capacity, len) }
+    })
+}
+
+/// Number of metadata keys (for listing them with kolibri_model_meta_key).
+///
+/// **Errors:** INVALID_ARGUMENT (NULL `model` or `out_count`).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `out_count` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_meta_count(
+    model: *const kolibri_model,
+    out_count: *mut usize,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        let out = out_ptr(out_count, "out_count")?;
+        // SAFETY: `out` checked above.
+        unsafe { write(out, m.model.gguf.metadata().len()) };
+        Ok(())
+    })
+}
+
+/// The name of the metadata key at `index` (file order, `0 .. count - 1`).
+///
+/// **Ownership:** as kolibri_model_meta_string.
+/// **Errors:** INVALID_ARGUMENT (NULL `model` or `len`, `index` out of range),
+/// BUFFER_TOO_SMALL (only `*len` written).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `buf` is NULL or writable for `capacity` bytes; `len` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_meta_key(
+    model: *const kolibri_model,
+    index: usize,
+    buf: *mut c_char,
+    capacity: usize,
+    len: *mut usize,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        let meta = m.model.gguf.metadata();
+        let (key, _) = meta.get(index).ok_or_else(|| {
+            Failure::invalid(format!("index {index} out of range ({} keys)", meta.len()))
+        })?;
+        // SAFETY: per this function's contract.
+        unsafe { write_text(key.as_bytes(), buf, capacity, len) }
+    })
+}
+
+/// The model's chat template (`tokenizer.chat_template`, Jinja source).
+///
+/// **Ownership:** as kolibri_model_meta_string.
+/// **Errors:** INVALID_ARGUMENT (NULL `model` or `len`), NOT_FOUND (the model has none),
+/// BUFFER_TOO_SMALL (only `*len` written).
+/// **Thread safety:** callable from any thread.
+///
+/// # Safety
+/// `model` is NULL or live; `buf` is NULL or writable for `capacity` bytes; `len` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_model_chat_template(
+    model: *const kolibri_model,
+    buf: *mut c_char,
+    capacity: usize,
+    len: *mut usize,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        let source = m
+            .model
+            .gguf
+            .get_str(crate::chat::TEMPLATE_KEY)
+            .ok_or_else(|| {
+                Failure::new(
+                    kolibri_status::NotFound,
+                    crate::chat::ChatTemplateError::NoTemplate.to_string(),
+                )
+            })?;
+        // SAFETY: per this function's contract.
+        unsafe { write_text(source.as_bytes(), buf, capacity, len) }
+    })
+}

@@ -1,0 +1,143 @@
+//! Chat templates: the Jinja program a GGUF carries in `tokenizer.chat_template`, rendered the
+//! way Hugging Face's `apply_chat_template` does (trim_blocks, lstrip_blocks, `messages`,
+//! `add_generation_prompt`, `bos_token`, `eos_token`, `raise_exception`, `strftime_now`,
+//! Python string methods such as `.strip()`), so a model is prompted as it was trained.
+
+mod clock;
+
+use std::fmt;
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{context, Environment, Error, ErrorKind, Value};
+
+use crate::model::Model;
+
+/// Metadata key holding a model's default template.
+pub const TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
+/// One message of a conversation.
+#[derive(Clone, Copy, Debug)]
+pub struct ChatMessage<'a> {
+    /// `system`, `user`, `assistant`, `tool`, ... (passed to the template as is).
+    pub role: &'a str,
+    pub content: &'a str,
+}
+
+#[derive(Debug)]
+pub enum ChatTemplateError {
+    /// The model's GGUF has no `tokenizer.chat_template`.
+    NoTemplate,
+    /// The template is not valid Jinja.
+    Syntax(String),
+    /// The template failed while rendering (it may reject a conversation on purpose through
+    /// `raise_exception`, e.g. roles that do not alternate).
+    Render(String),
+}
+
+impl fmt::Display for ChatTemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChatTemplateError::NoTemplate => write!(
+                f,
+                "the model has no chat template ({TEMPLATE_KEY} is absent); pass one explicitly"
+            ),
+            ChatTemplateError::Syntax(e) => write!(f, "chat template does not parse: {e}"),
+            ChatTemplateError::Render(e) => write!(f, "chat template failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ChatTemplateError {}
+
+/// A compiled chat template plus the special-token strings it may reference.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+}
+
+const NAME: &str = "chat";
+
+impl ChatTemplate {
+    /// Compiles `source` (Jinja). `bos_token`/`eos_token` are the strings the template sees.
+    pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, ChatTemplateError> {
+        let mut env = Environment::new();
+        let syntax = SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", clock::strftime_now);
+        env.add_template_owned(NAME, source.to_owned())
+            .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
+        Ok(ChatTemplate {
+            env,
+            bos_token: bos_token.to_owned(),
+            eos_token: eos_token.to_owned(),
+        })
+    }
+
+    /// The template stored in the model's GGUF, with the model's BOS/EOS token texts.
+    pub fn from_model(model: &Model) -> Result<Self, ChatTemplateError> {
+        let source = model
+            .gguf
+            .get_str(TEMPLATE_KEY)
+            .ok_or(ChatTemplateError::NoTemplate)?;
+        Self::with_model_tokens(source, model)
+    }
+
+    /// Compiles `source` with the model's BOS/EOS token texts.
+    pub fn with_model_tokens(source: &str, model: &Model) -> Result<Self, ChatTemplateError> {
+        let tok = &model.tokenizer;
+        let text = |id: Option<u32>| id.and_then(|id| tok.token_text(id)).unwrap_or("");
+        Self::new(source, text(tok.bos()), text(tok.eos()))
+    }
+
+    /// Renders a conversation; with `add_generation_prompt` the text ends where the assistant's
+    /// reply begins.
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatTemplateError> {
+        let messages: Vec<Value> = messages
+            .iter()
+            .map(|m| context! { role => m.role, content => m.content })
+            .collect();
+        let template = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| ChatTemplateError::Render(describe(&e)))?;
+        template
+            .render(context! {
+                messages => messages,
+                add_generation_prompt => add_generation_prompt,
+                bos_token => self.bos_token.as_str(),
+                eos_token => self.eos_token.as_str(),
+            })
+            .map_err(|e| ChatTemplateError::Render(describe(&e)))
+    }
+}
+
+/// `raise_exception(message)`: templates use it to reject conversations they cannot format.
+fn raise_exception(message: String) -> Result<Value, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, message))
+}
+
+/// The error and its source chain on one line (minijinja puts the template line in `detail`).
+fn describe(e: &Error) -> String {
+    let mut s = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

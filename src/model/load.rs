@@ -1,0 +1,120 @@
+//! Bringing a model file into memory: mapped or read, prefaulted with progress reports,
+//! optionally locked in RAM.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use super::error::ModelError;
+use crate::gguf::GgufFile;
+
+/// Bytes brought in between two progress reports (and cancellation checks).
+const CHUNK: usize = 32 << 20;
+
+/// How [`super::Model::load_with`] brings the file into memory.
+pub struct LoadOptions<'a> {
+    /// Map the file (pages shared with the page cache) instead of reading it into private memory.
+    pub use_mmap: bool,
+    /// Lock the model's pages in RAM (`mlock`) so they are never paged out.
+    pub use_mlock: bool,
+    /// Called with the fraction loaded, in `[0, 1]`; returning `false` cancels the load.
+    pub progress: Option<&'a mut dyn FnMut(f32) -> bool>,
+}
+
+impl Default for LoadOptions<'_> {
+    fn default() -> Self {
+        LoadOptions {
+            use_mmap: true,
+            use_mlock: false,
+            progress: None,
+        }
+    }
+}
+
+impl LoadOptions<'_> {
+    fn report(&mut self, fraction: f32) -> Result<(), ModelError> {
+        if let Some(cb) = &mut self.progress {
+            if !cb(fraction.clamp(0.0, 1.0)) {
+                return Err(ModelError::Cancelled);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens and parses `path` as the options say. Every page is brought in before returning
+/// (like llama.cpp's `MAP_POPULATE`), so the first token does not pay for page faults and the
+/// progress callback sees the real work.
+pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile, ModelError> {
+    let io_err = |what: &str, e: std::io::Error| {
+        ModelError::Io(format!("cannot {what} {}: {e}", path.display()))
+    };
+    opts.report(0.0)?;
+    let mut file = File::open(path).map_err(|e| io_err("open", e))?;
+    let len = file.metadata().map_err(|e| io_err("stat", e))?.len() as usize;
+    if len == 0 {
+        // Nothing to map; the parser reports the empty file.
+        return Ok(GgufFile::from_bytes(Vec::new())?);
+    }
+    let map = if opts.use_mmap {
+        // SAFETY: read-only mapping; a file truncated underneath us by another process would
+        // fault, as with every mmap-based loader. We never write through it.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", e))?;
+        for start in (0..len).step_by(CHUNK) {
+            let end = (start + CHUNK).min(len);
+            populate(&map[start..end]);
+            opts.report(end as f32 / len as f32)?;
+        }
+        map
+    } else {
+        // An anonymous mapping is page-aligned, so block casts of tensor data stay aligned.
+        let mut anon = memmap2::MmapMut::map_anon(len).map_err(|e| io_err("allocate", e))?;
+        for start in (0..len).step_by(CHUNK) {
+            let end = (start + CHUNK).min(len);
+            file.read_exact(&mut anon[start..end])
+                .map_err(|e| io_err("read", e))?;
+            opts.report(end as f32 / len as f32)?;
+        }
+        anon.make_read_only().map_err(|e| io_err("protect", e))?
+    };
+    if opts.use_mlock {
+        // SAFETY: locks pages of a mapping we own for its whole length.
+        if unsafe { libc::mlock(map.as_ptr().cast(), map.len()) } != 0 {
+            return Err(io_err(
+                "lock in memory (mlock; raise RLIMIT_MEMLOCK)",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // The lock is released with the mapping (munmap) when the model is dropped.
+    }
+    Ok(GgufFile::from_mmap(map)?)
+}
+
+/// Faults in the pages of `bytes`: one `madvise(MADV_POPULATE_READ)` where the kernel has it
+/// (Linux 5.14+), else a read of one byte per page.
+fn populate(bytes: &[u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        const MADV_POPULATE_READ: libc::c_int = 22;
+        let page = 4096usize;
+        let addr = bytes.as_ptr() as usize;
+        let aligned = addr & !(page - 1);
+        // SAFETY: advisory call on pages of a live read-only mapping; failure is harmless.
+        let ok = unsafe {
+            libc::madvise(
+                aligned as *mut libc::c_void,
+                bytes.len() + (addr - aligned),
+                MADV_POPULATE_READ,
+            )
+        } == 0;
+        if ok {
+            return;
+        }
+    }
+    let mut sum = 0u8;
+    for i in (0..bytes.len()).step_by(4096) {
+        // SAFETY: in-bounds read; volatile so the touch is not optimised away.
+        sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(bytes.as_ptr().add(i)) });
+    }
+    std::hint::black_box(sum);
+}
