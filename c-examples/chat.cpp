@@ -114,7 +114,7 @@ class Context {
 public:
     Context(const Model &model, uint32_t n_ctx) {
         kolibri_context_params params;
-        check(kolibri_context_params_init(&params), "context params");
+        check(kolibri_context_params_init(&params, sizeof params), "context params");
         params.n_ctx = n_ctx;
         kolibri_context *raw = nullptr;
         check(kolibri_context_new(model.get(), &params, &raw), "new context");
@@ -135,7 +135,7 @@ class Sampler {
 public:
     explicit Sampler(float temperature) {
         kolibri_sampler_params params;
-        check(kolibri_sampler_params_init(&params), "sampler params");
+        check(kolibri_sampler_params_init(&params, sizeof params), "sampler params");
         params.temperature = temperature;
         kolibri_sampler *raw = nullptr;
         check(kolibri_sampler_new(&params, &raw), "new sampler");

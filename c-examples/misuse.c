@@ -80,13 +80,13 @@ static void model_loading(const char *model_path) {
     free(head);
 
     kolibri_model_params mp;
-    expect("params init with NULL", kolibri_model_params_init(NULL),
+    expect("params init with NULL", kolibri_model_params_init(NULL, sizeof mp),
            KOLIBRI_STATUS_INVALID_ARGUMENT, NULL);
-    kolibri_model_params_init(&mp);
+    kolibri_model_params_init(&mp, sizeof mp);
     mp.struct_size = 4;
     expect("params with a wrong struct_size", kolibri_model_load(model_path, &mp, &m),
            KOLIBRI_STATUS_INVALID_ARGUMENT, "struct_size");
-    kolibri_model_params_init(&mp);
+    kolibri_model_params_init(&mp, sizeof mp);
     mp.progress_callback = cancel_at_half;
     expect("cancel loading from the progress callback", kolibri_model_load(model_path, &mp, &m),
            KOLIBRI_STATUS_CANCELLED, "cancel");
@@ -172,7 +172,7 @@ static void with_model(kolibri_model *m) {
 
     /* Contexts. */
     kolibri_context_params cp;
-    kolibri_context_params_init(&cp);
+    kolibri_context_params_init(&cp, sizeof cp);
     cp.n_ctx = dims.n_ctx_train + 1;
     kolibri_context *c = NULL;
     expect("n_ctx above the trained context", kolibri_context_new(m, &cp, &c),
@@ -213,11 +213,11 @@ static void with_model(kolibri_model *m) {
 
     /* Samplers. */
     kolibri_sampler_params sp;
-    kolibri_sampler_params_init(&sp);
+    kolibri_sampler_params_init(&sp, sizeof sp);
     sp.top_p = 2.0f;
     kolibri_sampler *s = NULL;
     expect("sampler with top_p 2", kolibri_sampler_new(&sp, &s), KOLIBRI_STATUS_INVALID_ARGUMENT, "top_p");
-    kolibri_sampler_params_init(&sp);
+    kolibri_sampler_params_init(&sp, sizeof sp);
     sp.top_k = -1;
     expect("sampler with negative top_k", kolibri_sampler_new(&sp, &s), KOLIBRI_STATUS_INVALID_ARGUMENT, "top_k");
     expect("sampler with defaults", kolibri_sampler_new(NULL, &s), KOLIBRI_STATUS_OK, NULL);

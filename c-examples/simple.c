@@ -1,6 +1,6 @@
 /* simple.c: load a model, tokenize a prompt, generate greedily, print, free.
  *
- *   simple MODEL.gguf ["prompt"] [n_predict]
+ *   simple MODEL.gguf ["prompt"] [n_predict] [n_threads]
  *
  * Every call's status is checked; on failure the program prints kolibri_last_error() and
  * releases what it created (the cleanup path frees handles in any order, NULL-safe). */
@@ -29,11 +29,12 @@ static bool on_progress(float progress, void *user_data) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL.gguf [prompt] [n_predict]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.gguf [prompt] [n_predict] [n_threads]\n", argv[0]);
         return 2;
     }
     const char *prompt = argc > 2 ? argv[2] : "The capital of France is";
     int n_predict = argc > 3 ? atoi(argv[3]) : 32;
+    int n_threads = argc > 4 ? atoi(argv[4]) : 0; /* 0: one per core */
 
     int exit_code = 1;
     kolibri_model *model = NULL;
@@ -43,9 +44,10 @@ int main(int argc, char **argv) {
 
     int progress_state = 0;
     kolibri_model_params mp;
-    CHECK(kolibri_model_params_init(&mp));
+    CHECK(kolibri_model_params_init(&mp, sizeof mp));
     mp.progress_callback = on_progress;
     mp.progress_user_data = &progress_state;
+    mp.n_threads = (uint32_t)(n_threads > 0 ? n_threads : 0);
     CHECK(kolibri_model_load(argv[1], &mp, &model));
     fputc('\n', stderr);
 
@@ -68,12 +70,12 @@ int main(int argc, char **argv) {
                            &n_tokens));
 
     kolibri_context_params cp;
-    CHECK(kolibri_context_params_init(&cp));
+    CHECK(kolibri_context_params_init(&cp, sizeof cp));
     cp.n_ctx = 512;
     CHECK(kolibri_context_new(model, &cp, &ctx));
 
     kolibri_sampler_params sp;
-    CHECK(kolibri_sampler_params_init(&sp));
+    CHECK(kolibri_sampler_params_init(&sp, sizeof sp));
     sp.temperature = 0.0f; /* greedy */
     CHECK(kolibri_sampler_new(&sp, &sampler));
 

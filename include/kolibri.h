@@ -3,26 +3,30 @@
  *
  * Conventions (every function follows them):
  *
- * Status and errors. Fallible functions return kolibri_status (a fixed-width int32_t; 0 is
- * KOLIBRI_STATUS_OK). On failure, kolibri_last_error() describes what went wrong, for the
- * calling thread. Outputs are written only on success; the one exception is
- * KOLIBRI_STATUS_BUFFER_TOO_SMALL, which writes the size needed. No function aborts the
- * process, and no Rust panic crosses this API (it becomes KOLIBRI_STATUS_PANIC).
+ * Status and errors. Fallible functions return kolibri_status, an int32_t holding one of the
+ * KOLIBRI_STATUS_* values (0 is KOLIBRI_STATUS_OK; values are never reused). On failure,
+ * kolibri_last_error() describes what went wrong, for the calling thread. Outputs are written
+ * only on success; the one exception is KOLIBRI_STATUS_BUFFER_TOO_SMALL, which writes the size
+ * needed. No function aborts the process, and no Rust panic crosses this API (it becomes
+ * KOLIBRI_STATUS_PANIC).
  *
- * Ownership. Handles (kolibri_model, kolibri_context, kolibri_sampler) are created by
- * *_load/*_new and released by the matching *_free; passing NULL to *_free is a no-op. Kolibri
+ * Ownership. Handles (kolibri_model, kolibri_context, kolibri_sampler) are created by the
+ * load and new functions and released by the matching free function (NULL is a no-op). Kolibri
  * never frees memory the caller allocated, and the caller never frees memory Kolibri
  * allocated. A context keeps its model's weights alive, so handles may be freed in any order.
  *
  * Buffers. Functions returning text take (char *buf, size_t capacity, size_t *len): on
  * success the text and a terminating NUL are written and *len is the text's length without
  * the NUL; when capacity < *len + 1 only *len is written and BUFFER_TOO_SMALL is returned.
- * Call once with (NULL, 0, &len) to learn the size. Arrays work the same way, without a NUL.
+ * Call once with (NULL, 0, &len) to learn the size. Arrays work the same way without a NUL,
+ * so an empty result fits in capacity 0 and returns OK.
  *
  * Params. Parameter structs are passed by pointer and begin with size_t struct_size. Fill
- * them with the matching *_params_init (which sets struct_size), then change fields; a NULL
- * params pointer means the defaults. New fields are only ever appended, so programs built
- * against an older header keep working.
+ * them with the matching init function, passing sizeof the struct (it writes exactly that
+ * many bytes and sets struct_size), then change fields; a NULL params pointer means the
+ * defaults. New fields are only ever appended: a program built against an older header keeps
+ * working with a newer library, and one built against a newer header is refused cleanly by
+ * an older library if it sets fields that library does not know.
  *
  * Thread safety. A kolibri_model is immutable after loading: any number of threads may use
  * it at once (create contexts, tokenize, apply templates). A kolibri_context or
@@ -58,110 +62,6 @@
 #define KOLIBRI_VERSION_PATCH 0
 
 /**
- * Result of a Kolibri call. The values are fixed: new statuses get new numbers, old numbers
- * are never reused. `KOLIBRI_STATUS_OK` is 0; every other value is a failure whose details
- * are in `kolibri_last_error()`.
- */
-enum kolibri_status
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : int32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-    KOLIBRI_STATUS_OK = 0,
-    /**
-     * A required pointer was NULL, a value was out of range, a string was not UTF-8, or a
-     * params struct had a `struct_size` this library does not know.
-     */
-    KOLIBRI_STATUS_INVALID_ARGUMENT = 1,
-    /**
-     * The output buffer is too small; the size needed was written to the length output.
-     */
-    KOLIBRI_STATUS_BUFFER_TOO_SMALL = 2,
-    /**
-     * The model file could not be opened, read, mapped or locked in memory.
-     */
-    KOLIBRI_STATUS_IO = 3,
-    /**
-     * The file is not a valid GGUF model (corrupt, truncated, missing tensors or keys).
-     */
-    KOLIBRI_STATUS_INVALID_MODEL = 4,
-    /**
-     * Valid GGUF, but an architecture or tensor type Kolibri does not implement.
-     */
-    KOLIBRI_STATUS_UNSUPPORTED = 5,
-    /**
-     * A token id outside `[0, n_vocab)`.
-     */
-    KOLIBRI_STATUS_INVALID_TOKEN = 6,
-    /**
-     * The context cannot hold the tokens given; rewind it or create a larger one.
-     */
-    KOLIBRI_STATUS_CONTEXT_FULL = 7,
-    /**
-     * A progress or abort callback asked to stop; nothing was changed.
-     */
-    KOLIBRI_STATUS_CANCELLED = 8,
-    /**
-     * The metadata key, special token or chat template asked for does not exist.
-     */
-    KOLIBRI_STATUS_NOT_FOUND = 9,
-    /**
-     * The chat template does not parse, or failed (or refused) to render these messages.
-     */
-    KOLIBRI_STATUS_TEMPLATE_ERROR = 10,
-    /**
-     * The call is not valid now: no logits yet, a handle used from two threads at once, or a
-     * handle disabled by an earlier internal panic.
-     */
-    KOLIBRI_STATUS_INVALID_STATE = 11,
-    /**
-     * An allocation the call needed failed.
-     */
-    KOLIBRI_STATUS_OUT_OF_MEMORY = 12,
-    /**
-     * An internal error (a bug); the message says what.
-     */
-    KOLIBRI_STATUS_INTERNAL = 13,
-    /**
-     * An internal panic was caught at the API boundary (a bug); the handle involved is
-     * disabled, the process is unaffected.
-     */
-    KOLIBRI_STATUS_PANIC = 14,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum kolibri_status kolibri_status;
-#else
-typedef int32_t kolibri_status;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
- * Special tokens a model may define (values of kolibri_model_special_token's `kind`).
- */
-enum kolibri_special_token
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : int32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-    /**
-     * Beginning of sequence.
-     */
-    KOLIBRI_SPECIAL_TOKEN_BOS = 0,
-    /**
-     * End of sequence.
-     */
-    KOLIBRI_SPECIAL_TOKEN_EOS = 1,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum kolibri_special_token kolibri_special_token;
-#else
-typedef int32_t kolibri_special_token;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * A sequence being evaluated: KV cache, worker threads and the last logits.
  *
  * Thread safety: a context is used by one thread at a time (any thread, not only its
@@ -184,6 +84,14 @@ typedef struct kolibri_model kolibri_model;
  * Thread safety: used by one thread at a time (INVALID_STATE otherwise).
  */
 typedef struct kolibri_sampler kolibri_sampler;
+
+/**
+ * Result of a Kolibri call: a fixed-width integer, one of the `KOLIBRI_STATUS_*` values. The
+ * values are fixed: new statuses get new numbers, old numbers are never reused.
+ * `KOLIBRI_STATUS_OK` is 0; every other value is a failure whose details are in
+ * `kolibri_last_error()`.
+ */
+typedef int32_t kolibri_status;
 
 /**
  * One message of a conversation. This struct is frozen: it will never gain fields (a later
@@ -295,6 +203,11 @@ typedef struct kolibri_model_dims {
 } kolibri_model_dims;
 
 /**
+ * Which special token kolibri_model_special_token asks for (a `KOLIBRI_SPECIAL_TOKEN_*` value).
+ */
+typedef int32_t kolibri_special_token;
+
+/**
  * How to sample. Initialise with kolibri_sampler_params_init, then change fields. The
  * pipeline: penalties, then (unless greedy) top-k, top-p, min-p, temperature, random draw.
  */
@@ -342,6 +255,94 @@ typedef struct kolibri_sampler_params {
 } kolibri_sampler_params;
 
 /**
+ * Beginning of sequence.
+ */
+#define KOLIBRI_SPECIAL_TOKEN_BOS 0
+
+/**
+ * End of sequence.
+ */
+#define KOLIBRI_SPECIAL_TOKEN_EOS 1
+
+/**
+ * The call succeeded.
+ */
+#define KOLIBRI_STATUS_OK 0
+
+/**
+ * A required pointer was NULL, a value was out of range, a string was not UTF-8, or a
+ * params struct had a `struct_size` this library does not know.
+ */
+#define KOLIBRI_STATUS_INVALID_ARGUMENT 1
+
+/**
+ * The output buffer is too small; the size needed was written to the length output.
+ */
+#define KOLIBRI_STATUS_BUFFER_TOO_SMALL 2
+
+/**
+ * The model file could not be opened, read, mapped or locked in memory.
+ */
+#define KOLIBRI_STATUS_IO 3
+
+/**
+ * The file is not a valid GGUF model (corrupt, truncated, missing tensors or keys).
+ */
+#define KOLIBRI_STATUS_INVALID_MODEL 4
+
+/**
+ * Valid GGUF, but an architecture or tensor type Kolibri does not implement.
+ */
+#define KOLIBRI_STATUS_UNSUPPORTED 5
+
+/**
+ * A token id outside `[0, n_vocab)`.
+ */
+#define KOLIBRI_STATUS_INVALID_TOKEN 6
+
+/**
+ * The context cannot hold the tokens given; rewind it or create a larger one.
+ */
+#define KOLIBRI_STATUS_CONTEXT_FULL 7
+
+/**
+ * A progress or abort callback asked to stop; nothing was changed.
+ */
+#define KOLIBRI_STATUS_CANCELLED 8
+
+/**
+ * The metadata key, special token or chat template asked for does not exist.
+ */
+#define KOLIBRI_STATUS_NOT_FOUND 9
+
+/**
+ * The chat template does not parse, or failed (or refused) to render these messages.
+ */
+#define KOLIBRI_STATUS_TEMPLATE_ERROR 10
+
+/**
+ * The call is not valid now: no logits yet, a handle used from two threads at once, or a
+ * handle disabled by an earlier internal panic.
+ */
+#define KOLIBRI_STATUS_INVALID_STATE 11
+
+/**
+ * An allocation the call needed failed.
+ */
+#define KOLIBRI_STATUS_OUT_OF_MEMORY 12
+
+/**
+ * An internal error (a bug); the message says what.
+ */
+#define KOLIBRI_STATUS_INTERNAL 13
+
+/**
+ * An internal panic was caught at the API boundary (a bug); the handle involved is
+ * disabled, the process is unaffected.
+ */
+#define KOLIBRI_STATUS_PANIC 14
+
+/**
  * The IQ4_NL codebook.
  */
 #define KVALUES_IQ4NL { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113, }
@@ -379,15 +380,19 @@ kolibri_status kolibri_chat_apply_template(const struct kolibri_model *model,
                                            size_t *len);
 
 /**
- * Fills `params` with the defaults and sets its `struct_size`.
+ * Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_context_params)` as the caller
+ * compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
+ * Call it as `kolibri_context_params_init(&params, sizeof params)`.
  *
- * **Errors:** INVALID_ARGUMENT if `params` is NULL.
+ * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
+ * first version of the struct).
  * **Thread safety:** callable from any thread.
  *
  * # Safety
- * `params` is NULL or writable for a whole kolibri_context_params.
+ * `params` is NULL or writable for `struct_size` bytes.
  */
-kolibri_status kolibri_context_params_init(struct kolibri_context_params *params);
+kolibri_status kolibri_context_params_init(struct kolibri_context_params *params,
+                                           size_t struct_size);
 
 /**
  * Creates an empty context on `model`. `params` may be NULL for the defaults.
@@ -423,7 +428,9 @@ void kolibri_context_free(struct kolibri_context *context);
  * one generated token at a time) and keeps the logits of the last one for
  * kolibri_context_logits and kolibri_sampler_sample.
  *
- * On any failure the context holds exactly what it held before the call.
+ * On any failure the context holds exactly what it held before the call. How tokens are
+ * split into calls (and into n_batch chunks) does not change the result beyond float
+ * rounding: batched kernels sum in another order, which moves logits slightly.
  *
  * **Ownership:** `tokens` is only read during the call.
  * **Errors:** INVALID_ARGUMENT (NULL `context`, NULL `tokens` or `n_tokens` 0),
@@ -544,15 +551,18 @@ uint32_t kolibri_version_number(void);
 kolibri_status kolibri_system_info(char *buf, size_t capacity, size_t *len);
 
 /**
- * Fills `params` with the defaults and sets its `struct_size`.
+ * Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_model_params)` as the caller
+ * compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
+ * Call it as `kolibri_model_params_init(&params, sizeof params)`.
  *
- * **Errors:** INVALID_ARGUMENT if `params` is NULL.
+ * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
+ * first version of the struct).
  * **Thread safety:** callable from any thread.
  *
  * # Safety
- * `params` is NULL or writable for a whole kolibri_model_params.
+ * `params` is NULL or writable for `struct_size` bytes.
  */
-kolibri_status kolibri_model_params_init(struct kolibri_model_params *params);
+kolibri_status kolibri_model_params_init(struct kolibri_model_params *params, size_t struct_size);
 
 /**
  * Loads the GGUF model at `path`: maps (or reads) the file, validates every tensor and
@@ -624,7 +634,7 @@ kolibri_status kolibri_model_get_dims(const struct kolibri_model *model,
                                       size_t out_size);
 
 /**
- * The id of a special token (`kind` is a kolibri_special_token value).
+ * The id of a special token (`kind` is a `KOLIBRI_SPECIAL_TOKEN_*` value).
  *
  * **Errors:** INVALID_ARGUMENT (NULL `model` or `out_token`, unknown `kind`), NOT_FOUND (the
  * model has no such token; `*out_token` is not written).
@@ -634,7 +644,7 @@ kolibri_status kolibri_model_get_dims(const struct kolibri_model *model,
  * `model` is NULL or live; `out_token` is NULL or writable.
  */
 kolibri_status kolibri_model_special_token(const struct kolibri_model *model,
-                                           int32_t kind,
+                                           kolibri_special_token kind,
                                            int32_t *out_token);
 
 /**
@@ -717,15 +727,19 @@ kolibri_status kolibri_model_chat_template(const struct kolibri_model *model,
                                            size_t *len);
 
 /**
- * Fills `params` with the defaults and sets its `struct_size`.
+ * Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_sampler_params)` as the caller
+ * compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
+ * Call it as `kolibri_sampler_params_init(&params, sizeof params)`.
  *
- * **Errors:** INVALID_ARGUMENT if `params` is NULL.
+ * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
+ * first version of the struct).
  * **Thread safety:** callable from any thread.
  *
  * # Safety
- * `params` is NULL or writable for a whole kolibri_sampler_params.
+ * `params` is NULL or writable for `struct_size` bytes.
  */
-kolibri_status kolibri_sampler_params_init(struct kolibri_sampler_params *params);
+kolibri_status kolibri_sampler_params_init(struct kolibri_sampler_params *params,
+                                           size_t struct_size);
 
 /**
  * Creates a sampler. `params` may be NULL for the defaults.
@@ -772,8 +786,8 @@ kolibri_status kolibri_sampler_sample(struct kolibri_sampler *sampler,
  * Records a token the penalties should count without it having been sampled (the prompt,
  * or a token the host chose itself).
  *
- * **Errors:** INVALID_ARGUMENT (NULL `sampler`, negative `token`), INVALID_STATE (in use by
- * another thread).
+ * **Errors:** INVALID_ARGUMENT (NULL `sampler`), INVALID_TOKEN (negative `token`),
+ * INVALID_STATE (in use by another thread).
  * **Thread safety:** one thread at a time per sampler.
  *
  * # Safety
@@ -800,7 +814,7 @@ kolibri_status kolibri_sampler_reset(struct kolibri_sampler *sampler);
  * **Errors:** none.
  * **Thread safety:** callable from any thread.
  */
-const char *kolibri_status_string(int32_t status);
+const char *kolibri_status_string(kolibri_status status);
 
 /**
  * Splits UTF-8 text into token ids.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Every test: formatting, lints, unit/property tests, and the model-level suites against
-# llama.cpp's reference outputs (release profile). Fetches the three real models if missing.
+# Every test: formatting, lints, unit/property tests, the model-level suites against
+# llama.cpp's reference outputs (release profile; includes the C header drift check), then the
+# C ABI end to end (scripts/test-capi.sh: examples, misuse, valgrind, sanitizers, bindings).
+# Fetches the three real models if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 scripts/fetch-models.py all
@@ -10,5 +12,12 @@ cargo clippy --release --all-targets -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --release --all-targets -- --test-threads=1 2>&1 | tee "$log"
-# One closing line over all test binaries.
-awk '/^test result:/ { p += $4; f += $6 } END { printf "all suites: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"
+rust_ok=0
+awk '/^test result:/ { p += $4; f += $6 } END { exit (f > 0 || p == 0) }' "$log" || rust_ok=1
+capi_ok=0
+scripts/test-capi.sh 2>&1 | tee -a "$log" || capi_ok=1
+# One closing line over all test binaries and the C API checks.
+awk '/^test result:/ { p += $4; f += $6 }
+     /^c api: / { p += $3; f += $5 }
+     END { printf "all suites: %d passed, %d failed\n", p, f }' "$log"
+exit $((rust_ok | capi_ok))

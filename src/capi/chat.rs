@@ -4,7 +4,7 @@ use std::ffi::c_char;
 
 use super::guard::{c_str, guard, handle, slice, write_text};
 use super::model::kolibri_model;
-use super::status::{kolibri_status, Failure};
+use super::status::*;
 use crate::chat::{ChatMessage, ChatTemplate};
 
 /// One message of a conversation. This struct is frozen: it will never gain fields (a later

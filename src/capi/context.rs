@@ -7,7 +7,7 @@ use super::exclusive::Exclusive;
 use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, slice, write};
 use super::model::kolibri_model;
 use super::params::{init_params, read_params, VersionedParams};
-use super::status::{kolibri_status, Failure};
+use super::status::*;
 use crate::model::{Context, ContextParams, Logits};
 
 /// A sequence being evaluated: KV cache, worker threads and the last logits.
@@ -59,19 +59,23 @@ unsafe impl VersionedParams for kolibri_context_params {
     }
 }
 
-/// Fills `params` with the defaults and sets its `struct_size`.
+/// Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_context_params)` as the caller
+/// compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
+/// Call it as `kolibri_context_params_init(&params, sizeof params)`.
 ///
-/// **Errors:** INVALID_ARGUMENT if `params` is NULL.
+/// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
+/// first version of the struct).
 /// **Thread safety:** callable from any thread.
 ///
 /// # Safety
-/// `params` is NULL or writable for a whole kolibri_context_params.
+/// `params` is NULL or writable for `struct_size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn kolibri_context_params_init(
     params: *mut kolibri_context_params,
+    struct_size: usize,
 ) -> kolibri_status {
-    // SAFETY: per this function's contract.
-    guard(|| unsafe { init_params(params) })
+    // SAFETY: per this function\'s contract.
+    guard(|| unsafe { init_params(params, struct_size) })
 }
 
 /// Creates an empty context on `model`. `params` may be NULL for the defaults.
@@ -144,7 +148,9 @@ pub unsafe extern "C" fn kolibri_context_free(context: *mut kolibri_context) {
 /// one generated token at a time) and keeps the logits of the last one for
 /// kolibri_context_logits and kolibri_sampler_sample.
 ///
-/// On any failure the context holds exactly what it held before the call.
+/// On any failure the context holds exactly what it held before the call. How tokens are
+/// split into calls (and into n_batch chunks) does not change the result beyond float
+/// rounding: batched kernels sum in another order, which moves logits slightly.
 ///
 /// **Ownership:** `tokens` is only read during the call.
 /// **Errors:** INVALID_ARGUMENT (NULL `context`, NULL `tokens` or `n_tokens` 0),
@@ -179,7 +185,7 @@ pub unsafe extern "C" fn kolibri_context_eval(
                     .filter(|&id| (id as usize) < n_vocab)
                     .ok_or_else(|| {
                         Failure::new(
-                            kolibri_status::InvalidToken,
+                            KOLIBRI_STATUS_INVALID_TOKEN,
                             format!("token id {t} is out of range (vocabulary has {n_vocab})"),
                         )
                     })
@@ -227,7 +233,7 @@ pub unsafe extern "C" fn kolibri_context_logits(
 
 pub(crate) fn no_logits() -> Failure {
     Failure::new(
-        kolibri_status::InvalidState,
+        KOLIBRI_STATUS_INVALID_STATE,
         "no logits: nothing was evaluated since the context was created or rewound",
     )
 }

@@ -5,7 +5,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::guard::FfiResult;
-use super::status::{kolibri_status, Failure};
+use super::status::*;
 
 const IDLE: u8 = 0;
 const BUSY: u8 = 1;
@@ -37,11 +37,11 @@ impl<T> Exclusive<T> {
         {
             Ok(_) => Ok(ExclusiveGuard { owner: self }),
             Err(BUSY) => Err(Failure::new(
-                kolibri_status::InvalidState,
+                KOLIBRI_STATUS_INVALID_STATE,
                 format!("{what} is in use by another thread (use one {what} per thread)"),
             )),
             Err(_) => Err(Failure::new(
-                kolibri_status::InvalidState,
+                KOLIBRI_STATUS_INVALID_STATE,
                 format!("{what} was disabled by an earlier internal panic; free it"),
             )),
         }

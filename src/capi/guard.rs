@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::status::{kolibri_status, Failure};
+use super::status::*;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -17,7 +17,7 @@ pub(crate) type FfiResult<T = ()> = Result<T, Failure>;
 /// records its message as the thread's last error and returns its status.
 pub(crate) fn guard(body: impl FnOnce() -> FfiResult) -> kolibri_status {
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => kolibri_status::Ok,
+        Ok(Ok(())) => KOLIBRI_STATUS_OK,
         Ok(Err(failure)) => {
             set_last_error(failure.message);
             failure.status
@@ -29,7 +29,7 @@ pub(crate) fn guard(body: impl FnOnce() -> FfiResult) -> kolibri_status {
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
             set_last_error(format!("internal panic (a Kolibri bug): {what}"));
-            kolibri_status::Panic
+            KOLIBRI_STATUS_PANIC
         }
     }
 }
@@ -135,7 +135,7 @@ pub(crate) unsafe fn write_text(
     unsafe { write(len, bytes.len()) };
     if capacity <= bytes.len() {
         return Err(Failure::new(
-            kolibri_status::BufferTooSmall,
+            KOLIBRI_STATUS_BUFFER_TOO_SMALL,
             format!(
                 "buffer of {capacity} bytes is too small: {} needed (text plus NUL); the length \
                  was written to len",
@@ -169,7 +169,7 @@ pub(crate) unsafe fn write_array<T: Copy>(
     unsafe { write(count, items.len()) };
     if capacity < items.len() {
         return Err(Failure::new(
-            kolibri_status::BufferTooSmall,
+            KOLIBRI_STATUS_BUFFER_TOO_SMALL,
             format!(
                 "buffer of {capacity} elements is too small: {} needed; the count was written",
                 items.len()

@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 
 use super::guard::{guard, write_text};
-use super::status::kolibri_status;
+use super::status::*;
 
 /// Major version of the header this program was compiled against.
 pub const KOLIBRI_VERSION_MAJOR: u32 = 0;

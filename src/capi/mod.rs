@@ -29,3 +29,6 @@ pub mod status;
 pub mod text;
 
 pub use status::kolibri_status;
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,7 @@ use super::guard::{
     c_str, free_boxed, guard, guard_void, handle, into_raw, out_ptr, write, write_text, FfiResult,
 };
 use super::params::{init_params, read_params, VersionedParams};
-use super::status::{kolibri_status, Failure};
+use super::status::*;
 use crate::chat::ChatTemplate;
 use crate::model::{LoadOptions, Model};
 
@@ -77,19 +77,23 @@ unsafe impl VersionedParams for kolibri_model_params {
     }
 }
 
-/// Fills `params` with the defaults and sets its `struct_size`.
+/// Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_model_params)` as the caller
+/// compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
+/// Call it as `kolibri_model_params_init(&params, sizeof params)`.
 ///
-/// **Errors:** INVALID_ARGUMENT if `params` is NULL.
+/// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
+/// first version of the struct).
 /// **Thread safety:** callable from any thread.
 ///
 /// # Safety
-/// `params` is NULL or writable for a whole kolibri_model_params.
+/// `params` is NULL or writable for `struct_size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn kolibri_model_params_init(
     params: *mut kolibri_model_params,
+    struct_size: usize,
 ) -> kolibri_status {
-    // SAFETY: per this function's contract.
-    guard(|| unsafe { init_params(params) })
+    // SAFETY: per this function\'s contract.
+    guard(|| unsafe { init_params(params, struct_size) })
 }
 
 /// Loads the GGUF model at `path`: maps (or reads) the file, validates every tensor and
@@ -257,16 +261,14 @@ pub unsafe extern "C" fn kolibri_model_get_dims(
     })
 }
 
-/// Special tokens a model may define (values of kolibri_model_special_token's `kind`).
-#[repr(i32)]
-pub enum kolibri_special_token {
-    /// Beginning of sequence.
-    Bos = 0,
-    /// End of sequence.
-    Eos = 1,
-}
+/// Which special token kolibri_model_special_token asks for (a `KOLIBRI_SPECIAL_TOKEN_*` value).
+pub type kolibri_special_token = i32;
+/// Beginning of sequence.
+pub const KOLIBRI_SPECIAL_TOKEN_BOS: kolibri_special_token = 0;
+/// End of sequence.
+pub const KOLIBRI_SPECIAL_TOKEN_EOS: kolibri_special_token = 1;
 
-/// The id of a special token (`kind` is a kolibri_special_token value).
+/// The id of a special token (`kind` is a `KOLIBRI_SPECIAL_TOKEN_*` value).
 ///
 /// **Errors:** INVALID_ARGUMENT (NULL `model` or `out_token`, unknown `kind`), NOT_FOUND (the
 /// model has no such token; `*out_token` is not written).
@@ -277,7 +279,7 @@ pub enum kolibri_special_token {
 #[no_mangle]
 pub unsafe extern "C" fn kolibri_model_special_token(
     model: *const kolibri_model,
-    kind: i32,
+    kind: kolibri_special_token,
     out_token: *mut i32,
 ) -> kolibri_status {
     guard(|| {
@@ -286,8 +288,8 @@ pub unsafe extern "C" fn kolibri_model_special_token(
         let out = out_ptr(out_token, "out_token")?;
         let tok = &m.model.tokenizer;
         let (name, id) = match kind {
-            k if k == kolibri_special_token::Bos as i32 => ("BOS", tok.bos()),
-            k if k == kolibri_special_token::Eos as i32 => ("EOS", tok.eos()),
+            KOLIBRI_SPECIAL_TOKEN_BOS => ("BOS", tok.bos()),
+            KOLIBRI_SPECIAL_TOKEN_EOS => ("EOS", tok.eos()),
             other => {
                 return Err(Failure::invalid(format!(
                     "unknown special token kind {other}"
@@ -296,7 +298,7 @@ pub unsafe extern "C" fn kolibri_model_special_token(
         };
         let id = id.ok_or_else(|| {
             Failure::new(
-                kolibri_status::NotFound,
+                KOLIBRI_STATUS_NOT_FOUND,
                 format!("the model has no {name} token"),
             )
         })?;
@@ -336,7 +338,7 @@ impl kolibri_model {
         let n_vocab = self.model.hparams.n_vocab;
         if token < 0 || token as usize >= n_vocab {
             return Err(Failure::new(
-                kolibri_status::InvalidToken,
+                KOLIBRI_STATUS_INVALID_TOKEN,
                 format!("token id {token} is out of range (vocabulary has {n_vocab})"),
             ));
         }
@@ -370,7 +372,7 @@ pub unsafe extern "C" fn kolibri_model_meta_string(
         // SAFETY: per this function's contract.
         let key = unsafe { c_str(key, "key") }?;
         let value = m.model.gguf.get(key).ok_or_else(|| {
-            Failure::new(kolibri_status::NotFound, format!("no metadata key {key:?}"))
+            Failure::new(KOLIBRI_STATUS_NOT_FOUND, format!("no metadata key {key:?}"))
         })?;
         // SAFETY: per this function's contract.
         unsafe { write_text(value.to_text().as_bytes(), buf, capacity, len) }
@@ -455,7 +457,7 @@ pub unsafe extern "C" fn kolibri_model_chat_template(
             .get_str(crate::chat::TEMPLATE_KEY)
             .ok_or_else(|| {
                 Failure::new(
-                    kolibri_status::NotFound,
+                    KOLIBRI_STATUS_NOT_FOUND,
                     crate::chat::ChatTemplateError::NoTemplate.to_string(),
                 )
             })?;

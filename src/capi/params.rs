@@ -65,15 +65,30 @@ pub(crate) unsafe fn read_params<T: VersionedParams>(ptr: *const T) -> FfiResult
     Ok(unsafe { value.assume_init() })
 }
 
-/// Writes the defaults (with `struct_size` set) into the caller's struct.
+/// Writes the defaults into the caller's struct of `size` bytes (its `sizeof`): the fields this
+/// version knows, zeros for any it does not, and `struct_size = size`. Never writes past `size`.
 ///
 /// # Safety
-/// `ptr` is NULL or writable for a whole `T`.
-pub(crate) unsafe fn init_params<T: VersionedParams>(ptr: *mut T) -> FfiResult {
+/// `ptr` is NULL or writable for `size` bytes.
+pub(crate) unsafe fn init_params<T: VersionedParams>(ptr: *mut T, size: usize) -> FfiResult {
     if ptr.is_null() {
         return Err(Failure::invalid(format!("{} pointer is NULL", T::NAME)));
     }
-    // SAFETY: per the caller's contract.
-    unsafe { ptr.write(T::defaults()) };
+    let ours = size_of::<T>();
+    if size < ours {
+        return Err(Failure::invalid(format!(
+            "struct_size {size} is smaller than {} ({ours} bytes)",
+            T::NAME
+        )));
+    }
+    let mut defaults = T::defaults();
+    // SAFETY: every params struct starts with `struct_size: usize`.
+    unsafe { (&mut defaults as *mut T).cast::<usize>().write(size) };
+    // SAFETY: the caller's struct has `size >= ours` writable bytes.
+    unsafe {
+        let dst = ptr.cast::<u8>();
+        std::ptr::copy_nonoverlapping((&defaults as *const T).cast::<u8>(), dst, ours);
+        std::ptr::write_bytes(dst.add(ours), 0, size - ours);
+    }
     Ok(())
 }

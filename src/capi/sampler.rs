@@ -4,7 +4,7 @@ use super::context::{kolibri_context, no_logits};
 use super::exclusive::Exclusive;
 use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, write};
 use super::params::{init_params, read_params, VersionedParams};
-use super::status::{kolibri_status, Failure};
+use super::status::*;
 use crate::sampling::{Sampler, SamplerParams};
 
 /// Sampling state: parameters, the random generator and the recent tokens the penalties see.
@@ -62,19 +62,23 @@ unsafe impl VersionedParams for kolibri_sampler_params {
     }
 }
 
-/// Fills `params` with the defaults and sets its `struct_size`.
+/// Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_sampler_params)` as the caller
+/// compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
+/// Call it as `kolibri_sampler_params_init(&params, sizeof params)`.
 ///
-/// **Errors:** INVALID_ARGUMENT if `params` is NULL.
+/// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
+/// first version of the struct).
 /// **Thread safety:** callable from any thread.
 ///
 /// # Safety
-/// `params` is NULL or writable for a whole kolibri_sampler_params.
+/// `params` is NULL or writable for `struct_size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn kolibri_sampler_params_init(
     params: *mut kolibri_sampler_params,
+    struct_size: usize,
 ) -> kolibri_status {
-    // SAFETY: per this function's contract.
-    guard(|| unsafe { init_params(params) })
+    // SAFETY: per this function\'s contract.
+    guard(|| unsafe { init_params(params, struct_size) })
 }
 
 /// Creates a sampler. `params` may be NULL for the defaults.
@@ -170,8 +174,8 @@ pub unsafe extern "C" fn kolibri_sampler_sample(
 /// Records a token the penalties should count without it having been sampled (the prompt,
 /// or a token the host chose itself).
 ///
-/// **Errors:** INVALID_ARGUMENT (NULL `sampler`, negative `token`), INVALID_STATE (in use by
-/// another thread).
+/// **Errors:** INVALID_ARGUMENT (NULL `sampler`), INVALID_TOKEN (negative `token`),
+/// INVALID_STATE (in use by another thread).
 /// **Thread safety:** one thread at a time per sampler.
 ///
 /// # Safety
@@ -186,7 +190,7 @@ pub unsafe extern "C" fn kolibri_sampler_accept(
         let s = unsafe { handle(sampler.cast_const(), "sampler") }?;
         let id = u32::try_from(token).map_err(|_| {
             Failure::new(
-                kolibri_status::InvalidToken,
+                KOLIBRI_STATUS_INVALID_TOKEN,
                 format!("token id {token} is negative"),
             )
         })?;

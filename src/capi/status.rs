@@ -6,45 +6,48 @@ use crate::chat::ChatTemplateError;
 use crate::gguf::GgufError;
 use crate::model::ModelError;
 
-/// Result of a Kolibri call. The values are fixed: new statuses get new numbers, old numbers
-/// are never reused. `KOLIBRI_STATUS_OK` is 0; every other value is a failure whose details
-/// are in `kolibri_last_error()`.
-#[repr(i32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum kolibri_status {
-    Ok = 0,
-    /// A required pointer was NULL, a value was out of range, a string was not UTF-8, or a
-    /// params struct had a `struct_size` this library does not know.
-    InvalidArgument = 1,
-    /// The output buffer is too small; the size needed was written to the length output.
-    BufferTooSmall = 2,
-    /// The model file could not be opened, read, mapped or locked in memory.
-    Io = 3,
-    /// The file is not a valid GGUF model (corrupt, truncated, missing tensors or keys).
-    InvalidModel = 4,
-    /// Valid GGUF, but an architecture or tensor type Kolibri does not implement.
-    Unsupported = 5,
-    /// A token id outside `[0, n_vocab)`.
-    InvalidToken = 6,
-    /// The context cannot hold the tokens given; rewind it or create a larger one.
-    ContextFull = 7,
-    /// A progress or abort callback asked to stop; nothing was changed.
-    Cancelled = 8,
-    /// The metadata key, special token or chat template asked for does not exist.
-    NotFound = 9,
-    /// The chat template does not parse, or failed (or refused) to render these messages.
-    TemplateError = 10,
-    /// The call is not valid now: no logits yet, a handle used from two threads at once, or a
-    /// handle disabled by an earlier internal panic.
-    InvalidState = 11,
-    /// An allocation the call needed failed.
-    OutOfMemory = 12,
-    /// An internal error (a bug); the message says what.
-    Internal = 13,
-    /// An internal panic was caught at the API boundary (a bug); the handle involved is
-    /// disabled, the process is unaffected.
-    Panic = 14,
-}
+// The C API names statuses with constants, not a Rust enum: any int32_t a caller passes
+// back is then a valid value, and C/Swift/Go see one plain type.
+
+/// Result of a Kolibri call: a fixed-width integer, one of the `KOLIBRI_STATUS_*` values. The
+/// values are fixed: new statuses get new numbers, old numbers are never reused.
+/// `KOLIBRI_STATUS_OK` is 0; every other value is a failure whose details are in
+/// `kolibri_last_error()`.
+pub type kolibri_status = i32;
+
+/// The call succeeded.
+pub const KOLIBRI_STATUS_OK: kolibri_status = 0;
+/// A required pointer was NULL, a value was out of range, a string was not UTF-8, or a
+/// params struct had a `struct_size` this library does not know.
+pub const KOLIBRI_STATUS_INVALID_ARGUMENT: kolibri_status = 1;
+/// The output buffer is too small; the size needed was written to the length output.
+pub const KOLIBRI_STATUS_BUFFER_TOO_SMALL: kolibri_status = 2;
+/// The model file could not be opened, read, mapped or locked in memory.
+pub const KOLIBRI_STATUS_IO: kolibri_status = 3;
+/// The file is not a valid GGUF model (corrupt, truncated, missing tensors or keys).
+pub const KOLIBRI_STATUS_INVALID_MODEL: kolibri_status = 4;
+/// Valid GGUF, but an architecture or tensor type Kolibri does not implement.
+pub const KOLIBRI_STATUS_UNSUPPORTED: kolibri_status = 5;
+/// A token id outside `[0, n_vocab)`.
+pub const KOLIBRI_STATUS_INVALID_TOKEN: kolibri_status = 6;
+/// The context cannot hold the tokens given; rewind it or create a larger one.
+pub const KOLIBRI_STATUS_CONTEXT_FULL: kolibri_status = 7;
+/// A progress or abort callback asked to stop; nothing was changed.
+pub const KOLIBRI_STATUS_CANCELLED: kolibri_status = 8;
+/// The metadata key, special token or chat template asked for does not exist.
+pub const KOLIBRI_STATUS_NOT_FOUND: kolibri_status = 9;
+/// The chat template does not parse, or failed (or refused) to render these messages.
+pub const KOLIBRI_STATUS_TEMPLATE_ERROR: kolibri_status = 10;
+/// The call is not valid now: no logits yet, a handle used from two threads at once, or a
+/// handle disabled by an earlier internal panic.
+pub const KOLIBRI_STATUS_INVALID_STATE: kolibri_status = 11;
+/// An allocation the call needed failed.
+pub const KOLIBRI_STATUS_OUT_OF_MEMORY: kolibri_status = 12;
+/// An internal error (a bug); the message says what.
+pub const KOLIBRI_STATUS_INTERNAL: kolibri_status = 13;
+/// An internal panic was caught at the API boundary (a bug); the handle involved is
+/// disabled, the process is unaffected.
+pub const KOLIBRI_STATUS_PANIC: kolibri_status = 14;
 
 /// A failure on its way to the caller: the status returned and the message stored as the
 /// thread's last error.
@@ -63,30 +66,30 @@ impl Failure {
     }
 
     pub fn invalid(message: impl Into<String>) -> Failure {
-        Failure::new(kolibri_status::InvalidArgument, message)
+        Failure::new(KOLIBRI_STATUS_INVALID_ARGUMENT, message)
     }
 }
 
 impl From<ModelError> for Failure {
     fn from(e: ModelError) -> Failure {
-        use kolibri_status as S;
         let status = match &e {
-            ModelError::Gguf(GgufError::Io { .. }) | ModelError::Io(_) => S::Io,
+            ModelError::Gguf(GgufError::Io { .. }) | ModelError::Io(_) => KOLIBRI_STATUS_IO,
             ModelError::Gguf(GgufError::UnsupportedVersion(_))
             | ModelError::Gguf(GgufError::UnknownTensorType { .. })
             | ModelError::UnknownArchitecture(_)
-            | ModelError::UnsupportedTensorType { .. } => S::Unsupported,
+            | ModelError::UnsupportedTensorType { .. } => KOLIBRI_STATUS_UNSUPPORTED,
             ModelError::Gguf(_)
             | ModelError::MissingKey(_)
             | ModelError::BadHyperparameter { .. }
             | ModelError::MissingTensor(_)
             | ModelError::BadTensorShape { .. }
-            | ModelError::Tokenizer(_) => S::InvalidModel,
-            ModelError::ContextFull { .. } => S::ContextFull,
-            ModelError::InvalidToken { .. } => S::InvalidToken,
-            ModelError::Compute(_) => S::Internal,
-            ModelError::InvalidArgument(_) => S::InvalidArgument,
-            ModelError::Cancelled => S::Cancelled,
+            | ModelError::Tokenizer(_) => KOLIBRI_STATUS_INVALID_MODEL,
+            ModelError::ContextFull { .. } => KOLIBRI_STATUS_CONTEXT_FULL,
+            ModelError::InvalidToken { .. } => KOLIBRI_STATUS_INVALID_TOKEN,
+            ModelError::Compute(_) => KOLIBRI_STATUS_INTERNAL,
+            ModelError::InvalidArgument(_) => KOLIBRI_STATUS_INVALID_ARGUMENT,
+            ModelError::Cancelled => KOLIBRI_STATUS_CANCELLED,
+            ModelError::OutOfMemory(_) => KOLIBRI_STATUS_OUT_OF_MEMORY,
         };
         let message = match e {
             // The status already says "invalid argument".
@@ -100,8 +103,8 @@ impl From<ModelError> for Failure {
 impl From<ChatTemplateError> for Failure {
     fn from(e: ChatTemplateError) -> Failure {
         let status = match e {
-            ChatTemplateError::NoTemplate => kolibri_status::NotFound,
-            _ => kolibri_status::TemplateError,
+            ChatTemplateError::NoTemplate => KOLIBRI_STATUS_NOT_FOUND,
+            _ => KOLIBRI_STATUS_TEMPLATE_ERROR,
         };
         Failure::new(status, e.to_string())
     }
@@ -114,7 +117,7 @@ impl From<ChatTemplateError> for Failure {
 /// **Errors:** none.
 /// **Thread safety:** callable from any thread.
 #[no_mangle]
-pub extern "C" fn kolibri_status_string(status: i32) -> *const c_char {
+pub extern "C" fn kolibri_status_string(status: kolibri_status) -> *const c_char {
     let s: &'static [u8] = match status {
         0 => b"ok\0",
         1 => b"invalid argument\0",

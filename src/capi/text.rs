@@ -4,7 +4,7 @@ use std::ffi::c_char;
 
 use super::guard::{guard, handle, slice, write_array, write_text};
 use super::model::kolibri_model;
-use super::status::{kolibri_status, Failure};
+use super::status::*;
 
 /// Splits UTF-8 text into token ids.
 ///

@@ -12,6 +12,7 @@ use super::error::ModelError;
 use super::kv_cache::KvCache;
 use super::ops::{self, Rope};
 use super::weights::Linear;
+use super::workers::Workers;
 use super::Model;
 use crate::kernels::{self, QuantizedActivations};
 use crate::tokenizer::TokenId;
@@ -52,7 +53,7 @@ pub struct Context {
     kv: KvCache,
     n_past: usize,
     n_batch: usize,
-    pool: Arc<rayon::ThreadPool>,
+    pool: Arc<Workers>,
     /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
     rope_global: Rope,
     rope_local: Rope,
@@ -77,17 +78,13 @@ impl Context {
                 "n_threads and n_batch must be > 0".into(),
             ));
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(params.n_threads)
-            .thread_name(|i| format!("kolibri-{i}"))
-            .build()
-            .map_err(|e| ModelError::InvalidArgument(format!("cannot start threads: {e}")))?;
+        let pool = Workers::new(params.n_threads)?;
         let style = model.arch.rope_style();
         let freqs = model.weights.rope_freqs.as_deref();
         let rope_global = Rope::new(hp.rope_base, hp.rope_freq_scale, hp.rope_dims, style, freqs);
         let rope_local = Rope::new(hp.rope_base_swa, 1.0, hp.rope_dims, style, freqs);
         Ok(Context {
-            kv: KvCache::new(hp.n_layer, params.n_ctx, hp.k_dim(), hp.v_dim()),
+            kv: KvCache::new(hp.n_layer, params.n_ctx, hp.k_dim(), hp.v_dim())?,
             model,
             n_past: 0,
             n_batch: params.n_batch,

@@ -46,6 +46,8 @@ pub enum ModelError {
     Io(String),
     /// A progress or abort callback asked to stop.
     Cancelled,
+    /// An allocation failed (the KV cache of a very long context).
+    OutOfMemory(String),
 }
 
 impl fmt::Display for ModelError {
@@ -96,6 +98,7 @@ impl fmt::Display for ModelError {
             InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Io(s) => write!(f, "{s}"),
             Cancelled => write!(f, "cancelled by the caller's callback"),
+            OutOfMemory(s) => write!(f, "out of memory: {s}"),
         }
     }
 }

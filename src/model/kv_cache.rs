@@ -2,6 +2,8 @@
 
 use half::f16;
 
+use super::error::ModelError;
+
 /// Keys and values of every layer for positions `0..n_ctx`, position-major:
 /// `k[layer][pos * k_dim + kv_head * head_dim_k + d]`.
 pub struct KvCache {
@@ -13,18 +15,36 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(n_layer: usize, n_ctx: usize, k_dim: usize, v_dim: usize) -> KvCache {
-        KvCache {
+    /// Allocates the cache; a failed allocation is an error, not an abort (a host asking for a
+    /// long context on a small machine gets OUT_OF_MEMORY back).
+    pub fn new(
+        n_layer: usize,
+        n_ctx: usize,
+        k_dim: usize,
+        v_dim: usize,
+    ) -> Result<KvCache, ModelError> {
+        let zeros = |len: usize| -> Result<Vec<f16>, ModelError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).map_err(|_| {
+                ModelError::OutOfMemory(format!(
+                    "cannot allocate the KV cache ({} MiB per layer) for n_ctx {n_ctx}",
+                    (len * 2) >> 20
+                ))
+            })?;
+            v.resize(len, f16::ZERO);
+            Ok(v)
+        };
+        Ok(KvCache {
             n_ctx,
             k_dim,
             v_dim,
             k: (0..n_layer)
-                .map(|_| vec![f16::ZERO; n_ctx * k_dim])
-                .collect(),
+                .map(|_| zeros(n_ctx * k_dim))
+                .collect::<Result<_, _>>()?,
             v: (0..n_layer)
-                .map(|_| vec![f16::ZERO; n_ctx * v_dim])
-                .collect(),
-        }
+                .map(|_| zeros(n_ctx * v_dim))
+                .collect::<Result<_, _>>()?,
+        })
     }
 
     /// Stores rows of keys and values (`n` positions starting at `pos`) for a layer.

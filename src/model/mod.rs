@@ -12,6 +12,7 @@ mod kv_cache;
 mod load;
 mod ops;
 mod weights;
+mod workers;
 
 use std::path::Path;
 

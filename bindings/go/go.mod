@@ -1,0 +1,3 @@
+module kolibri.dev/kolibri
+
+go 1.19
