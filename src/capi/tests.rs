@@ -1,7 +1,7 @@
 //! Unit tests of the boundary machinery; tests/capi_threads.rs and c-examples/misuse.c test
 //! the API through a real model.
 
-use std::ffi::CStr;
+use std::ffi::{c_char, CStr};
 use std::mem::size_of;
 
 use super::exclusive::Exclusive;
@@ -44,13 +44,13 @@ fn last_error_is_per_thread() {
 
 #[test]
 fn text_output_follows_the_buffer_convention() {
-    let mut buf = [b'#' as i8; 6];
+    let mut buf = [b'#' as c_char; 6];
     let mut len = 0usize;
     let too_small = guard(|| unsafe { write_text(b"hello", buf.as_mut_ptr(), 5, &mut len) });
     assert_eq!(too_small, KOLIBRI_STATUS_BUFFER_TOO_SMALL);
     assert_eq!(len, 5);
     assert!(
-        buf.iter().all(|&b| b == b'#' as i8),
+        buf.iter().all(|&b| b == b'#' as c_char),
         "buffer written on failure"
     );
     let query = guard(|| unsafe { write_text(b"hello", std::ptr::null_mut(), 0, &mut len) });

@@ -618,6 +618,58 @@ fn kernels(path: CpuPath) -> &'static Kernels {
     }
 }
 
+/// How `path` multiplies weights of type `ty` (for `kolibri info`); `None` if unsupported.
+pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
+    let k = kernels(path);
+    // A SIMD table entry that still points at the scalar kernel has no SIMD version yet.
+    let simd = |ours: usize, scalar: usize| ours != scalar;
+    let (dot_simd, tiles) = match ty {
+        GgmlType::Q4_0 => (
+            simd(k.q4_0 as usize, SCALAR.q4_0 as usize),
+            k.q4_0_t.is_some(),
+        ),
+        GgmlType::Q5_0 => (
+            simd(k.q5_0 as usize, SCALAR.q5_0 as usize),
+            k.q5_0_t.is_some(),
+        ),
+        GgmlType::Q8_0 => (
+            simd(k.q8_0 as usize, SCALAR.q8_0 as usize),
+            k.q8_0_t.is_some(),
+        ),
+        GgmlType::Q2_K => (simd(k.q2_k as usize, SCALAR.q2_k as usize), false),
+        GgmlType::Q3_K => (simd(k.q3_k as usize, SCALAR.q3_k as usize), false),
+        GgmlType::Q4_K => (
+            simd(k.q4_k as usize, SCALAR.q4_k as usize),
+            k.q4_k_t.is_some(),
+        ),
+        GgmlType::Q5_K => (simd(k.q5_k as usize, SCALAR.q5_k as usize), false),
+        GgmlType::Q6_K => (
+            simd(k.q6_k as usize, SCALAR.q6_k as usize),
+            k.q6_k_t.is_some(),
+        ),
+        GgmlType::F16 => (simd(k.f16 as usize, SCALAR.f16 as usize), false),
+        GgmlType::BF16 => (simd(k.bf16 as usize, SCALAR.bf16 as usize), false),
+        GgmlType::F32 => (simd(k.f32 as usize, SCALAR.f32 as usize), false),
+        _ => return None,
+    };
+    let dot = if dot_simd { path.name() } else { "scalar" };
+    let act = match activation_format(ty)? {
+        ActFormat::Q8_0 => "q8_0",
+        ActFormat::Q8K => "q8_k",
+        ActFormat::F16 => "f16",
+        ActFormat::BF16 => "bf16",
+        ActFormat::F32 => "f32",
+    };
+    let batches = if tiles {
+        format!("{} {MM_T}-token tiles", path.name())
+    } else {
+        format!("{dot} dot per token")
+    };
+    Some(format!(
+        "activations {act}; 1 token: {dot} dot; batches: {batches}"
+    ))
+}
+
 /// `out[t * rows + r] = dot(W[r], x[t])` for every token `t` and row `r`, on the dispatched
 /// path. Parallel over rows on rayon's current pool (the caller's `ThreadPool::install`).
 pub fn matmul(

@@ -1,6 +1,8 @@
-//! The `kolibri` command-line tool: run, perplexity and tokenize on GGUF models.
+//! The `kolibri` command-line tool: run, perplexity, tokenize, bench and info on GGUF models.
 
 mod args;
+mod bench;
+mod info;
 mod perplexity;
 mod run;
 mod tokenize;
@@ -15,6 +17,8 @@ USAGE:
               [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]
   kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N]
   kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT
+  kolibri bench -m MODEL[,MODEL...] [-p 512[,N...]] [-n 128[,N...]] [-t 1,2] [-r 5] [-o md|json]
+  kolibri info [-m MODEL]
 ";
 
 fn main() -> ExitCode {
@@ -27,6 +31,8 @@ fn main() -> ExitCode {
         "run" => run::main(rest),
         "perplexity" => perplexity::main(rest),
         "tokenize" => tokenize::main(rest),
+        "bench" => bench::main(rest),
+        "info" => info::main(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
