@@ -659,3 +659,42 @@ fn tiled_matmul_matches_scalar_dot_per_pair() {
         &mut rng,
     );
 }
+
+#[test]
+fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
+    let mut rng = Rng(7);
+    for len in (0..=40).chain([256, 263]) {
+        let v: Vec<f16> = rng
+            .floats(len, 8.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let start: Vec<f16> = rng
+            .floats(len, 30.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let (w, s) = (rng.f() * 2.0, rng.f() * 1.5);
+        let mut want = start.clone();
+        scalar::f16_mad(&mut want, &v, w);
+        scalar::f16_scale(&mut want, s);
+        // The scalar twin is ggml's formula: one rounding of the fused v * w + acc.
+        for i in 0..len {
+            let fused = f16::from_f32(v[i].to_f32().mul_add(w, start[i].to_f32()));
+            assert_eq!(want[i], f16::from_f32(fused.to_f32() * s));
+        }
+        for path in CpuPath::available() {
+            let mut got = start.clone();
+            kernels::f16_mad_with(path, &mut got, &v, w);
+            kernels::f16_scale_with(path, &mut got, s);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{path} f16 accumulator kernels differ from scalar at len {len}"
+            );
+        }
+    }
+}

@@ -454,3 +454,44 @@ pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     }
     sum
 }
+
+/// [`scalar::f16_mad`] eight lanes at a time (F16C conversions, FMA); bit-identical to it.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f16_mad(acc: &mut [f16], v: &[f16], w: f32) {
+    let n = acc.len().min(v.len());
+    let wv = _mm256_set1_ps(w);
+    let mut i = 0;
+    while i + 8 <= n {
+        let pa = acc.as_mut_ptr().add(i) as *mut __m128i;
+        let a = _mm256_cvtph_ps(_mm_loadu_si128(pa));
+        let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i));
+        _mm_storeu_si128(
+            pa,
+            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_fmadd_ps(x, wv, a)),
+        );
+        i += 8;
+    }
+    scalar::f16_mad(&mut acc[i..n], &v[i..n], w);
+}
+
+/// [`scalar::f16_scale`] eight lanes at a time; bit-identical to it.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f16_scale(acc: &mut [f16], s: f32) {
+    let sv = _mm256_set1_ps(s);
+    let mut chunks = acc.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let p = c.as_mut_ptr() as *mut __m128i;
+        let a = _mm256_cvtph_ps(_mm_loadu_si128(p));
+        _mm_storeu_si128(
+            p,
+            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_mul_ps(a, sv)),
+        );
+    }
+    scalar::f16_scale(chunks.into_remainder(), s);
+}

@@ -23,9 +23,11 @@ pub mod avx2;
 mod avx2_tiles;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+mod f16_vec;
 mod info;
 pub mod scalar;
 
+pub use f16_vec::{f16_mad, f16_mad_with, f16_scale, f16_scale_with};
 pub use info::{cpu_features, system_info};
 
 /// Errors the model can check for at load time (types, shapes) or hit on a malformed call.

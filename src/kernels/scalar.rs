@@ -249,3 +249,18 @@ pub fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     debug_assert_eq!(w.len(), a.len());
     w.iter().zip(a).map(|(x, y)| (x * y) as f64).sum::<f64>() as f32
 }
+
+/// `acc[i] = f16(v[i] * w + acc[i])` with one rounding of the fused product-sum, as ggml's
+/// `ggml_vec_mad_f16` (the value accumulation of its flash-attention kernel).
+pub fn f16_mad(acc: &mut [f16], v: &[f16], w: f32) {
+    for (a, x) in acc.iter_mut().zip(v) {
+        *a = f16::from_f32(x.to_f32().mul_add(w, a.to_f32()));
+    }
+}
+
+/// `acc[i] = f16(acc[i] * s)`, as ggml's `ggml_vec_scale_f16`.
+pub fn f16_scale(acc: &mut [f16], s: f32) {
+    for a in acc.iter_mut() {
+        *a = f16::from_f32(a.to_f32() * s);
+    }
+}

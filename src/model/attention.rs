@@ -9,6 +9,8 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
+use crate::kernels;
+
 pub struct AttentionShape {
     pub n_head: usize,
     pub n_head_kv: usize,
@@ -123,7 +125,6 @@ fn attend_f32(task: &Task, out: &mut [f32]) {
 fn attend_f16_accum(task: &Task, out: &mut [f32]) {
     let s = task.s;
     let mut k = vec![0f32; s.head_dim_k];
-    let mut v = vec![0f32; s.head_dim_v];
     for (qh, o) in task
         .q
         .chunks_exact(s.head_dim_k)
@@ -143,14 +144,10 @@ fn attend_f16_accum(task: &Task, out: &mut [f32]) {
             } else {
                 (1.0, (score - max).exp())
             };
-            task.value(p).convert_to_f32_slice(&mut v);
             if rescale != 1.0 {
-                acc.iter_mut()
-                    .for_each(|a| *a = f16::from_f32(a.to_f32() * rescale));
+                kernels::f16_scale(&mut acc, rescale);
             }
-            for (a, &vv) in acc.iter_mut().zip(&v) {
-                *a = f16::from_f32(vv.mul_add(weight, a.to_f32()));
-            }
+            kernels::f16_mad(&mut acc, task.value(p), weight);
             sum = sum * rescale + weight;
         }
         for (o, a) in o.iter_mut().zip(&acc) {
