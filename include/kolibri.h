@@ -384,6 +384,7 @@ kolibri_status kolibri_chat_apply_template(const struct kolibri_model *model,
  * compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
  * Call it as `kolibri_context_params_init(&params, sizeof params)`.
  *
+ * **Ownership:** writes into the caller's struct; nothing to free.
  * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
  * first version of the struct).
  * **Thread safety:** callable from any thread.
@@ -416,6 +417,7 @@ kolibri_status kolibri_context_new(const struct kolibri_model *model,
  * Frees a context and its worker threads. NULL is a no-op.
  *
  * **Ownership:** `context` and any logits pointer obtained from it are invalid afterwards.
+ * **Errors:** none; freeing the same handle twice is undefined behaviour.
  * **Thread safety:** no other thread may be using `context`.
  *
  * # Safety
@@ -467,6 +469,7 @@ kolibri_status kolibri_context_logits(const struct kolibri_context *context,
  * `n_keep` (regenerate a reply, drop a turn, reuse a shared prompt prefix). The logits are
  * cleared until the next eval.
  *
+ * **Ownership:** nothing is allocated or freed; logits pointers from this context become invalid.
  * **Errors:** INVALID_ARGUMENT (NULL `context`, `n_keep` above the tokens held),
  * INVALID_STATE (in use by another thread).
  * **Thread safety:** one thread at a time per context.
@@ -480,6 +483,7 @@ kolibri_status kolibri_context_rewind(struct kolibri_context *context, size_t n_
  * The number of tokens the context holds (`*out_n_tokens`) and the most it can hold
  * (`*out_n_ctx`). Either output may be NULL if not wanted.
  *
+ * **Ownership:** results go to the caller's outputs; nothing to free.
  * **Errors:** INVALID_ARGUMENT (NULL `context`), INVALID_STATE (in use by another thread).
  * **Thread safety:** one thread at a time per context.
  *
@@ -494,6 +498,8 @@ kolibri_status kolibri_context_size(const struct kolibri_context *context,
  * Sets (or with a NULL `callback` removes) the abort callback asked before each layer of
  * every later evaluation. `user_data` is passed to it unchanged.
  *
+ * **Ownership:** the context keeps `callback` and `user_data` until replaced or freed; Kolibri
+ * never frees `user_data`.
  * **Errors:** INVALID_ARGUMENT (NULL `context`), INVALID_STATE (in use by another thread).
  * **Thread safety:** one thread at a time per context; the callback itself runs on a Kolibri
  * worker thread and must be safe to call from there.
@@ -529,6 +535,7 @@ const char *kolibri_version(void);
 /**
  * The library's version as one number: `MAJOR * 1000000 + MINOR * 1000 + PATCH`.
  *
+ * **Ownership:** returns a plain value.
  * **Errors:** none.
  * **Thread safety:** callable from any thread.
  */
@@ -555,6 +562,7 @@ kolibri_status kolibri_system_info(char *buf, size_t capacity, size_t *len);
  * compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
  * Call it as `kolibri_model_params_init(&params, sizeof params)`.
  *
+ * **Ownership:** writes into the caller's struct; nothing to free.
  * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
  * first version of the struct).
  * **Thread safety:** callable from any thread.
@@ -591,6 +599,7 @@ kolibri_status kolibri_model_load(const char *path,
  * to its weights and stay usable; the memory is released when the last of them is freed.
  *
  * **Ownership:** `model` is invalid after this call.
+ * **Errors:** none; freeing the same handle twice is undefined behaviour.
  * **Thread safety:** no other thread may be using this `model` handle.
  *
  * # Safety
@@ -622,6 +631,7 @@ kolibri_status kolibri_model_architecture(const struct kolibri_model *model,
  * Note: kolibri_model_dims may grow at the end in later versions; the caller passes
  * `sizeof(kolibri_model_dims)` as `out_size` and only that many bytes are written.
  *
+ * **Ownership:** results go to the caller's outputs; nothing to free.
  * **Errors:** INVALID_ARGUMENT (NULL `model` or `out`, `out_size` smaller than the first
  * version of the struct, 24 bytes).
  * **Thread safety:** callable from any thread.
@@ -636,6 +646,7 @@ kolibri_status kolibri_model_get_dims(const struct kolibri_model *model,
 /**
  * The id of a special token (`kind` is a `KOLIBRI_SPECIAL_TOKEN_*` value).
  *
+ * **Ownership:** results go to the caller's outputs; nothing to free.
  * **Errors:** INVALID_ARGUMENT (NULL `model` or `out_token`, unknown `kind`), NOT_FOUND (the
  * model has no such token; `*out_token` is not written).
  * **Thread safety:** callable from any thread.
@@ -650,6 +661,7 @@ kolibri_status kolibri_model_special_token(const struct kolibri_model *model,
 /**
  * Whether `token` ends a generation (EOS, end-of-turn and similar tokens of this model).
  *
+ * **Ownership:** results go to the caller's outputs; nothing to free.
  * **Errors:** INVALID_ARGUMENT (NULL `model` or `out`), INVALID_TOKEN (outside the vocabulary).
  * **Thread safety:** callable from any thread.
  *
@@ -683,6 +695,7 @@ kolibri_status kolibri_model_meta_string(const struct kolibri_model *model,
 /**
  * Number of metadata keys (for listing them with kolibri_model_meta_key).
  *
+ * **Ownership:** results go to the caller's outputs; nothing to free.
  * **Errors:** INVALID_ARGUMENT (NULL `model` or `out_count`).
  * **Thread safety:** callable from any thread.
  *
@@ -731,6 +744,7 @@ kolibri_status kolibri_model_chat_template(const struct kolibri_model *model,
  * compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
  * Call it as `kolibri_sampler_params_init(&params, sizeof params)`.
  *
+ * **Ownership:** writes into the caller's struct; nothing to free.
  * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
  * first version of the struct).
  * **Thread safety:** callable from any thread.
@@ -760,6 +774,7 @@ kolibri_status kolibri_sampler_new(const struct kolibri_sampler_params *params,
  * Frees a sampler. NULL is a no-op.
  *
  * **Ownership:** `sampler` is invalid afterwards.
+ * **Errors:** none; freeing the same handle twice is undefined behaviour.
  * **Thread safety:** no other thread may be using `sampler`.
  *
  * # Safety
@@ -771,6 +786,7 @@ void kolibri_sampler_free(struct kolibri_sampler *sampler);
  * Picks the next token from the logits of the context's last evaluated position, and
  * accepts it (the penalties will see it). Feed the token back with kolibri_context_eval.
  *
+ * **Ownership:** results go to the caller's outputs; nothing to free.
  * **Errors:** INVALID_ARGUMENT (a NULL argument), INVALID_STATE (the context has no logits
  * yet; the sampler or the context is in use by another thread).
  * **Thread safety:** one thread at a time per sampler and per context.
@@ -786,6 +802,7 @@ kolibri_status kolibri_sampler_sample(struct kolibri_sampler *sampler,
  * Records a token the penalties should count without it having been sampled (the prompt,
  * or a token the host chose itself).
  *
+ * **Ownership:** nothing is allocated for the caller; nothing to free.
  * **Errors:** INVALID_ARGUMENT (NULL `sampler`), INVALID_TOKEN (negative `token`),
  * INVALID_STATE (in use by another thread).
  * **Thread safety:** one thread at a time per sampler.
@@ -798,6 +815,7 @@ kolibri_status kolibri_sampler_accept(struct kolibri_sampler *sampler, int32_t t
 /**
  * Forgets the accepted tokens and restarts the random generator from the seed.
  *
+ * **Ownership:** nothing is allocated for the caller; nothing to free.
  * **Errors:** INVALID_ARGUMENT (NULL `sampler`), INVALID_STATE (in use by another thread).
  * **Thread safety:** one thread at a time per sampler.
  *

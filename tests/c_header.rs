@@ -37,3 +37,39 @@ fn committed_header_matches_the_generated_one() {
         );
     }
 }
+
+/// Every exported function's comment has the three parts the README promises.
+#[test]
+fn every_function_documents_ownership_errors_and_thread_safety() {
+    let header =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/kolibri.h"))
+            .unwrap();
+    let mut checked = 0;
+    let mut rest = header.as_str();
+    while let Some(end) = rest.find("*/") {
+        let doc = &rest[rest[..end].rfind("/**").unwrap_or(0)..end];
+        rest = &rest[end + 2..];
+        // The declaration right after the comment; only functions count.
+        let decl = rest.trim_start().lines().next().unwrap_or("");
+        let Some(name) = decl
+            .split('(')
+            .next()
+            .and_then(|head| head.split_whitespace().last())
+            .map(|n| n.trim_start_matches('*'))
+            .filter(|n| n.starts_with("kolibri_") && decl.contains('('))
+        else {
+            continue;
+        };
+        if decl.starts_with("typedef") {
+            continue;
+        }
+        for part in ["**Ownership:**", "**Errors:**", "**Thread safety:**"] {
+            assert!(doc.contains(part), "{name}: its comment lacks {part}");
+        }
+        checked += 1;
+    }
+    assert!(
+        checked >= 30,
+        "only {checked} functions found in the header"
+    );
+}

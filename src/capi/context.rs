@@ -63,6 +63,7 @@ unsafe impl VersionedParams for kolibri_context_params {
 /// compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
 /// Call it as `kolibri_context_params_init(&params, sizeof params)`.
 ///
+/// **Ownership:** writes into the caller's struct; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
 /// first version of the struct).
 /// **Thread safety:** callable from any thread.
@@ -134,6 +135,7 @@ pub unsafe extern "C" fn kolibri_context_new(
 /// Frees a context and its worker threads. NULL is a no-op.
 ///
 /// **Ownership:** `context` and any logits pointer obtained from it are invalid afterwards.
+/// **Errors:** none; freeing the same handle twice is undefined behaviour.
 /// **Thread safety:** no other thread may be using `context`.
 ///
 /// # Safety
@@ -242,6 +244,7 @@ pub(crate) fn no_logits() -> Failure {
 /// `n_keep` (regenerate a reply, drop a turn, reuse a shared prompt prefix). The logits are
 /// cleared until the next eval.
 ///
+/// **Ownership:** nothing is allocated or freed; logits pointers from this context become invalid.
 /// **Errors:** INVALID_ARGUMENT (NULL `context`, `n_keep` above the tokens held),
 /// INVALID_STATE (in use by another thread).
 /// **Thread safety:** one thread at a time per context.
@@ -272,6 +275,7 @@ pub unsafe extern "C" fn kolibri_context_rewind(
 /// The number of tokens the context holds (`*out_n_tokens`) and the most it can hold
 /// (`*out_n_ctx`). Either output may be NULL if not wanted.
 ///
+/// **Ownership:** results go to the caller's outputs; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (NULL `context`), INVALID_STATE (in use by another thread).
 /// **Thread safety:** one thread at a time per context.
 ///
@@ -303,6 +307,8 @@ pub unsafe extern "C" fn kolibri_context_size(
 /// Sets (or with a NULL `callback` removes) the abort callback asked before each layer of
 /// every later evaluation. `user_data` is passed to it unchanged.
 ///
+/// **Ownership:** the context keeps `callback` and `user_data` until replaced or freed; Kolibri
+/// never frees `user_data`.
 /// **Errors:** INVALID_ARGUMENT (NULL `context`), INVALID_STATE (in use by another thread).
 /// **Thread safety:** one thread at a time per context; the callback itself runs on a Kolibri
 /// worker thread and must be safe to call from there.

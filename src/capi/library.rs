@@ -25,6 +25,7 @@ pub extern "C" fn kolibri_version() -> *const c_char {
 
 /// The library's version as one number: `MAJOR * 1000000 + MINOR * 1000 + PATCH`.
 ///
+/// **Ownership:** returns a plain value.
 /// **Errors:** none.
 /// **Thread safety:** callable from any thread.
 #[no_mangle]

@@ -81,6 +81,7 @@ unsafe impl VersionedParams for kolibri_model_params {
 /// compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
 /// Call it as `kolibri_model_params_init(&params, sizeof params)`.
 ///
+/// **Ownership:** writes into the caller's struct; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
 /// first version of the struct).
 /// **Thread safety:** callable from any thread.
@@ -168,6 +169,7 @@ fn path_from_c(s: &std::ffi::CStr) -> std::path::PathBuf {
 /// to its weights and stay usable; the memory is released when the last of them is freed.
 ///
 /// **Ownership:** `model` is invalid after this call.
+/// **Errors:** none; freeing the same handle twice is undefined behaviour.
 /// **Thread safety:** no other thread may be using this `model` handle.
 ///
 /// # Safety
@@ -225,6 +227,7 @@ pub struct kolibri_model_dims {
 /// Note: kolibri_model_dims may grow at the end in later versions; the caller passes
 /// `sizeof(kolibri_model_dims)` as `out_size` and only that many bytes are written.
 ///
+/// **Ownership:** results go to the caller's outputs; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (NULL `model` or `out`, `out_size` smaller than the first
 /// version of the struct, 24 bytes).
 /// **Thread safety:** callable from any thread.
@@ -270,6 +273,7 @@ pub const KOLIBRI_SPECIAL_TOKEN_EOS: kolibri_special_token = 1;
 
 /// The id of a special token (`kind` is a `KOLIBRI_SPECIAL_TOKEN_*` value).
 ///
+/// **Ownership:** results go to the caller's outputs; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (NULL `model` or `out_token`, unknown `kind`), NOT_FOUND (the
 /// model has no such token; `*out_token` is not written).
 /// **Thread safety:** callable from any thread.
@@ -310,6 +314,7 @@ pub unsafe extern "C" fn kolibri_model_special_token(
 
 /// Whether `token` ends a generation (EOS, end-of-turn and similar tokens of this model).
 ///
+/// **Ownership:** results go to the caller's outputs; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (NULL `model` or `out`), INVALID_TOKEN (outside the vocabulary).
 /// **Thread safety:** callable from any thread.
 ///
@@ -381,6 +386,7 @@ pub unsafe extern "C" fn kolibri_model_meta_string(
 
 /// Number of metadata keys (for listing them with kolibri_model_meta_key).
 ///
+/// **Ownership:** results go to the caller's outputs; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (NULL `model` or `out_count`).
 /// **Thread safety:** callable from any thread.
 ///

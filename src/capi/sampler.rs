@@ -66,6 +66,7 @@ unsafe impl VersionedParams for kolibri_sampler_params {
 /// compiled it: exactly that many bytes are written, and `params->struct_size` is set to it.
 /// Call it as `kolibri_sampler_params_init(&params, sizeof params)`.
 ///
+/// **Ownership:** writes into the caller's struct; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
 /// first version of the struct).
 /// **Thread safety:** callable from any thread.
@@ -127,6 +128,7 @@ pub unsafe extern "C" fn kolibri_sampler_new(
 /// Frees a sampler. NULL is a no-op.
 ///
 /// **Ownership:** `sampler` is invalid afterwards.
+/// **Errors:** none; freeing the same handle twice is undefined behaviour.
 /// **Thread safety:** no other thread may be using `sampler`.
 ///
 /// # Safety
@@ -140,6 +142,7 @@ pub unsafe extern "C" fn kolibri_sampler_free(sampler: *mut kolibri_sampler) {
 /// Picks the next token from the logits of the context's last evaluated position, and
 /// accepts it (the penalties will see it). Feed the token back with kolibri_context_eval.
 ///
+/// **Ownership:** results go to the caller's outputs; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (a NULL argument), INVALID_STATE (the context has no logits
 /// yet; the sampler or the context is in use by another thread).
 /// **Thread safety:** one thread at a time per sampler and per context.
@@ -174,6 +177,7 @@ pub unsafe extern "C" fn kolibri_sampler_sample(
 /// Records a token the penalties should count without it having been sampled (the prompt,
 /// or a token the host chose itself).
 ///
+/// **Ownership:** nothing is allocated for the caller; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (NULL `sampler`), INVALID_TOKEN (negative `token`),
 /// INVALID_STATE (in use by another thread).
 /// **Thread safety:** one thread at a time per sampler.
@@ -201,6 +205,7 @@ pub unsafe extern "C" fn kolibri_sampler_accept(
 
 /// Forgets the accepted tokens and restarts the random generator from the seed.
 ///
+/// **Ownership:** nothing is allocated for the caller; nothing to free.
 /// **Errors:** INVALID_ARGUMENT (NULL `sampler`), INVALID_STATE (in use by another thread).
 /// **Thread safety:** one thread at a time per sampler.
 ///
