@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::exclusive::Exclusive;
 use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, slice, write};
-use super::model::kolibri_model;
+use super::model::{checked_token, kolibri_model};
 use super::params::{init_params, read_params, VersionedParams};
 use super::status::*;
 use crate::model::{Context, ContextParams, Logits};
@@ -181,17 +181,7 @@ pub unsafe extern "C" fn kolibri_context_eval(
         let n_vocab = state.ctx.model().hparams.n_vocab;
         let ids = tokens
             .iter()
-            .map(|&t| {
-                u32::try_from(t)
-                    .ok()
-                    .filter(|&id| (id as usize) < n_vocab)
-                    .ok_or_else(|| {
-                        Failure::new(
-                            KOLIBRI_STATUS_INVALID_TOKEN,
-                            format!("token id {t} is out of range (vocabulary has {n_vocab})"),
-                        )
-                    })
-            })
+            .map(|&t| checked_token(t, n_vocab))
             .collect::<Result<Vec<u32>, _>>()?;
         let logits = state.ctx.eval(&ids, Logits::Last)?;
         state.logits = logits;

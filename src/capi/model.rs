@@ -340,14 +340,18 @@ pub unsafe extern "C" fn kolibri_model_token_is_eog(
 impl kolibri_model {
     /// A token id from C, or INVALID_TOKEN.
     pub(crate) fn checked_token(&self, token: i32) -> FfiResult<u32> {
-        let n_vocab = self.model.hparams.n_vocab;
-        if token < 0 || token as usize >= n_vocab {
-            return Err(Failure::new(
-                KOLIBRI_STATUS_INVALID_TOKEN,
-                format!("token id {token} is out of range (vocabulary has {n_vocab})"),
-            ));
-        }
-        Ok(token as u32)
+        checked_token(token, self.model.hparams.n_vocab)
+    }
+}
+
+/// A token id from C checked against a vocabulary size, or INVALID_TOKEN.
+pub(crate) fn checked_token(token: i32, n_vocab: usize) -> FfiResult<u32> {
+    match u32::try_from(token) {
+        Ok(id) if (id as usize) < n_vocab => Ok(id),
+        _ => Err(Failure::new(
+            KOLIBRI_STATUS_INVALID_TOKEN,
+            format!("token id {token} is out of range (vocabulary has {n_vocab})"),
+        )),
     }
 }
 
