@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use kolibri::gguf::{GgufFile, GgufWriter, Value, ValueType};
-use kolibri::model::{Context, ContextParams, Logits, Model, ModelError};
+use kolibri::model::{BatchToken, Context, ContextParams, Logits, Model, ModelError};
 use kolibri::quant::{
     activation::quantize_row_q8_0, block_bytes, dequantize_row, BlockQ8_0, GgmlType,
 };
@@ -150,6 +150,7 @@ fn params(n_ctx: usize) -> ContextParams {
         n_ctx,
         n_threads: 2,
         n_batch: 512,
+        n_seq: 1,
     }
 }
 
@@ -357,4 +358,97 @@ fn misuse_gets_errors_and_leaves_the_context_usable() {
         "n_ctx above the trained context"
     );
     assert!(Context::new(model, &params(0)).is_err());
+}
+
+/// Three sequences decoded in interleaved batches (prompts of different lengths, then one token
+/// each per step, one sequence truncated and refilled) give each sequence the logits it gets
+/// alone in its own context.
+#[test]
+fn sequences_in_one_batch_match_separate_contexts() {
+    let model = load();
+    let n_vocab = model.hparams.n_vocab;
+    let prompts: Vec<Vec<u32>> = ["abc hello", "world ab hello abc", "b"]
+        .iter()
+        .map(|p| model.tokenizer.encode(p, true, false))
+        .collect();
+    let multi_params = ContextParams {
+        n_seq: 3,
+        ..params(32)
+    };
+    let mut multi = Context::new(Arc::clone(&model), &multi_params).unwrap();
+    let mut alone: Vec<Context> = (0..3)
+        .map(|_| Context::new(Arc::clone(&model), &params(32)).unwrap())
+        .collect();
+    let compare = |got: &[f32], want: &[f32], what: &str| {
+        let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+        assert!(max_abs_diff(got, &want) < 1e-2, "{what}");
+    };
+    // Step 0: every prompt in one batch, logits of each prompt's last token.
+    let mut batch = Vec::new();
+    for (seq, p) in prompts.iter().enumerate() {
+        for (i, &token) in p.iter().enumerate() {
+            batch.push(BatchToken {
+                token,
+                seq,
+                logits: i + 1 == p.len(),
+            });
+        }
+    }
+    let out = multi.decode(&batch).unwrap();
+    assert_eq!(out.len(), 3 * n_vocab);
+    for seq in 0..3 {
+        let want = alone[seq].eval(&prompts[seq], Logits::Last).unwrap();
+        compare(&out[seq * n_vocab..(seq + 1) * n_vocab], &want, "prompt");
+        assert_eq!(multi.seq_len(seq), prompts[seq].len());
+    }
+    // Steps 1..4: one token per sequence, in a different order each step; sequence 1 is
+    // truncated to 2 tokens before step 3.
+    for step in 1..5u32 {
+        if step == 3 {
+            multi.truncate_seq(1, 2);
+            alone[1].truncate(2);
+        }
+        let order: Vec<usize> = if step % 2 == 0 {
+            vec![2, 0, 1]
+        } else {
+            vec![1, 2, 0]
+        };
+        let batch: Vec<BatchToken> = order
+            .iter()
+            .map(|&seq| BatchToken {
+                token: 3 + step + seq as u32,
+                seq,
+                logits: true,
+            })
+            .collect();
+        let out = multi.decode(&batch).unwrap();
+        for (row, &seq) in order.iter().enumerate() {
+            let want = alone[seq].eval(&[batch[row].token], Logits::Last).unwrap();
+            compare(&out[row * n_vocab..(row + 1) * n_vocab], &want, "step");
+            assert_eq!(multi.seq_len(seq), alone[seq].n_past());
+        }
+    }
+    // A bad sequence id or a full sequence is refused and changes nothing.
+    let lens: Vec<usize> = (0..3).map(|s| multi.seq_len(s)).collect();
+    let bad = [BatchToken {
+        token: 1,
+        seq: 3,
+        logits: true,
+    }];
+    assert!(matches!(
+        multi.decode(&bad),
+        Err(ModelError::InvalidArgument(_))
+    ));
+    let overflow: Vec<BatchToken> = (0..60)
+        .map(|i| BatchToken {
+            token: 1,
+            seq: i % 2,
+            logits: false,
+        })
+        .collect();
+    assert!(matches!(
+        multi.decode(&overflow),
+        Err(ModelError::ContextFull { .. })
+    ));
+    assert_eq!((0..3).map(|s| multi.seq_len(s)).collect::<Vec<_>>(), lens);
 }

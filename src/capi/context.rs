@@ -110,6 +110,7 @@ pub unsafe extern "C" fn kolibri_context_new(
         };
         let params = ContextParams {
             n_ctx,
+            n_seq: 1,
             n_threads: match p.n_threads {
                 0 => m.default_threads,
                 n => n as usize,

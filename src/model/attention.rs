@@ -26,14 +26,22 @@ pub struct AttentionShape {
 /// logits within llama.cpp's, which some models are sensitive to at the 0.1-nat level.
 const F16_ACCUM_BELOW: usize = 64;
 
-/// `q`: [n_tokens, n_head * head_dim_k] (already roped), for positions `pos0..pos0+n_tokens`,
-/// whose keys/values are already in the cache. Writes `out`: [n_tokens, n_head * head_dim_v].
+/// Where one query token sits: its sequence starts at cache row `seq_row0`, and the token is
+/// at position `pos` of that sequence (it sees positions `..=pos` of its own sequence only).
+#[derive(Clone, Copy, Debug)]
+pub struct QueryPlace {
+    pub seq_row0: usize,
+    pub pos: usize,
+}
+
+/// `q`: [n_tokens, n_head * head_dim_k] (already roped), one [`QueryPlace`] per token, whose
+/// keys/values are already in the cache. Writes `out`: [n_tokens, n_head * head_dim_v].
 pub fn attention(
     s: &AttentionShape,
     q: &[f32],
     keys: &[f16],
     values: &[f16],
-    pos0: usize,
+    places: &[QueryPlace],
     out: &mut [f32],
 ) {
     let q_row = s.n_head * s.head_dim_k;
@@ -46,7 +54,7 @@ pub fn attention(
         .for_each(|(task, out_group)| {
             let t = task / s.n_head_kv;
             let kvh = task % s.n_head_kv;
-            let pos = pos0 + t;
+            let QueryPlace { seq_row0, pos } = places[t];
             let first = if s.window > 0 {
                 (pos + 1).saturating_sub(s.window)
             } else {
@@ -58,7 +66,7 @@ pub fn attention(
                 keys,
                 values,
                 kvh,
-                positions: first..pos + 1,
+                rows: seq_row0 + first..seq_row0 + pos + 1,
             };
             if f16_accum {
                 attend_f16_accum(&task, out_group);
@@ -68,7 +76,7 @@ pub fn attention(
         });
 }
 
-/// The queries of one token's heads that share kv head `kvh`, and the positions they see.
+/// The queries of one token's heads that share kv head `kvh`, and the cache rows they see.
 struct Task<'a> {
     s: &'a AttentionShape,
     /// [group, head_dim_k]
@@ -76,7 +84,7 @@ struct Task<'a> {
     keys: &'a [f16],
     values: &'a [f16],
     kvh: usize,
-    positions: std::ops::Range<usize>,
+    rows: std::ops::Range<usize>,
 }
 
 impl Task<'_> {
@@ -95,10 +103,10 @@ impl Task<'_> {
 fn attend_f32(task: &Task, out: &mut [f32]) {
     let s = task.s;
     let group = task.q.len() / s.head_dim_k;
-    let n_kv = task.positions.len();
+    let n_kv = task.rows.len();
     let mut scores = vec![0f32; group * n_kv];
     let mut k = vec![0f32; s.head_dim_k];
-    for (j, p) in task.positions.clone().enumerate() {
+    for (j, p) in task.rows.clone().enumerate() {
         task.key(p, &mut k);
         for (g, qh) in task.q.chunks_exact(s.head_dim_k).enumerate() {
             scores[g * n_kv + j] = dot(qh, &k) * s.scale;
@@ -109,7 +117,7 @@ fn attend_f32(task: &Task, out: &mut [f32]) {
     }
     out.fill(0.0);
     let mut v = vec![0f32; s.head_dim_v];
-    for (j, p) in task.positions.clone().enumerate() {
+    for (j, p) in task.rows.clone().enumerate() {
         task.value(p).convert_to_f32_slice(&mut v);
         for (g, o) in out.chunks_exact_mut(s.head_dim_v).enumerate() {
             let w = scores[g * n_kv + j];
@@ -133,7 +141,7 @@ fn attend_f16_accum(task: &Task, out: &mut [f32]) {
         let q16: Vec<f32> = qh.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
         let mut acc = vec![f16::ZERO; s.head_dim_v];
         let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-        for p in task.positions.clone() {
+        for p in task.rows.clone() {
             task.key(p, &mut k);
             let score = dot(&q16, &k) * s.scale;
             // A new maximum rescales what was accumulated; otherwise this value is weighted down.
@@ -257,7 +265,13 @@ mod tests {
                 let kh: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
                 let vh: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
                 let mut out = vec![0.0; n * 4 * 6];
-                attention(&s, &q, &kh, &vh, pos0, &mut out);
+                let places: Vec<QueryPlace> = (0..n)
+                    .map(|t| QueryPlace {
+                        seq_row0: 0,
+                        pos: pos0 + t,
+                    })
+                    .collect();
+                attention(&s, &q, &kh, &vh, &places, &mut out);
                 let want = naive(&s, &q, &k, &v, pos0, n);
                 for (a, b) in out.iter().zip(&want) {
                     assert!((a - b).abs() < tol, "n {n} window {window}: {a} vs {b}");

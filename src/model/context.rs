@@ -1,4 +1,8 @@
-//! A context: one sequence's KV cache and the transformer forward pass over it.
+//! A context: the KV cache of one or more sequences and the transformer forward pass over it.
+//!
+//! Several sequences share one forward pass ([`Context::decode`]): their tokens go through every
+//! matrix multiplication together (each weight row is read once for the whole batch), and only
+//! attention looks at each token's own sequence. This is what continuous batching is built on.
 //!
 //! The forward pass reads top to bottom like the architecture: embed, then per layer
 //! norm → QKV → (QK-norm) → RoPE → attention → output projection → (post-norm) → residual,
@@ -7,7 +11,7 @@
 use std::sync::Arc;
 
 use super::arch::Activation;
-use super::attention::{attention, AttentionShape};
+use super::attention::{attention, AttentionShape, QueryPlace};
 use super::error::ModelError;
 use super::kv_cache::KvCache;
 use super::ops::{self, Rope};
@@ -30,8 +34,10 @@ pub enum Logits {
 
 #[derive(Clone, Debug)]
 pub struct ContextParams {
-    /// Positions the KV cache holds (at most the model's trained context).
+    /// Positions the KV cache holds per sequence (at most the model's trained context).
     pub n_ctx: usize,
+    /// Sequences the context holds, each with its own `n_ctx` positions (see [`Context::decode`]).
+    pub n_seq: usize,
     /// Worker threads for this context's computations.
     pub n_threads: usize,
     /// Largest number of tokens evaluated in one forward pass; longer inputs are split.
@@ -42,16 +48,28 @@ impl Default for ContextParams {
     fn default() -> Self {
         ContextParams {
             n_ctx: 4096,
+            n_seq: 1,
             n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             n_batch: 512,
         }
     }
 }
 
+/// One token of a multi-sequence batch for [`Context::decode`]. It is appended to sequence
+/// `seq` at that sequence's next position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchToken {
+    pub token: TokenId,
+    pub seq: usize,
+    /// Whether the logits of this token are returned.
+    pub logits: bool,
+}
+
 pub struct Context {
     model: Arc<Model>,
     kv: KvCache,
-    n_past: usize,
+    /// Tokens held per sequence.
+    seq_len: Vec<usize>,
     n_batch: usize,
     pool: Arc<Workers>,
     /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
@@ -73,9 +91,9 @@ impl Context {
                 params.n_ctx, hp.n_ctx_train
             )));
         }
-        if params.n_threads == 0 || params.n_batch == 0 {
+        if params.n_threads == 0 || params.n_batch == 0 || params.n_seq == 0 {
             return Err(ModelError::InvalidArgument(
-                "n_threads and n_batch must be > 0".into(),
+                "n_threads, n_batch and n_seq must be > 0".into(),
             ));
         }
         let pool = Workers::new(params.n_threads)?;
@@ -84,9 +102,15 @@ impl Context {
         let rope_global = Rope::new(hp.rope_base, hp.rope_freq_scale, hp.rope_dims, style, freqs);
         let rope_local = Rope::new(hp.rope_base_swa, 1.0, hp.rope_dims, style, freqs);
         Ok(Context {
-            kv: KvCache::new(hp.n_layer, params.n_ctx, hp.k_dim(), hp.v_dim())?,
+            kv: KvCache::new(
+                hp.n_layer,
+                params.n_ctx,
+                params.n_seq,
+                hp.k_dim(),
+                hp.v_dim(),
+            )?,
             model,
-            n_past: 0,
+            seq_len: vec![0; params.n_seq],
             n_batch: params.n_batch,
             pool: Arc::new(pool),
             rope_global,
@@ -99,13 +123,28 @@ impl Context {
         &self.model
     }
 
-    /// Tokens held in the cache.
+    /// Tokens held in the cache (of sequence 0, the one [`Context::eval`] uses).
     pub fn n_past(&self) -> usize {
-        self.n_past
+        self.seq_len[0]
     }
 
+    /// Positions per sequence.
     pub fn n_ctx(&self) -> usize {
         self.kv.n_ctx
+    }
+
+    pub fn n_seq(&self) -> usize {
+        self.seq_len.len()
+    }
+
+    /// Tokens held by sequence `seq` (panics if `seq >= n_seq`).
+    pub fn seq_len(&self, seq: usize) -> usize {
+        self.seq_len[seq]
+    }
+
+    /// Forgets every position of sequence `seq` from `n` on (panics if `seq >= n_seq`).
+    pub fn truncate_seq(&mut self, seq: usize, n: usize) {
+        self.seq_len[seq] = self.seq_len[seq].min(n);
     }
 
     /// Installs (or with `None` removes) a callback asked before each layer of every forward
@@ -115,73 +154,116 @@ impl Context {
         self.abort = abort;
     }
 
-    /// Forgets every position from `n` on (keeps the first `n` tokens).
+    /// Forgets every position of sequence 0 from `n` on (keeps the first `n` tokens).
     pub fn truncate(&mut self, n: usize) {
-        self.n_past = self.n_past.min(n);
+        self.truncate_seq(0, n);
     }
 
-    /// Evaluates `tokens` at the next positions and returns their logits. On error nothing
-    /// changes (the cache keeps its previous contents and length).
+    /// Evaluates `tokens` at the next positions of sequence 0 and returns their logits. On error
+    /// nothing changes (the cache keeps its previous contents and length).
     pub fn eval(&mut self, tokens: &[TokenId], which: Logits) -> Result<Vec<f32>, ModelError> {
-        let n_vocab = self.model.hparams.n_vocab;
-        if tokens.is_empty() {
-            return Err(ModelError::InvalidArgument("no tokens to evaluate".into()));
-        }
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(ModelError::InvalidToken {
-                token: bad,
-                n_vocab,
-            });
-        }
-        if self.n_past + tokens.len() > self.kv.n_ctx {
-            return Err(ModelError::ContextFull {
-                n_ctx: self.kv.n_ctx,
-                n_past: self.n_past,
-                requested: tokens.len(),
-            });
-        }
         // Rows wanted counted from the end of `tokens`; batches before them skip the output head.
         let n_tail = match which {
             Logits::Last => 1,
             Logits::All => tokens.len(),
             Logits::Tail(n) => n.min(tokens.len()),
         };
+        let first_out = tokens.len() - n_tail.min(tokens.len());
+        let batch: Vec<BatchToken> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &token)| BatchToken {
+                token,
+                seq: 0,
+                logits: i >= first_out,
+            })
+            .collect();
+        self.decode(&batch)
+    }
+
+    /// Evaluates a batch of tokens from any of the context's sequences in one forward pass
+    /// (split into passes of at most `n_batch` tokens) and returns the logits of the tokens
+    /// marked `logits`, in batch order: [n_marked, n_vocab]. Each token is appended to its
+    /// sequence; tokens of one sequence keep their batch order. On error nothing changes.
+    pub fn decode(&mut self, batch: &[BatchToken]) -> Result<Vec<f32>, ModelError> {
+        self.validate(batch)?;
+        let before = self.seq_len.clone();
         let mut logits = Vec::new();
-        let mut batch_start = 0;
-        let n_past_before = self.n_past;
-        for chunk in tokens.chunks(self.n_batch) {
-            let batch_end = batch_start + chunk.len();
-            let rows = (batch_end + n_tail)
-                .saturating_sub(tokens.len())
-                .min(chunk.len());
-            batch_start = batch_end;
+        for chunk in batch.chunks(self.n_batch) {
+            let places: Vec<QueryPlace> = chunk
+                .iter()
+                .map(|b| {
+                    let pos = self.seq_len[b.seq];
+                    self.seq_len[b.seq] += 1;
+                    QueryPlace {
+                        seq_row0: self.kv.row(b.seq, 0),
+                        pos,
+                    }
+                })
+                .collect();
             let pool = Arc::clone(&self.pool);
-            let out = match pool.install(|| self.forward(chunk, rows)) {
-                Ok(out) => out,
+            match pool.install(|| self.forward(chunk, &places)) {
+                Ok(out) => logits.extend_from_slice(&out),
                 Err(e) => {
-                    self.n_past = n_past_before;
+                    self.seq_len = before;
                     return Err(e);
                 }
-            };
-            self.n_past += chunk.len();
-            logits.extend_from_slice(&out);
+            }
         }
         Ok(logits)
     }
 
-    /// One batch through the network; returns the logits of its last `out_rows` tokens.
-    fn forward(&mut self, tokens: &[TokenId], out_rows: usize) -> Result<Vec<f32>, ModelError> {
+    fn validate(&self, batch: &[BatchToken]) -> Result<(), ModelError> {
+        let n_vocab = self.model.hparams.n_vocab;
+        if batch.is_empty() {
+            return Err(ModelError::InvalidArgument("no tokens to evaluate".into()));
+        }
+        let mut added = vec![0usize; self.seq_len.len()];
+        for b in batch {
+            if b.token as usize >= n_vocab {
+                return Err(ModelError::InvalidToken {
+                    token: b.token,
+                    n_vocab,
+                });
+            }
+            let Some(n) = added.get_mut(b.seq) else {
+                return Err(ModelError::InvalidArgument(format!(
+                    "sequence {} is not in 0..{}",
+                    b.seq,
+                    self.seq_len.len()
+                )));
+            };
+            *n += 1;
+        }
+        for (seq, &n) in added.iter().enumerate() {
+            if self.seq_len[seq] + n > self.kv.n_ctx {
+                return Err(ModelError::ContextFull {
+                    n_ctx: self.kv.n_ctx,
+                    n_past: self.seq_len[seq],
+                    requested: n,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass through the network; `places[t]` is where token `t` sits in the cache. Returns
+    /// the logits of the tokens marked `logits`.
+    fn forward(
+        &mut self,
+        batch: &[BatchToken],
+        places: &[QueryPlace],
+    ) -> Result<Vec<f32>, ModelError> {
         let model = Arc::clone(&self.model);
         let (hp, w, gguf) = (&model.hparams, &model.weights, &model.gguf);
-        let n = tokens.len();
+        let n = batch.len();
         let e = hp.n_embd;
-        let pos0 = self.n_past;
 
         // x: [n, n_embd] residual stream.
         let mut x = vec![0f32; n * e];
-        for (t, &tok) in tokens.iter().enumerate() {
+        for (t, b) in batch.iter().enumerate() {
             w.token_embd
-                .dequantize_row_into(gguf, tok as usize, &mut x[t * e..(t + 1) * e]);
+                .dequantize_row_into(gguf, b.token as usize, &mut x[t * e..(t + 1) * e]);
         }
         if model.arch.scales_embeddings() {
             let s = (e as f32).sqrt();
@@ -223,7 +305,7 @@ impl Context {
             for t in 0..n {
                 let (qd, kd) = (hp.q_dim(), hp.k_dim());
                 let mut rows = [&mut q[t * qd..(t + 1) * qd], &mut k[t * kd..(t + 1) * kd]];
-                rope.apply(&mut rows, hp.head_dim_k, pos0 + t);
+                rope.apply(&mut rows, hp.head_dim_k, places[t].pos);
             }
             // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
             // rounding of small query values in its attention kernel depends on it).
@@ -233,7 +315,12 @@ impl Context {
             } else {
                 hp.attn_scale
             };
-            self.kv.store(il, pos0, &k, &v);
+            let (kd, vd) = (hp.k_dim(), hp.v_dim());
+            for (t, place) in places.iter().enumerate() {
+                let row = place.seq_row0 + place.pos;
+                self.kv
+                    .store(il, row, &k[t * kd..(t + 1) * kd], &v[t * vd..(t + 1) * vd]);
+            }
             let shape = AttentionShape {
                 n_head: hp.n_head,
                 n_head_kv: hp.n_head_kv,
@@ -248,7 +335,7 @@ impl Context {
                 &q,
                 self.kv.keys(il),
                 self.kv.values(il),
-                pos0,
+                places,
                 &mut attn,
             );
             let [mut o] = project(gguf, &attn, n, [&lw.wo])?;
@@ -282,12 +369,15 @@ impl Context {
         }
 
         // Output head: only the rows whose logits are wanted.
-        if out_rows == 0 {
+        let out_rows: Vec<usize> = (0..n).filter(|&t| batch[t].logits).collect();
+        if out_rows.is_empty() {
             return Ok(Vec::new());
         }
-        let first_row = n - out_rows;
-        let m = out_rows;
-        let mut h = x[first_row * e..].to_vec();
+        let m = out_rows.len();
+        let mut h = Vec::with_capacity(m * e);
+        for &t in &out_rows {
+            h.extend_from_slice(&x[t * e..(t + 1) * e]);
+        }
         ops::rms_norm_rows_inplace(&mut h, &w.output_norm, hp.rms_eps);
         let [mut logits] = project(gguf, &h, m, [&w.output])?;
         let cap = hp.final_logit_softcap;

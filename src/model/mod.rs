@@ -17,7 +17,7 @@ mod workers;
 use std::path::Path;
 
 pub use arch::{Activation, Arch, RopeStyle};
-pub use context::{AbortCallback, Context, ContextParams, Logits};
+pub use context::{AbortCallback, BatchToken, Context, ContextParams, Logits};
 pub use error::ModelError;
 pub use hparams::HParams;
 pub use load::LoadOptions;

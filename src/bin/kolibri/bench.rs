@@ -112,6 +112,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 n_ctx: n_ctx_needed.min(model.hparams.n_ctx_train),
                 n_threads: t,
                 n_batch: prompts.iter().copied().max().unwrap_or(512).max(1),
+                n_seq: 1,
             };
             let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
             let mut tokens = RandomTokens(0x9E37_79B9_7F4A_7C15, model.hparams.n_vocab);

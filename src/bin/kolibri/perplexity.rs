@@ -41,6 +41,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         n_ctx,
         n_threads,
         n_batch: n_ctx,
+        n_seq: 1,
     };
     let mut ctx = Context::new(model, &params).map_err(|e| e.to_string())?;
     let tokens = tokenize_for_perplexity(&ctx, &text);
