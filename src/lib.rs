@@ -8,8 +8,10 @@
 //! - [`tokenizer`]: GPT-2 byte-level BPE and SentencePiece-style tokenizers.
 //! - [`sampling`]: logits processing and token sampling.
 //! - [`chat`]: the model's Jinja chat template, rendered like Hugging Face does.
+//! - [`batching`]: continuous batching of many requests over one multi-sequence context.
 //! - [`capi`]: the C ABI over all of the above (`include/kolibri.h`).
 
+pub mod batching;
 pub mod capi;
 pub mod chat;
 pub mod gguf;

@@ -133,6 +133,11 @@ impl Context {
         self.kv.n_ctx
     }
 
+    /// Most tokens in one forward pass.
+    pub fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
     pub fn n_seq(&self) -> usize {
         self.seq_len.len()
     }

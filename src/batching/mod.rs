@@ -1,0 +1,253 @@
+//! Continuous batching: many generation requests served by one multi-sequence [`Context`].
+//!
+//! A [`Scheduler`] owns a context with one sequence per slot and a thread that loops:
+//! admit waiting requests into free slots (the slot whose cached tokens share the longest
+//! prefix with the prompt, so a follow-up chat turn reuses its KV cache), build one batch from
+//! every busy slot (one token per generating slot, then prompt chunks up to `n_batch`), run one
+//! forward pass, sample each slot's next token and stream its text. New requests join at the
+//! next step and finished or abandoned ones leave, so no request waits for another to end.
+//!
+//! Results go to the request's [`EventSink`]; a sink that reports itself closed (the client
+//! went away) or a passed deadline ends the request at the next step and frees its slot.
+
+mod stats;
+mod stop;
+mod worker;
+
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use stats::Stats;
+pub use stop::StopMatcher;
+
+use crate::model::{Context, ContextParams, Model, ModelError};
+use crate::sampling::{Sampler, SamplerParams};
+use crate::tokenizer::TokenId;
+
+/// One generation request.
+pub struct Request {
+    /// The prompt, tokenized (special tokens included as the caller wants them).
+    pub prompt: Vec<TokenId>,
+    /// Most tokens to generate; also limited by the slot's context.
+    pub max_tokens: usize,
+    pub sampling: SamplerParams,
+    /// Generation ends before the first occurrence of any of these strings.
+    pub stop: Vec<String>,
+    /// The request is cancelled when this passes.
+    pub deadline: Option<Instant>,
+    pub sink: Box<dyn EventSink>,
+}
+
+/// Where a request's results go. Called on the scheduler thread: it must not block.
+pub trait EventSink: Send {
+    /// Delivers an event; returns `false` when nobody is listening any more (cancels).
+    fn send(&mut self, event: Event) -> bool;
+    /// Whether the listener is gone (checked every step, also while the prompt is read).
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// More generated text (never empty, never part of a stop string).
+    Text(String),
+    /// The request finished; nothing follows.
+    Done(Completion),
+    /// The request failed (for example its deadline passed); nothing follows.
+    Failed(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token or a stop string.
+    Stop,
+    /// `max_tokens` or the slot's context was reached.
+    Length,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub finish: FinishReason,
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose keys and values were already in the slot (not evaluated again).
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+    /// The generated token ids (an end-of-generation token included when it ended the request).
+    pub tokens: Vec<TokenId>,
+    /// From admission into a slot to the first generated token.
+    pub time_to_first_token: Duration,
+    /// From submission to the end.
+    pub total_time: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct SchedulerParams {
+    /// Requests served at once (sequences in the context).
+    pub n_slots: usize,
+    /// Positions per slot: prompt plus generated tokens.
+    pub n_ctx: usize,
+    pub n_threads: usize,
+    /// Most tokens in one forward pass.
+    pub n_batch: usize,
+    /// Most requests waiting for a slot; more are refused with [`SubmitError::QueueFull`].
+    pub max_queue: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitError {
+    QueueFull {
+        max_queue: usize,
+    },
+    EmptyPrompt,
+    PromptTooLong {
+        n_prompt: usize,
+        n_ctx: usize,
+    },
+    InvalidToken {
+        token: TokenId,
+        n_vocab: usize,
+    },
+    InvalidSampling(String),
+    /// The scheduler thread has ended.
+    Stopped,
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::QueueFull { max_queue } => {
+                write!(
+                    f,
+                    "the server is busy ({max_queue} requests already waiting)"
+                )
+            }
+            SubmitError::EmptyPrompt => write!(f, "the prompt is empty"),
+            SubmitError::PromptTooLong { n_prompt, n_ctx } => write!(
+                f,
+                "the prompt has {n_prompt} tokens; this server's context holds {n_ctx} per \
+                 request (prompt plus at least one generated token)"
+            ),
+            SubmitError::InvalidToken { token, n_vocab } => {
+                write!(
+                    f,
+                    "token id {token} is outside the vocabulary (0..{n_vocab})"
+                )
+            }
+            SubmitError::InvalidSampling(m) => write!(f, "{m}"),
+            SubmitError::Stopped => write!(f, "the scheduler has stopped"),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+/// A request checked and waiting for a slot.
+struct Queued {
+    req: Request,
+    sampler: Sampler,
+    submitted: Instant,
+}
+
+pub struct Scheduler {
+    model: Arc<Model>,
+    params: SchedulerParams,
+    stats: Arc<Stats>,
+    queue: Option<mpsc::Sender<Queued>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Scheduler {
+    /// Creates the context (one sequence per slot) and starts the scheduler thread.
+    pub fn start(model: Arc<Model>, params: SchedulerParams) -> Result<Scheduler, ModelError> {
+        if params.n_slots == 0 || params.max_queue == 0 {
+            return Err(ModelError::InvalidArgument(
+                "n_slots and max_queue must be > 0".into(),
+            ));
+        }
+        let ctx = Context::new(
+            Arc::clone(&model),
+            &ContextParams {
+                n_ctx: params.n_ctx,
+                n_seq: params.n_slots,
+                n_threads: params.n_threads,
+                n_batch: params.n_batch,
+            },
+        )?;
+        let stats = Arc::new(Stats::default());
+        let (tx, rx) = mpsc::channel();
+        let worker_stats = Arc::clone(&stats);
+        let worker = std::thread::Builder::new()
+            .name("kolibri-scheduler".into())
+            .spawn(move || worker::run(ctx, rx, worker_stats))
+            .map_err(|e| ModelError::InvalidArgument(format!("cannot start a thread: {e}")))?;
+        Ok(Scheduler {
+            model,
+            params,
+            stats,
+            queue: Some(tx),
+            worker: Some(worker),
+        })
+    }
+
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    pub fn params(&self) -> &SchedulerParams {
+        &self.params
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    /// Checks a request and queues it; its events then arrive at its sink.
+    pub fn submit(&self, req: Request) -> Result<(), SubmitError> {
+        let n_vocab = self.model.hparams.n_vocab;
+        if req.prompt.is_empty() {
+            return Err(SubmitError::EmptyPrompt);
+        }
+        if req.prompt.len() >= self.params.n_ctx {
+            return Err(SubmitError::PromptTooLong {
+                n_prompt: req.prompt.len(),
+                n_ctx: self.params.n_ctx,
+            });
+        }
+        if let Some(&token) = req.prompt.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(SubmitError::InvalidToken { token, n_vocab });
+        }
+        let sampler = Sampler::new(req.sampling.clone())
+            .map_err(|e| SubmitError::InvalidSampling(e.to_string()))?;
+        if Stats::get(&self.stats.queue_depth) >= self.params.max_queue as u64 {
+            Stats::add(&self.stats.requests_rejected, 1);
+            return Err(SubmitError::QueueFull {
+                max_queue: self.params.max_queue,
+            });
+        }
+        let queue = self.queue.as_ref().ok_or(SubmitError::Stopped)?;
+        Stats::add(&self.stats.queue_depth, 1);
+        let queued = Queued {
+            req,
+            sampler,
+            submitted: Instant::now(),
+        };
+        if queue.send(queued).is_err() {
+            Stats::sub(&self.stats.queue_depth, 1);
+            return Err(SubmitError::Stopped);
+        }
+        Stats::add(&self.stats.requests_submitted, 1);
+        Ok(())
+    }
+}
+
+impl Drop for Scheduler {
+    /// Closes the queue and waits for the scheduler thread, which first finishes what it holds.
+    fn drop(&mut self) {
+        self.queue = None;
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The scheduler thread: admit, batch, forward, sample, stream; one step per forward pass.
+
+use std::collections::VecDeque;
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use super::stats::Stats;
+use super::stop::StopMatcher;
+use super::{Completion, Event, FinishReason, Queued, Request};
+use crate::model::{BatchToken, Context};
+use crate::sampling::Sampler;
+use crate::tokenizer::{StreamDecoder, TokenId, Tokenizer};
+
+/// One sequence of the context and the request it serves, if any.
+struct Slot<'t> {
+    /// Tokens whose keys/values the sequence holds (always `ctx.seq_len(slot)` long).
+    cached: Vec<TokenId>,
+    /// When it last served a request: among equal prefixes the least recently used is reused.
+    last_used: Option<Instant>,
+    job: Option<Job<'t>>,
+}
+
+/// A request being served.
+struct Job<'t> {
+    req: Request,
+    submitted: Instant,
+    sampler: Sampler,
+    /// Prompt tokens still to evaluate.
+    pending: Vec<TokenId>,
+    /// The sampled token to evaluate next (generation phase).
+    next: Option<TokenId>,
+    /// Most tokens to generate (the request's, limited by the context).
+    max_tokens: usize,
+    generated: Vec<TokenId>,
+    cached_tokens: usize,
+    admitted: Instant,
+    first_token: Option<Instant>,
+    decoder: StreamDecoder<'t>,
+    stop: StopMatcher,
+}
+
+enum Outcome {
+    Continue,
+    Finished(FinishReason),
+    /// The listener is gone or the deadline passed.
+    Abandoned(Option<String>),
+}
+
+pub(super) fn run(mut ctx: Context, queue: mpsc::Receiver<Queued>, stats: Arc<Stats>) {
+    let model = Arc::clone(ctx.model());
+    let tokenizer = &model.tokenizer;
+    let n_ctx = ctx.n_ctx();
+    let mut slots: Vec<Slot> = (0..ctx.n_seq())
+        .map(|_| Slot {
+            cached: Vec::new(),
+            last_used: None,
+            job: None,
+        })
+        .collect();
+    let mut waiting: VecDeque<Queued> = VecDeque::new();
+    let mut open = true;
+    loop {
+        // Wait for work when idle; otherwise take whatever arrived since the last step.
+        let idle = waiting.is_empty() && slots.iter().all(|s| s.job.is_none());
+        if idle {
+            if !open {
+                return;
+            }
+            match queue.recv() {
+                Ok(q) => waiting.push_back(q),
+                Err(_) => return,
+            }
+        }
+        loop {
+            match queue.try_recv() {
+                Ok(q) => waiting.push_back(q),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        drop_abandoned_waiting(&mut waiting, &stats);
+        admit(&mut ctx, &mut slots, &mut waiting, tokenizer, n_ctx, &stats);
+        for slot in slots.iter_mut() {
+            if let Some(job) = &slot.job {
+                if let Some(why) = abandoned(&job.req) {
+                    end_job(slot, Outcome::Abandoned(why), &stats);
+                }
+            }
+        }
+        step(&mut ctx, &mut slots, tokenizer, &stats);
+    }
+}
+
+/// Why a request should stop now, if it should: `Some(None)` when nobody listens any more,
+/// `Some(Some(message))` when its deadline passed.
+fn abandoned(req: &Request) -> Option<Option<String>> {
+    if req.sink.is_closed() {
+        return Some(None);
+    }
+    match req.deadline {
+        Some(d) if Instant::now() >= d => Some(Some("the request's time limit passed".into())),
+        _ => None,
+    }
+}
+
+fn drop_abandoned_waiting(waiting: &mut VecDeque<Queued>, stats: &Stats) {
+    waiting.retain_mut(|q| match abandoned(&q.req) {
+        None => true,
+        Some(why) => {
+            if let Some(message) = why {
+                q.req.sink.send(Event::Failed(message));
+            }
+            Stats::sub(&stats.queue_depth, 1);
+            Stats::add(&stats.requests_cancelled, 1);
+            false
+        }
+    });
+}
+
+/// Moves waiting requests into free slots, in arrival order, each into the free slot whose
+/// cache shares the longest prefix with its prompt.
+fn admit<'t>(
+    ctx: &mut Context,
+    slots: &mut [Slot<'t>],
+    waiting: &mut VecDeque<Queued>,
+    tokenizer: &'t Tokenizer,
+    n_ctx: usize,
+    stats: &Stats,
+) {
+    while !waiting.is_empty() {
+        let prompt = &waiting[0].req.prompt;
+        let best = slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.job.is_none())
+            .map(|(i, s)| (i, common_prefix(&s.cached, prompt), s.last_used))
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)));
+        let Some((seq, shared, _)) = best else {
+            return;
+        };
+        let Queued {
+            req,
+            sampler,
+            submitted,
+        } = waiting.pop_front().expect("not empty");
+        Stats::sub(&stats.queue_depth, 1);
+        Stats::add(&stats.slots_busy, 1);
+        // At least one prompt token is evaluated: its logits give the first generated token.
+        let keep = shared.min(req.prompt.len() - 1);
+        ctx.truncate_seq(seq, keep);
+        let slot = &mut slots[seq];
+        slot.cached.truncate(keep);
+        Stats::add(&stats.prompt_tokens_cached, keep as u64);
+        slot.job = Some(Job {
+            pending: req.prompt[keep..].to_vec(),
+            next: None,
+            max_tokens: req.max_tokens.min(n_ctx - req.prompt.len()),
+            generated: Vec::new(),
+            cached_tokens: keep,
+            admitted: Instant::now(),
+            first_token: None,
+            decoder: StreamDecoder::new(tokenizer),
+            stop: StopMatcher::new(&req.stop),
+            req,
+            submitted,
+            sampler,
+        });
+        slot.last_used = Some(Instant::now());
+    }
+}
+
+fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// One forward pass over every busy slot, then one sampled token for each slot that finished
+/// its prompt or is generating.
+fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &Stats) {
+    let n_batch = ctx.n_batch();
+    let mut batch: Vec<BatchToken> = Vec::new();
+    // Generating slots first: one token each keeps every stream moving.
+    for (seq, slot) in slots.iter().enumerate() {
+        if let Some(token) = slot.job.as_ref().and_then(|j| j.next) {
+            batch.push(BatchToken {
+                token,
+                seq,
+                logits: true,
+            });
+        }
+    }
+    // Then prompt chunks, in slot order, while the batch has room.
+    let mut prompt_taken = vec![0usize; slots.len()];
+    for (seq, slot) in slots.iter().enumerate() {
+        let Some(job) = &slot.job else { continue };
+        let room = n_batch.saturating_sub(batch.len());
+        let take = job.pending.len().min(room);
+        for (i, &token) in job.pending[..take].iter().enumerate() {
+            batch.push(BatchToken {
+                token,
+                seq,
+                logits: i + 1 == job.pending.len(),
+            });
+        }
+        prompt_taken[seq] = take;
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let result = ctx.decode(&batch);
+    Stats::add(&stats.busy_micros, started.elapsed().as_micros() as u64);
+    Stats::add(&stats.forward_passes, 1);
+    Stats::add(&stats.forward_tokens, batch.len() as u64);
+    let logits = match result {
+        Ok(l) => l,
+        Err(e) => {
+            // Admission keeps every slot within its context, so this is an engine failure:
+            // the requests in this batch fail and their slots are freed.
+            let mut in_batch = vec![false; slots.len()];
+            batch.iter().for_each(|b| in_batch[b.seq] = true);
+            for (seq, slot) in slots.iter_mut().enumerate() {
+                if in_batch[seq] {
+                    end_job(slot, Outcome::Abandoned(Some(e.to_string())), stats);
+                }
+            }
+            return;
+        }
+    };
+    // The batch is in; record what each sequence now holds.
+    for b in &batch {
+        slots[b.seq].cached.push(b.token);
+    }
+    for (seq, slot) in slots.iter_mut().enumerate() {
+        if let Some(job) = &mut slot.job {
+            job.pending.drain(..prompt_taken[seq]);
+            Stats::add(&stats.prompt_tokens, prompt_taken[seq] as u64);
+            job.next = None;
+        }
+    }
+    let n_vocab = ctx.model().hparams.n_vocab;
+    for (row, b) in batch.iter().filter(|b| b.logits).enumerate() {
+        let slot = &mut slots[b.seq];
+        let Some(job) = &mut slot.job else { continue };
+        let outcome = sample_next(job, &logits[row * n_vocab..(row + 1) * n_vocab], tokenizer);
+        Stats::add(&stats.completion_tokens, 1);
+        if !matches!(outcome, Outcome::Continue) {
+            end_job(slot, outcome, stats);
+        }
+    }
+}
+
+/// Samples a slot's next token and streams its text; says whether the request goes on.
+fn sample_next(job: &mut Job, logits: &[f32], tokenizer: &Tokenizer) -> Outcome {
+    let token = job.sampler.sample(logits);
+    job.sampler.accept(token);
+    job.generated.push(token);
+    job.first_token.get_or_insert_with(Instant::now);
+    if tokenizer.is_eog(token) {
+        return flush(job, FinishReason::Stop);
+    }
+    let piece = job.decoder.push(token);
+    let (text, stopped) = job.stop.push(&piece);
+    if !text.is_empty() && !job.req.sink.send(Event::Text(text)) {
+        return Outcome::Abandoned(None);
+    }
+    if stopped {
+        return Outcome::Finished(FinishReason::Stop);
+    }
+    if job.generated.len() >= job.max_tokens {
+        return flush(job, FinishReason::Length);
+    }
+    job.next = Some(token);
+    Outcome::Continue
+}
+
+/// Releases text held back by the UTF-8 decoder and the stop matcher, then finishes.
+fn flush(job: &mut Job, reason: FinishReason) -> Outcome {
+    let (mut text, stopped) = job.stop.push(&job.decoder.finish());
+    if !stopped {
+        text.push_str(&job.stop.finish());
+    }
+    if !text.is_empty() && !job.req.sink.send(Event::Text(text)) {
+        return Outcome::Abandoned(None);
+    }
+    Outcome::Finished(reason)
+}
+
+/// Frees a slot; its cached tokens stay for the next request with the same prefix.
+fn end_job(slot: &mut Slot, outcome: Outcome, stats: &Stats) {
+    let Some(mut job) = slot.job.take() else {
+        return;
+    };
+    Stats::sub(&stats.slots_busy, 1);
+    slot.last_used = Some(Instant::now());
+    let sink = &mut job.req.sink;
+    match outcome {
+        Outcome::Continue => unreachable!("end_job is called only for an ending request"),
+        Outcome::Finished(finish) => {
+            Stats::add(&stats.requests_finished, 1);
+            let now = Instant::now();
+            sink.send(Event::Done(Completion {
+                finish,
+                prompt_tokens: job.req.prompt.len(),
+                cached_tokens: job.cached_tokens,
+                completion_tokens: job.generated.len(),
+                tokens: job.generated,
+                time_to_first_token: job.first_token.unwrap_or(now) - job.admitted,
+                total_time: now - job.submitted,
+            }));
+        }
+        Outcome::Abandoned(why) => {
+            Stats::add(&stats.requests_cancelled, 1);
+            if let Some(message) = why {
+                sink.send(Event::Failed(message));
+            }
+        }
+    }
+}

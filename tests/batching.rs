@@ -1,0 +1,279 @@
+//! Continuous batching on a real model (Qwen2.5-Coder 0.5B): several requests served at once
+//! by one multi-sequence context, each checked by teacher forcing in a fresh context; stop
+//! strings, limits, prefix reuse, cancellation and a full queue.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use kolibri::batching::{
+    Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams, SubmitError,
+};
+use kolibri::model::{Context, ContextParams, Logits, Model};
+use kolibri::sampling::SamplerParams;
+use kolibri::tokenizer::TokenId;
+
+const MODEL: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+
+fn model() -> Arc<Model> {
+    Arc::new(Model::load(common::model_path(MODEL)).unwrap())
+}
+
+fn scheduler(model: &Arc<Model>, n_slots: usize, max_queue: usize) -> Scheduler {
+    Scheduler::start(
+        Arc::clone(model),
+        SchedulerParams {
+            n_slots,
+            n_ctx: 256,
+            n_threads: common::threads(),
+            n_batch: 64,
+            max_queue,
+        },
+    )
+    .unwrap()
+}
+
+/// Forwards events to a channel; reports itself closed once `closed` is set.
+struct ChannelSink {
+    tx: mpsc::Sender<Event>,
+    closed: Arc<AtomicBool>,
+}
+
+impl EventSink for ChannelSink {
+    fn send(&mut self, event: Event) -> bool {
+        self.tx.send(event).is_ok()
+    }
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+}
+
+struct Pending {
+    rx: mpsc::Receiver<Event>,
+    closed: Arc<AtomicBool>,
+}
+
+fn submit(
+    s: &Scheduler,
+    prompt: Vec<TokenId>,
+    max_tokens: usize,
+    sampling: SamplerParams,
+    stop: &[&str],
+) -> Result<Pending, SubmitError> {
+    let (tx, rx) = mpsc::channel();
+    let closed = Arc::new(AtomicBool::new(false));
+    s.submit(Request {
+        prompt,
+        max_tokens,
+        sampling,
+        stop: stop.iter().map(|s| s.to_string()).collect(),
+        deadline: None,
+        sink: Box::new(ChannelSink {
+            tx,
+            closed: Arc::clone(&closed),
+        }),
+    })?;
+    Ok(Pending { rx, closed })
+}
+
+/// Collects a request's text until it ends.
+fn wait(p: &Pending) -> Result<(String, Completion), String> {
+    let mut text = String::new();
+    loop {
+        match p.rx.recv_timeout(Duration::from_secs(120)).expect("event") {
+            Event::Text(t) => {
+                assert!(!t.is_empty());
+                text.push_str(&t);
+            }
+            Event::Done(c) => return Ok((text, c)),
+            Event::Failed(m) => return Err(m),
+        }
+    }
+}
+
+fn prompt(model: &Model, text: &str) -> Vec<TokenId> {
+    model.tokenizer.encode(text, true, true)
+}
+
+/// Teacher forcing in a fresh single-sequence context: every generated token must be the
+/// argmax there, or within 0.25 of it (batched kernels sum in another order, so close calls may
+/// legitimately go the other way). A slot that read another slot's cache would fail this.
+fn check_greedy(model: &Arc<Model>, prompt: &[TokenId], c: &Completion) {
+    let generated = &c.tokens;
+    assert_eq!(generated.len(), c.completion_tokens);
+    assert!(!generated.is_empty(), "no text generated");
+    let mut ctx = Context::new(
+        Arc::clone(model),
+        &ContextParams {
+            n_ctx: 256,
+            n_threads: common::threads(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut all = prompt.to_vec();
+    all.extend_from_slice(generated);
+    let n_vocab = model.hparams.n_vocab;
+    // Row i: the logits after prompt + generated[..i], which chose generated[i].
+    let logits = ctx
+        .eval(&all[..all.len() - 1], Logits::Tail(generated.len()))
+        .unwrap();
+    for (i, &tok) in generated.iter().enumerate() {
+        let row = &logits[i * n_vocab..(i + 1) * n_vocab];
+        let best = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        assert!(
+            best - row[tok as usize] < 0.25,
+            "step {i}: token {tok} has logit {} vs best {best} in {generated:?}",
+            row[tok as usize]
+        );
+    }
+}
+
+#[test]
+fn concurrent_requests_each_follow_their_own_prompt() {
+    let model = model();
+    let s = scheduler(&model, 4, 16);
+    let texts = [
+        "def fibonacci(n):",
+        "The capital of France is",
+        "// A C function that reverses a string\n",
+        "Water boils at",
+        "import numpy as np\n",
+        "1, 2, 3, 4,",
+    ];
+    let prompts: Vec<Vec<TokenId>> = texts.iter().map(|t| prompt(&model, t)).collect();
+    // Six requests, four slots: two wait and join the running batch as slots free up.
+    let pending: Vec<Pending> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| submit(&s, p.clone(), 12 + 3 * i, SamplerParams::greedy(), &[]).unwrap())
+        .collect();
+    for (i, p) in pending.iter().enumerate() {
+        let (text, c) = wait(p).unwrap();
+        assert_eq!(c.prompt_tokens, prompts[i].len());
+        assert!(c.completion_tokens <= 12 + 3 * i);
+        if c.finish == FinishReason::Length {
+            assert_eq!(c.completion_tokens, 12 + 3 * i);
+        }
+        assert_eq!(text, model.tokenizer.decode(&c.tokens));
+        check_greedy(&model, &prompts[i], &c);
+    }
+    let stats = s.stats();
+    use kolibri::batching::Stats;
+    assert_eq!(Stats::get(&stats.requests_finished), 6);
+    assert_eq!(Stats::get(&stats.slots_busy), 0);
+    assert_eq!(Stats::get(&stats.queue_depth), 0);
+    // Tokens of several sequences shared forward passes.
+    assert!(Stats::get(&stats.forward_tokens) > Stats::get(&stats.forward_passes) * 2);
+}
+
+#[test]
+fn stop_strings_limits_prefix_reuse_and_cancellation() {
+    let model = model();
+    let s = scheduler(&model, 2, 2);
+    let counting = prompt(&model, "1, 2, 3, 4, 5, 6,");
+
+    // A stop string ends generation before it; the text never contains it.
+    let p = submit(&s, counting.clone(), 40, SamplerParams::greedy(), &[" 9"]).unwrap();
+    let (text, c) = wait(&p).unwrap();
+    assert_eq!(c.finish, FinishReason::Stop, "{text:?}");
+    assert!(!text.contains(" 9") && text.contains('8'), "{text:?}");
+
+    // The same prompt again reuses the slot's cached prefix (all but the last token).
+    let p = submit(&s, counting.clone(), 3, SamplerParams::greedy(), &[]).unwrap();
+    let (_, c) = wait(&p).unwrap();
+    assert_eq!(c.cached_tokens, counting.len() - 1);
+    assert_eq!((c.finish, c.completion_tokens), (FinishReason::Length, 3));
+
+    // Sampled generation with a seed is reproducible. (The first run fills the cache; the two
+    // compared runs then both reuse it: evaluating a prompt in another split changes logits in
+    // the last bits, which a sampled draw may amplify.)
+    let sampled = SamplerParams {
+        temperature: 0.9,
+        seed: 7,
+        ..SamplerParams::default()
+    };
+    let story = prompt(&model, "Once upon a time");
+    wait(&submit(&s, story.clone(), 1, sampled.clone(), &[]).unwrap()).unwrap();
+    let a = wait(&submit(&s, story.clone(), 16, sampled.clone(), &[]).unwrap()).unwrap();
+    let b = wait(&submit(&s, story.clone(), 16, sampled.clone(), &[]).unwrap()).unwrap();
+    assert_eq!(a.1.cached_tokens, story.len() - 1);
+    assert_eq!(a.0, b.0);
+    let other_seed = SamplerParams { seed: 8, ..sampled };
+    let c = wait(&submit(&s, story.clone(), 16, other_seed, &[]).unwrap()).unwrap();
+    assert_ne!(a.0, c.0);
+
+    // A client that goes away is dropped at the next step and frees its slot.
+    let long = submit(&s, story.clone(), 200, SamplerParams::greedy(), &[]).unwrap();
+    match long.rx.recv_timeout(Duration::from_secs(60)).unwrap() {
+        Event::Text(_) => long.closed.store(true, Ordering::Relaxed),
+        e => panic!("{e:?}"),
+    }
+    let started = Instant::now();
+    let next = submit(&s, story.clone(), 2, SamplerParams::greedy(), &[]).unwrap();
+    let next2 = submit(&s, counting.clone(), 2, SamplerParams::greedy(), &[]).unwrap();
+    wait(&next).unwrap();
+    wait(&next2).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    use kolibri::batching::Stats;
+    assert_eq!(Stats::get(&s.stats().requests_cancelled), 1);
+
+    // Bad requests are refused at the door.
+    assert_eq!(
+        submit(&s, vec![], 4, SamplerParams::greedy(), &[]).err(),
+        Some(SubmitError::EmptyPrompt)
+    );
+    assert!(matches!(
+        submit(&s, vec![1; 256], 4, SamplerParams::greedy(), &[]).err(),
+        Some(SubmitError::PromptTooLong { .. })
+    ));
+    assert!(matches!(
+        submit(&s, vec![u32::MAX], 4, SamplerParams::greedy(), &[]).err(),
+        Some(SubmitError::InvalidToken { .. })
+    ));
+    // max_tokens is capped by the slot's context: a 250-token prompt leaves 6.
+    let (_, c) =
+        wait(&submit(&s, vec![16; 250], 100, SamplerParams::greedy(), &[]).unwrap()).unwrap();
+    assert_eq!((c.finish, c.completion_tokens), (FinishReason::Length, 6));
+}
+
+#[test]
+fn a_full_queue_refuses_and_a_deadline_cancels() {
+    let model = model();
+    let s = scheduler(&model, 1, 1);
+    let story = prompt(&model, "Once upon a time");
+    // One request runs, one waits; the third finds the queue full.
+    let running = submit(&s, story.clone(), 64, SamplerParams::greedy(), &[]).unwrap();
+    match running.rx.recv_timeout(Duration::from_secs(60)).unwrap() {
+        Event::Text(_) => {}
+        e => panic!("{e:?}"),
+    }
+    let waiting = submit(&s, story.clone(), 2, SamplerParams::greedy(), &[]).unwrap();
+    assert!(matches!(
+        submit(&s, story.clone(), 2, SamplerParams::greedy(), &[]).err(),
+        Some(SubmitError::QueueFull { max_queue: 1 })
+    ));
+    wait(&running).unwrap();
+    wait(&waiting).unwrap();
+    // A deadline in the past fails the request with a message instead of generating.
+    let (tx, rx) = mpsc::channel();
+    s.submit(Request {
+        prompt: story,
+        max_tokens: 50,
+        sampling: SamplerParams::greedy(),
+        stop: vec![],
+        deadline: Some(Instant::now()),
+        sink: Box::new(ChannelSink {
+            tx,
+            closed: Arc::new(AtomicBool::new(false)),
+        }),
+    })
+    .unwrap();
+    let p = Pending {
+        rx,
+        closed: Arc::new(AtomicBool::new(false)),
+    };
+    assert!(wait(&p).unwrap_err().contains("time limit"));
+}
