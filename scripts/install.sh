@@ -19,7 +19,8 @@ done
 mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
 
-cargo build --release --lib
+# The C library carries no HTTP stack: the "server" feature is only for the kolibri binary.
+cargo build --release --lib --no-default-features
 out="${CARGO_TARGET_DIR:-target}/release"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 major="${version%%.*}"

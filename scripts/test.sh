@@ -2,7 +2,7 @@
 # Every test: formatting, lints, unit/property tests, the model-level suites against
 # llama.cpp's reference outputs (release profile; includes the C header drift check), then the
 # C ABI end to end (scripts/test-capi.sh: examples, misuse, valgrind, sanitizers, bindings),
-# and the model-free suites on aarch64 under qemu (scripts/test-aarch64.sh).
+# the HTTP server with the official openai client (scripts/test-server.sh), and the model-free suites on aarch64 under qemu (scripts/test-aarch64.sh).
 # Fetches the three real models if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +17,13 @@ rust_ok=0
 awk '/^test result:/ { p += $4; f += $6 } END { exit (f > 0 || p == 0) }' "$log" || rust_ok=1
 capi_ok=0
 scripts/test-capi.sh 2>&1 | tee -a "$log" || capi_ok=1
+server_ok=0
+scripts/test-server.sh 2>&1 | tee -a "$log" || server_ok=1
 arm_ok=0
 scripts/test-aarch64.sh 2>&1 | tee -a "$log" || arm_ok=1
 # One closing line over all test binaries and the C API checks.
 awk '/^test result:/ { p += $4; f += $6 }
      /^c api: / { p += $3; f += $5 }
+     /^server: / { p += $2; f += $4 }
      END { printf "all suites: %d passed, %d failed\n", p, f }' "$log"
-exit $((rust_ok | capi_ok | arm_ok))
+exit $((rust_ok | capi_ok | server_ok | arm_ok))

@@ -88,7 +88,7 @@ fn wait(p: &Pending) -> Result<(String, Completion), String> {
                 text.push_str(&t);
             }
             Event::Done(c) => return Ok((text, c)),
-            Event::Failed(m) => return Err(m),
+            Event::Failed(m) => return Err(m.to_string()),
         }
     }
 }

@@ -55,8 +55,25 @@ pub enum Event {
     Text(String),
     /// The request finished; nothing follows.
     Done(Completion),
-    /// The request failed (for example its deadline passed); nothing follows.
-    Failed(String),
+    /// The request failed; nothing follows.
+    Failed(Failure),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The request's deadline passed before it finished.
+    TimedOut,
+    /// The forward pass failed (an engine error, not the request's fault).
+    Engine(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::TimedOut => write!(f, "the request's time limit passed"),
+            Failure::Engine(m) => write!(f, "generation failed: {m}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

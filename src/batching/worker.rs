@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::stats::Stats;
 use super::stop::StopMatcher;
-use super::{Completion, Event, FinishReason, Queued, Request};
+use super::{Completion, Event, Failure, FinishReason, Queued, Request};
 use crate::model::{BatchToken, Context};
 use crate::sampling::Sampler;
 use crate::tokenizer::{StreamDecoder, TokenId, Tokenizer};
@@ -42,8 +42,8 @@ struct Job<'t> {
 enum Outcome {
     Continue,
     Finished(FinishReason),
-    /// The listener is gone or the deadline passed.
-    Abandoned(Option<String>),
+    /// The listener is gone (`None`) or the request failed.
+    Abandoned(Option<Failure>),
 }
 
 pub(super) fn run(mut ctx: Context, queue: mpsc::Receiver<Queued>, stats: Arc<Stats>) {
@@ -95,13 +95,13 @@ pub(super) fn run(mut ctx: Context, queue: mpsc::Receiver<Queued>, stats: Arc<St
 }
 
 /// Why a request should stop now, if it should: `Some(None)` when nobody listens any more,
-/// `Some(Some(message))` when its deadline passed.
-fn abandoned(req: &Request) -> Option<Option<String>> {
+/// `Some(Some(TimedOut))` when its deadline passed.
+fn abandoned(req: &Request) -> Option<Option<Failure>> {
     if req.sink.is_closed() {
         return Some(None);
     }
     match req.deadline {
-        Some(d) if Instant::now() >= d => Some(Some("the request's time limit passed".into())),
+        Some(d) if Instant::now() >= d => Some(Some(Failure::TimedOut)),
         _ => None,
     }
 }
@@ -110,8 +110,8 @@ fn drop_abandoned_waiting(waiting: &mut VecDeque<Queued>, stats: &Stats) {
     waiting.retain_mut(|q| match abandoned(&q.req) {
         None => true,
         Some(why) => {
-            if let Some(message) = why {
-                q.req.sink.send(Event::Failed(message));
+            if let Some(failure) = why {
+                q.req.sink.send(Event::Failed(failure));
             }
             Stats::sub(&stats.queue_depth, 1);
             Stats::add(&stats.requests_cancelled, 1);
@@ -223,7 +223,8 @@ fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &St
             batch.iter().for_each(|b| in_batch[b.seq] = true);
             for (seq, slot) in slots.iter_mut().enumerate() {
                 if in_batch[seq] {
-                    end_job(slot, Outcome::Abandoned(Some(e.to_string())), stats);
+                    let failure = Failure::Engine(e.to_string());
+                    end_job(slot, Outcome::Abandoned(Some(failure)), stats);
                 }
             }
             return;
@@ -313,8 +314,8 @@ fn end_job(slot: &mut Slot, outcome: Outcome, stats: &Stats) {
         }
         Outcome::Abandoned(why) => {
             Stats::add(&stats.requests_cancelled, 1);
-            if let Some(message) = why {
-                sink.send(Event::Failed(message));
+            if let Some(failure) = why {
+                sink.send(Event::Failed(failure));
             }
         }
     }

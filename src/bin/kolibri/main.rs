@@ -1,10 +1,13 @@
-//! The `kolibri` command-line tool: run, perplexity, tokenize, bench and info on GGUF models.
+//! The `kolibri` command-line tool: run, perplexity, tokenize, bench, info and serve (the
+//! OpenAI-compatible HTTP server) on GGUF models.
 
 mod args;
 mod bench;
 mod info;
 mod perplexity;
 mod run;
+#[cfg(feature = "server")]
+mod serve;
 mod tokenize;
 
 use std::process::ExitCode;
@@ -21,10 +24,15 @@ USAGE:
   kolibri info [-m MODEL]
 ";
 
+#[cfg(feature = "server")]
+const SERVE_USAGE: &str = serve::USAGE;
+#[cfg(not(feature = "server"))]
+const SERVE_USAGE: &str = "";
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = argv.split_first() else {
-        eprint!("{USAGE}");
+        eprint!("{USAGE}{SERVE_USAGE}");
         return ExitCode::from(2);
     };
     let result = match cmd.as_str() {
@@ -33,11 +41,15 @@ fn main() -> ExitCode {
         "tokenize" => tokenize::main(rest),
         "bench" => bench::main(rest),
         "info" => info::main(rest),
+        #[cfg(feature = "server")]
+        "serve" => serve::main(rest),
+        #[cfg(not(feature = "server"))]
+        "serve" => Err("this kolibri was built without the \"server\" feature".into()),
         "-h" | "--help" | "help" => {
-            print!("{USAGE}");
+            print!("{USAGE}{SERVE_USAGE}");
             return ExitCode::SUCCESS;
         }
-        other => Err(format!("unknown command {other:?}\n\n{USAGE}")),
+        other => Err(format!("unknown command {other:?}\n\n{USAGE}{SERVE_USAGE}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

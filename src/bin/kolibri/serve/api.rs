@@ -1,0 +1,214 @@
+//! The OpenAI request bodies this server accepts and the checks on their fields. Fields it does
+//! not know are ignored (as OpenAI-compatible servers do); features it lacks are refused with a
+//! 400 rather than silently dropped (n > 1, logprobs, tools).
+
+use serde::Deserialize;
+
+use super::error::ApiError;
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<u32>),
+}
+
+/// A message's content: a string, or parts of which only text parts are supported.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct Message {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<Content>,
+}
+
+#[derive(Deserialize, Default)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// The sampling and length fields both endpoints share.
+#[derive(Deserialize, Default)]
+pub struct Sampling {
+    pub max_tokens: Option<u64>,
+    /// The chat endpoint's newer name for `max_tokens`.
+    pub max_completion_tokens: Option<u64>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    /// Extensions (llama.cpp's server has them too).
+    pub top_k: Option<usize>,
+    pub min_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub stop: Option<OneOrMany>,
+    pub n: Option<u64>,
+    pub logprobs: Option<serde_json::Value>,
+    #[serde(default)]
+    pub stream: bool,
+    pub stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+pub struct ChatRequest {
+    pub model: Option<String>,
+    pub messages: Vec<Message>,
+    pub tools: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub sampling: Sampling,
+}
+
+#[derive(Deserialize)]
+pub struct CompletionRequest {
+    pub model: Option<String>,
+    pub prompt: Prompt,
+    pub echo: Option<bool>,
+    pub suffix: Option<String>,
+    #[serde(flatten)]
+    pub sampling: Sampling,
+}
+
+/// Parses a JSON body into `T`, turning every failure into an OpenAI-style 400.
+pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let what = if e.is_syntax() || e.is_eof() {
+            "the request body is not valid JSON"
+        } else {
+            "the request body does not match the API"
+        };
+        ApiError::bad_request(format!("{what}: {e}"), None)
+    })
+}
+
+/// What a request asks for once its fields are checked.
+pub struct Checked {
+    pub max_tokens: Option<usize>,
+    pub sampler: kolibri::sampling::SamplerParams,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+impl Sampling {
+    pub fn check(&self, random_seed: u64) -> Result<Checked, ApiError> {
+        let bad = |param: &str, message: String| Err(ApiError::bad_request(message, Some(param)));
+        if self.n.is_some_and(|n| n != 1) {
+            return bad("n", "only n = 1 is supported".into());
+        }
+        if self
+            .logprobs
+            .as_ref()
+            .is_some_and(|l| !(l.is_null() || *l == false))
+        {
+            return bad("logprobs", "logprobs are not supported yet".into());
+        }
+        let max_tokens = self.max_completion_tokens.or(self.max_tokens);
+        if max_tokens == Some(0) {
+            return bad("max_tokens", "max_tokens must be at least 1".into());
+        }
+        let temperature = self.temperature.unwrap_or(1.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            return bad(
+                "temperature",
+                format!("temperature {temperature} is not in [0, 2]"),
+            );
+        }
+        let top_p = self.top_p.unwrap_or(1.0);
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return bad("top_p", format!("top_p {top_p} is not in (0, 1]"));
+        }
+        let min_p = self.min_p.unwrap_or(0.05);
+        if !(0.0..=1.0).contains(&min_p) {
+            return bad("min_p", format!("min_p {min_p} is not in [0, 1]"));
+        }
+        for (name, v) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if v.is_some_and(|v| !(-2.0..=2.0).contains(&v)) {
+                return bad(name, format!("{name} {} is not in [-2, 2]", v.unwrap()));
+            }
+        }
+        let stop = match &self.stop {
+            None => Vec::new(),
+            Some(OneOrMany::One(s)) => vec![s.clone()],
+            Some(OneOrMany::Many(v)) => v.clone(),
+        };
+        if stop.len() > 4 {
+            return bad(
+                "stop",
+                format!("at most 4 stop sequences, got {}", stop.len()),
+            );
+        }
+        let sampler = kolibri::sampling::SamplerParams {
+            temperature,
+            top_k: self.top_k.unwrap_or(40),
+            top_p,
+            min_p,
+            repeat_penalty: 1.0,
+            frequency_penalty: self.frequency_penalty.unwrap_or(0.0),
+            presence_penalty: self.presence_penalty.unwrap_or(0.0),
+            // OpenAI's penalties count every token generated so far.
+            penalty_last_n: usize::MAX,
+            seed: self.seed.unwrap_or(random_seed),
+        };
+        Ok(Checked {
+            max_tokens: max_tokens.map(|n| n.min(usize::MAX as u64) as usize),
+            sampler,
+            stop,
+            stream: self.stream,
+            include_usage: self
+                .stream_options
+                .as_ref()
+                .is_some_and(|o| o.include_usage),
+        })
+    }
+}
+
+impl Message {
+    /// The message's text; text parts are joined, other parts are refused.
+    pub fn text(&self) -> Result<String, ApiError> {
+        match &self.content {
+            None => Ok(String::new()),
+            Some(Content::Text(t)) => Ok(t.clone()),
+            Some(Content::Parts(parts)) => {
+                let mut out = String::new();
+                for p in parts {
+                    match (p.kind.as_str(), &p.text) {
+                        ("text", Some(t)) => out.push_str(t),
+                        (kind, _) => {
+                            return Err(ApiError::bad_request(
+                                format!("content parts of type {kind:?} are not supported"),
+                                Some("messages"),
+                            ))
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! `kolibri serve`: an OpenAI-compatible HTTP server over the continuous-batching scheduler.
+//!
+//! Threads: the scheduler thread (with the context's compute workers) runs every forward pass;
+//! a small tokio runtime handles HTTP. Handlers only parse, tokenize, queue and relay events.
+//!
+//! Safe by default: binds 127.0.0.1, warns when bound elsewhere without a key, compares the key
+//! in constant time, limits body size, prompt length (the slot's context), waiting requests
+//! (429 with Retry-After) and time per request.
+
+mod api;
+mod error;
+mod metrics;
+mod routes;
+mod state;
+mod stream;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use kolibri::batching::{Scheduler, SchedulerParams};
+use kolibri::model::Model;
+
+use crate::args::Args;
+use state::AppState;
+
+/// Identifies this build in responses (`system_fingerprint`).
+pub const FINGERPRINT: &str = concat!("kolibri-", env!("CARGO_PKG_VERSION"));
+
+pub const USAGE: &str =
+    "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
+              [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
+              [--max-body BYTES]   (the key can also come from KOLIBRI_API_KEY)
+";
+
+pub fn main(raw: &[String]) -> Result<(), String> {
+    let a = Args::parse(
+        raw,
+        &[
+            "-m",
+            "--model",
+            "--host",
+            "--port",
+            "--api-key",
+            "--parallel",
+            "-np",
+            "-c",
+            "--ctx-size",
+            "-t",
+            "--threads",
+            "--alias",
+            "--queue",
+            "--timeout",
+            "--max-body",
+            "-b",
+            "--batch-size",
+        ],
+        &[],
+    )?;
+    let path = a.require(&["-m", "--model"])?;
+    let host: IpAddr = a
+        .parse_or(&["--host"], IpAddr::from([127, 0, 0, 1]))
+        .map_err(|e| format!("{e} (an IP address such as 127.0.0.1 or 0.0.0.0)"))?;
+    let port: u16 = a.parse_or(&["--port"], 8080)?;
+    let api_key = a
+        .get(&["--api-key"])
+        .map(str::to_string)
+        .or_else(|| std::env::var("KOLIBRI_API_KEY").ok())
+        .filter(|k| !k.is_empty());
+    let n_slots: usize = a.parse_or(&["--parallel", "-np"], 4)?;
+    let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
+    let max_queue: usize = a.parse_or(&["--queue"], 64)?;
+    let timeout: u64 = a.parse_or(&["--timeout"], 600)?;
+    let max_body: usize = a.parse_or(&["--max-body"], 4 << 20)?;
+    let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
+
+    let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
+    let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?;
+    let model_id = a.get(&["--alias"]).map(str::to_string).unwrap_or_else(|| {
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
+        name.strip_suffix(".gguf").unwrap_or(&name).to_string()
+    });
+    let scheduler = Scheduler::start(
+        Arc::clone(&model),
+        SchedulerParams {
+            n_slots,
+            n_ctx,
+            n_threads,
+            n_batch,
+            max_queue,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let app = Arc::new(AppState::new(
+        scheduler,
+        model_id.clone(),
+        api_key.clone(),
+        Duration::from_secs(timeout),
+    ));
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("kolibri-http")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+    let result = runtime.block_on(async {
+        let addr = SocketAddr::new(host, port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        if !host.is_loopback() && api_key.is_none() {
+            eprintln!(
+                "warning: listening on {bound} without an API key: anyone who can reach this \
+                 address can use the model (set --api-key or KOLIBRI_API_KEY)"
+            );
+        }
+        if let Err(e) = &app.template {
+            eprintln!("note: /v1/chat/completions will answer 400: {e}");
+        }
+        println!(
+            "kolibri serve: listening on http://{bound} (model {model_id}, {n_slots} slots x \
+             {n_ctx} tokens, {n_threads} threads)"
+        );
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        axum::serve(listener, router(Arc::clone(&app), max_body))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .map_err(|e| format!("server error: {e}"))
+    });
+    // Handlers are gone; dropping the last reference stops the scheduler thread.
+    drop(runtime);
+    drop(app);
+    result
+}
+
+fn router(app: Arc<AppState>, max_body: usize) -> Router {
+    Router::new()
+        .route("/health", get(routes::health))
+        .route("/metrics", get(routes::metrics))
+        .route("/v1/models", get(routes::list_models))
+        .route("/v1/models/{id}", get(routes::get_model))
+        .route("/v1/completions", post(routes::completions))
+        .route("/v1/chat/completions", post(routes::chat_completions))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
+        .with_state(app)
+}
+
+/// Counts requests and error responses for `/metrics`.
+async fn count(State(app): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    app.http_requests.fetch_add(1, Relaxed);
+    let response = next.run(req).await;
+    if response.status().is_client_error() {
+        app.http_client_errors.fetch_add(1, Relaxed);
+    } else if response.status().is_server_error() {
+        app.http_server_errors.fetch_add(1, Relaxed);
+    }
+    response
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminate = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {},
+            _ = terminate => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+    eprintln!("kolibri serve: shutting down");
+}

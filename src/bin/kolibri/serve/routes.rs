@@ -1,0 +1,288 @@
+//! The HTTP endpoints: models, completions, chat completions, health and metrics.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use kolibri::batching::{Completion, Event, Failure, FinishReason, Request, SubmitError};
+use kolibri::chat::ChatMessage;
+use kolibri::tokenizer::TokenId;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::api::{self, ChatRequest, Checked, CompletionRequest, Prompt};
+use super::error::ApiError;
+use super::state::AppState;
+use super::stream::{self, ChannelSink, Flavor};
+
+pub type App = State<Arc<AppState>>;
+
+pub async fn health(State(app): App) -> Response {
+    let stats = app.scheduler.stats();
+    Json(json!({
+        "status": "ok",
+        "slots_busy": stats.slots_busy.load(Relaxed),
+        "slots": app.scheduler.params().n_slots,
+        "queue_depth": stats.queue_depth.load(Relaxed),
+    }))
+    .into_response()
+}
+
+pub async fn metrics(State(app): App, headers: HeaderMap) -> Result<Response, ApiError> {
+    app.authorize(&headers)?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        super::metrics::render(&app),
+    )
+        .into_response())
+}
+
+fn model_object(app: &AppState) -> Value {
+    json!({
+        "id": app.model_id,
+        "object": "model",
+        "created": app.started,
+        "owned_by": "kolibri",
+    })
+}
+
+pub async fn list_models(State(app): App, headers: HeaderMap) -> Result<Response, ApiError> {
+    app.authorize(&headers)?;
+    Ok(Json(json!({ "object": "list", "data": [model_object(&app)] })).into_response())
+}
+
+pub async fn get_model(
+    State(app): App,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    app.authorize(&headers)?;
+    if id != app.model_id {
+        return Err(
+            ApiError::not_found(format!("the model {id:?} does not exist"))
+                .with_code("model_not_found"),
+        );
+    }
+    Ok(Json(model_object(&app)).into_response())
+}
+
+/// A body that is too large or unreadable gets the same JSON error shape as everything else.
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| ApiError {
+        status: e.status(),
+        ..ApiError::bad_request(e.body_text(), None)
+    })
+}
+
+pub async fn chat_completions(
+    State(app): App,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    app.authorize(&headers)?;
+    let req: ChatRequest = api::parse(&body_bytes(body)?)?;
+    let checked = req.sampling.check(app.random_seed())?;
+    if req.tools.as_ref().is_some_and(|t| !t.is_null()) {
+        return Err(ApiError::bad_request(
+            "tools are not supported yet".into(),
+            Some("tools"),
+        ));
+    }
+    if req.messages.is_empty() {
+        return Err(ApiError::bad_request(
+            "messages must not be empty".into(),
+            Some("messages"),
+        ));
+    }
+    let template = app.template.as_ref().map_err(|e| {
+        ApiError::bad_request(
+            format!("this model cannot chat: {e}; use /v1/completions"),
+            None,
+        )
+    })?;
+    let texts: Vec<String> = req
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .collect::<Result<_, _>>()?;
+    let messages: Vec<ChatMessage> = req
+        .messages
+        .iter()
+        .zip(&texts)
+        .map(|(m, t)| ChatMessage {
+            role: &m.role,
+            content: t,
+        })
+        .collect();
+    let rendered = template
+        .render(&messages, true)
+        .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
+    let prompt = app.tokenize(&rendered);
+    let model = req.model.unwrap_or_else(|| app.model_id.clone());
+    generate(app, prompt, checked, Flavor::Chat, model, None).await
+}
+
+pub async fn completions(
+    State(app): App,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    app.authorize(&headers)?;
+    let req: CompletionRequest = api::parse(&body_bytes(body)?)?;
+    let checked = req.sampling.check(app.random_seed())?;
+    if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_request(
+            "suffix is not supported".into(),
+            Some("suffix"),
+        ));
+    }
+    let (prompt, text) = match req.prompt {
+        Prompt::Text(t) => (app.tokenize(&t), t),
+        Prompt::Texts(mut v) if v.len() == 1 => {
+            let t = v.remove(0);
+            (app.tokenize(&t), t)
+        }
+        Prompt::Texts(_) => {
+            return Err(ApiError::bad_request(
+                "exactly one prompt per request is supported".into(),
+                Some("prompt"),
+            ))
+        }
+        Prompt::Tokens(ids) => {
+            let text = app.scheduler.model().tokenizer.decode(&ids);
+            (ids, text)
+        }
+    };
+    let echo = req.echo.unwrap_or(false).then_some(text);
+    let model = req.model.unwrap_or_else(|| app.model_id.clone());
+    generate(app, prompt, checked, Flavor::Completion, model, echo).await
+}
+
+fn submit_error(e: SubmitError) -> ApiError {
+    match e {
+        SubmitError::QueueFull { .. } => ApiError::busy(e.to_string()),
+        SubmitError::PromptTooLong { .. } => ApiError::bad_request(e.to_string(), Some("messages"))
+            .with_code("context_length_exceeded"),
+        SubmitError::Stopped => ApiError::unavailable(e.to_string()),
+        SubmitError::EmptyPrompt | SubmitError::InvalidToken { .. } => {
+            ApiError::bad_request(e.to_string(), Some("prompt"))
+        }
+        SubmitError::InvalidSampling(_) => ApiError::bad_request(e.to_string(), None),
+    }
+}
+
+pub fn failure_error(f: &Failure) -> ApiError {
+    match f {
+        Failure::TimedOut => ApiError::timeout(f.to_string()),
+        Failure::Engine(_) => ApiError::server(f.to_string()),
+    }
+}
+
+/// What one response is: its id, endpoint flavor, model name and creation time.
+pub struct ResponseMeta {
+    pub id: String,
+    pub flavor: Flavor,
+    pub model: String,
+    pub created: u64,
+}
+
+async fn generate(
+    app: Arc<AppState>,
+    prompt: Vec<TokenId>,
+    checked: Checked,
+    flavor: Flavor,
+    model: String,
+    echo: Option<String>,
+) -> Result<Response, ApiError> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    app.scheduler
+        .submit(Request {
+            prompt,
+            max_tokens: checked.max_tokens.unwrap_or(usize::MAX),
+            sampling: checked.sampler,
+            stop: checked.stop,
+            deadline: Some(Instant::now() + app.request_timeout),
+            sink: Box::new(ChannelSink(tx)),
+        })
+        .map_err(submit_error)?;
+    let meta = ResponseMeta {
+        id: app.next_id(flavor.id_prefix()),
+        flavor,
+        model,
+        created: super::state::unix_now(),
+    };
+    if checked.stream {
+        return Ok(stream::response(meta, rx, checked.include_usage, echo));
+    }
+    let mut rx = rx;
+    let mut text = echo.unwrap_or_default();
+    loop {
+        match rx.recv().await {
+            Some(Event::Text(t)) => text.push_str(&t),
+            Some(Event::Done(c)) => {
+                return Ok(Json(full_response(&meta, &text, &c)).into_response())
+            }
+            Some(Event::Failed(f)) => return Err(failure_error(&f)),
+            None => return Err(ApiError::server("generation ended without a result".into())),
+        }
+    }
+}
+
+pub fn finish_reason(f: FinishReason) -> &'static str {
+    match f {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+    }
+}
+
+pub fn usage(c: &Completion) -> Value {
+    json!({
+        "prompt_tokens": c.prompt_tokens,
+        "completion_tokens": c.completion_tokens,
+        "total_tokens": c.prompt_tokens + c.completion_tokens,
+        "prompt_tokens_details": { "cached_tokens": c.cached_tokens },
+    })
+}
+
+fn full_response(meta: &ResponseMeta, text: &str, c: &Completion) -> Value {
+    let choice = match meta.flavor {
+        Flavor::Chat => json!({
+            "index": 0,
+            "message": { "role": "assistant", "content": text },
+            "logprobs": null,
+            "finish_reason": finish_reason(c.finish),
+        }),
+        Flavor::Completion => json!({
+            "index": 0,
+            "text": text,
+            "logprobs": null,
+            "finish_reason": finish_reason(c.finish),
+        }),
+    };
+    json!({
+        "id": meta.id,
+        "object": meta.flavor.object(),
+        "created": meta.created,
+        "model": meta.model,
+        "system_fingerprint": super::FINGERPRINT,
+        "choices": [choice],
+        "usage": usage(c),
+    })
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint".into())
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        ..ApiError::bad_request("method not allowed on this endpoint".into(), None)
+    }
+}

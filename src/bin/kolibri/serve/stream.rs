@@ -1,0 +1,176 @@
+//! Server-sent events as OpenAI streams them: one `data: {chunk}` per piece of text, a last
+//! chunk with the finish reason (and, if asked, a usage chunk), then `data: [DONE]`.
+
+use std::convert::Infallible;
+
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use kolibri::batching::{Event, EventSink};
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use super::routes::{failure_error, finish_reason, usage, ResponseMeta};
+
+/// Delivers a request's events to its HTTP handler; when the handler is gone (the client
+/// disconnected and hyper dropped the response), the scheduler sees a closed sink and frees
+/// the slot.
+pub struct ChannelSink(pub UnboundedSender<Event>);
+
+impl EventSink for ChannelSink {
+    fn send(&mut self, event: Event) -> bool {
+        self.0.send(event).is_ok()
+    }
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum Flavor {
+    Chat,
+    Completion,
+}
+
+impl Flavor {
+    pub fn id_prefix(self) -> &'static str {
+        match self {
+            Flavor::Chat => "chatcmpl",
+            Flavor::Completion => "cmpl",
+        }
+    }
+
+    pub fn object(self) -> &'static str {
+        match self {
+            Flavor::Chat => "chat.completion",
+            Flavor::Completion => "text_completion",
+        }
+    }
+
+    fn chunk_object(self) -> &'static str {
+        match self {
+            Flavor::Chat => "chat.completion.chunk",
+            Flavor::Completion => "text_completion",
+        }
+    }
+}
+
+struct Streamer {
+    meta: ResponseMeta,
+    rx: UnboundedReceiver<Event>,
+    include_usage: bool,
+    /// Chunks produced but not yet sent (a finish may produce three).
+    queued: Vec<String>,
+    done: bool,
+}
+
+impl Streamer {
+    fn chunk(&self, choice: Value) -> String {
+        let mut c = json!({
+            "id": self.meta.id,
+            "object": self.meta.flavor.chunk_object(),
+            "created": self.meta.created,
+            "model": self.meta.model,
+            "system_fingerprint": super::FINGERPRINT,
+            "choices": [choice],
+        });
+        if self.include_usage {
+            c["usage"] = Value::Null;
+        }
+        format!("data: {c}\n\n")
+    }
+
+    fn text_choice(&self, text: &str, finish: Option<&str>) -> Value {
+        match self.meta.flavor {
+            Flavor::Chat => {
+                let delta = if finish.is_some() {
+                    json!({})
+                } else {
+                    json!({ "content": text })
+                };
+                json!({ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish })
+            }
+            Flavor::Completion => {
+                json!({ "index": 0, "text": text, "logprobs": null, "finish_reason": finish })
+            }
+        }
+    }
+
+    /// The next SSE frames, or `None` when the stream is over.
+    async fn next(&mut self) -> Option<String> {
+        if !self.queued.is_empty() {
+            return Some(self.queued.remove(0));
+        }
+        if self.done {
+            return None;
+        }
+        match self.rx.recv().await {
+            Some(Event::Text(t)) => Some(self.chunk(self.text_choice(&t, None))),
+            Some(Event::Done(c)) => {
+                self.done = true;
+                let last = self.chunk(self.text_choice("", Some(finish_reason(c.finish))));
+                if self.include_usage {
+                    let u = json!({
+                        "id": self.meta.id,
+                        "object": self.meta.flavor.chunk_object(),
+                        "created": self.meta.created,
+                        "model": self.meta.model,
+                        "system_fingerprint": super::FINGERPRINT,
+                        "choices": [],
+                        "usage": usage(&c),
+                    });
+                    self.queued.push(format!("data: {u}\n\n"));
+                }
+                self.queued.push("data: [DONE]\n\n".into());
+                Some(last)
+            }
+            Some(Event::Failed(f)) => {
+                // Headers are gone already: the error travels as an event, as OpenAI does.
+                self.done = true;
+                Some(format!("data: {}\n\n", failure_error(&f).body()))
+            }
+            None => None,
+        }
+    }
+}
+
+pub fn response(
+    meta: ResponseMeta,
+    rx: UnboundedReceiver<Event>,
+    include_usage: bool,
+    echo: Option<String>,
+) -> Response {
+    let mut s = Streamer {
+        meta,
+        rx,
+        include_usage,
+        queued: Vec::new(),
+        done: false,
+    };
+    // The chat stream opens with the assistant's role, before any text arrives.
+    if let Flavor::Chat = s.meta.flavor {
+        let first = json!({
+            "index": 0,
+            "delta": { "role": "assistant", "content": "" },
+            "logprobs": null,
+            "finish_reason": null,
+        });
+        s.queued.push(s.chunk(first));
+    }
+    if let Some(text) = echo.filter(|t| !t.is_empty()) {
+        let c = s.chunk(s.text_choice(&text, None));
+        s.queued.push(c);
+    }
+    let body = futures_util::stream::unfold(s, |mut s| async move {
+        let frame = s.next().await?;
+        Some((Ok::<_, Infallible>(Bytes::from(frame)), s))
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}

@@ -1,0 +1,333 @@
+"""Drives `kolibri serve` with the official `openai` Python package (unmodified, from PyPI).
+
+Usage: test_openai.py KOLIBRI_BINARY CHAT_MODEL NO_TEMPLATE_MODEL
+Starts servers on free loopback ports, runs every check, prints one line per check and
+`server: N passed, M failed`; exits non-zero on any failure.
+"""
+
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+import openai
+
+KEY = "test-key-0123456789"
+RESULTS = []
+
+
+class Server:
+    """A `kolibri serve` process on a free port; stopped with SIGTERM."""
+
+    def __init__(self, binary, model, *extra, key=None):
+        args = [binary, "serve", "-m", model, "--port", "0", "-t", "2", "-c", "1024", *extra]
+        env = dict(os.environ)
+        env.pop("KOLIBRI_API_KEY", None)
+        if key:
+            env["KOLIBRI_API_KEY"] = key  # the key from the environment, not the command line
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on (http://[\d.]+:\d+)", line)
+        if not m:
+            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+        self.url = m.group(1)
+
+    def client(self, key=KEY, **kw):
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kw)
+
+    def get(self, path, key=KEY):
+        req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+
+    def post_raw(self, path, body, key=KEY):
+        req = urllib.request.Request(self.url + path, data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {key}",
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, r.read().decode(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(), dict(e.headers)
+
+    def metric(self, name):
+        _, text = self.get("/metrics")
+        m = re.search(rf"^kolibri_{name} (\S+)$", text, re.M)
+        return float(m.group(1))
+
+    def rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        return self.proc.returncode
+
+
+def check(name):
+    def wrap(fn):
+        def run(*a):
+            t = time.time()
+            try:
+                fn(*a)
+                RESULTS.append((name, True))
+                print(f"ok   {name} ({time.time() - t:.1f} s)", flush=True)
+            except Exception:
+                RESULTS.append((name, False))
+                print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+        return run
+    return wrap
+
+
+CHAT = [{"role": "system", "content": "You are a terse assistant."},
+        {"role": "user", "content": "Name three primary colors."}]
+
+
+@check("models: list and retrieve")
+def models(s):
+    c = s.client()
+    listed = c.models.list().data
+    assert len(listed) == 1 and listed[0].object == "model", listed
+    assert c.models.retrieve(listed[0].id).id == listed[0].id
+    try:
+        c.models.retrieve("no-such-model")
+        raise AssertionError("expected 404")
+    except openai.NotFoundError:
+        pass
+
+
+@check("chat: non-streaming, usage and finish reason")
+def chat(s):
+    r = s.client().chat.completions.create(model="any", messages=CHAT, max_tokens=24,
+                                           temperature=0)
+    ch = r.choices[0]
+    assert r.object == "chat.completion" and ch.message.role == "assistant"
+    assert ch.message.content.strip(), r
+    assert ch.finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens > 10 and 0 < r.usage.completion_tokens <= 24
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    if ch.finish_reason == "length":
+        assert r.usage.completion_tokens == 24
+
+
+@check("chat: streaming deltas, finish chunk, usage chunk")
+def chat_stream(s):
+    stream = s.client().chat.completions.create(
+        model="any", messages=CHAT, max_tokens=16, temperature=0.7, seed=3, stream=True,
+        stream_options={"include_usage": True})
+    text, roles, finish, usage, n_chunks = "", [], None, None, 0
+    for chunk in stream:
+        n_chunks += 1
+        assert chunk.object == "chat.completion.chunk"
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            if c.delta.role:
+                roles.append(c.delta.role)
+            text += c.delta.content or ""
+            finish = c.finish_reason or finish
+    assert roles == ["assistant"] and text.strip() and finish in ("stop", "length")
+    assert usage and 0 < usage.completion_tokens <= 16 and n_chunks >= 3
+    # The same seed gives the same text again (the prompt now comes from the slot's cache).
+    again = s.client().chat.completions.create(
+        model="any", messages=CHAT, max_tokens=16, temperature=0.7, seed=3)
+    again2 = s.client().chat.completions.create(
+        model="any", messages=CHAT, max_tokens=16, temperature=0.7, seed=3)
+    assert again.choices[0].message.content == again2.choices[0].message.content
+    assert again2.usage.prompt_tokens_details.cached_tokens > 0
+
+
+@check("completions: non-streaming, streaming, stop strings")
+def completions(s):
+    c = s.client()
+    r = c.completions.create(model="any", prompt="1, 2, 3, 4, 5,", max_tokens=30,
+                             temperature=0, stop=[" 9"])
+    t = r.choices[0].text
+    assert r.object == "text_completion" and r.choices[0].finish_reason == "stop", r
+    assert "8" in t and " 9" not in t, t
+    pieces = [ch.choices[0].text for ch in c.completions.create(
+        model="any", prompt="def add(a, b):", max_tokens=12, temperature=0, stream=True)]
+    assert "".join(pieces).strip()
+    e = c.completions.create(model="any", prompt="Hello", max_tokens=2, echo=True)
+    assert e.choices[0].text.startswith("Hello")
+
+
+@check("errors: wrong key 401, bad requests 400 with OpenAI error bodies")
+def errors(s):
+    try:
+        s.client(key="wrong").chat.completions.create(model="any", messages=CHAT, max_tokens=2)
+        raise AssertionError("expected 401")
+    except openai.AuthenticationError as e:
+        assert e.status_code == 401
+    try:
+        s.client(key="wrong").models.list()
+        raise AssertionError("expected 401")
+    except openai.AuthenticationError:
+        pass
+    for bad in [dict(temperature=5), dict(n=2), dict(max_tokens=0), dict(top_p=0),
+                dict(stop=["a", "b", "c", "d", "e"])]:
+        try:
+            s.client().chat.completions.create(model="any", messages=CHAT, **bad)
+            raise AssertionError(f"expected 400 for {bad}")
+        except openai.BadRequestError as e:
+            assert e.status_code == 400 and e.body["message"], e.body
+    try:
+        s.client().chat.completions.create(model="any", messages=[])
+        raise AssertionError("expected 400")
+    except openai.BadRequestError:
+        pass
+    try:
+        s.client().completions.create(model="any", prompt="x " * 2000, max_tokens=2)
+        raise AssertionError("expected 400 for a prompt longer than the context")
+    except openai.BadRequestError as e:
+        assert e.code == "context_length_exceeded", e.body
+    # Raw bodies: not JSON, wrong types, too large, unknown endpoint, wrong method.
+    for body in [b"{not json", b'{"messages": 5}', b'{"prompt": {"a": 1}}', b"\xff\xfe"]:
+        code, text, _ = s.post_raw("/v1/chat/completions", body)
+        assert code == 400 and json.loads(text)["error"]["type"] == "invalid_request_error", text
+    code, text, _ = s.post_raw("/v1/completions", b'{"prompt": "' + b"a" * (5 << 20) + b'"}')
+    assert code == 413 and "error" in json.loads(text), (code, text[:200])
+    code, _, _ = s.post_raw("/v1/nothing", b"{}")
+    assert code == 404
+    try:
+        s.get("/v1/chat/completions")
+        raise AssertionError("expected 405")
+    except urllib.error.HTTPError as e:
+        assert e.code == 405
+    # /health needs no key; it and the server survived all of the above.
+    assert json.loads(s.get("/health", key="")[1])["status"] == "ok"
+
+
+@check("cancellation: a client that disconnects mid-stream frees its slot")
+def cancellation(s):
+    before = s.metric("requests_cancelled_total")
+    stream = s.client().completions.create(model="any", prompt="Once upon a time",
+                                           max_tokens=500, temperature=0.8, stream=True)
+    for i, _ in enumerate(stream):
+        if i == 3:
+            break
+    stream.close()
+    deadline = time.time() + 30
+    while s.metric("requests_cancelled_total") == before:
+        assert time.time() < deadline, "the abandoned request was not cancelled"
+        time.sleep(0.2)
+    assert s.metric("slots_busy") == 0
+
+
+@check("metrics: Prometheus text with request and token counters")
+def metrics(s):
+    _, text = s.get("/metrics")
+    for name in ["requests_total", "completion_tokens_total", "prompt_tokens_total",
+                 "queue_depth", "completion_tokens_per_second", "http_client_errors_total"]:
+        assert re.search(rf"^# TYPE kolibri_{name} (counter|gauge)$", text, re.M), name
+    assert s.metric("completion_tokens_total") > 0 and s.metric("http_client_errors_total") > 0
+    try:
+        s.get("/metrics", key="wrong")
+        raise AssertionError("expected 401")
+    except urllib.error.HTTPError as e:
+        assert e.code == 401
+
+
+@check("no chat template: chat is a clear 400, completions work")
+def no_template(s):
+    try:
+        s.client().chat.completions.create(model="any", messages=CHAT, max_tokens=2)
+        raise AssertionError("expected 400")
+    except openai.BadRequestError as e:
+        assert "chat template" in e.body["message"], e.body
+    r = s.client().completions.create(model="any", prompt="The sky is", max_tokens=4)
+    assert r.choices[0].text
+
+
+@check("queue full: 429 with Retry-After, then the queue drains")
+def queue_full(s):
+    def long_request():
+        return s.client().completions.create(model="any", prompt="Once upon a time",
+                                             max_tokens=40, temperature=0)
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        futures = [pool.submit(long_request) for _ in range(6)]
+        outcomes = []
+        for f in futures:
+            try:
+                outcomes.append(f.result().choices[0].finish_reason)
+            except openai.RateLimitError as e:
+                assert e.status_code == 429 and e.response.headers.get("retry-after") == "1"
+                outcomes.append(429)
+    assert outcomes.count(429) >= 1 and outcomes.count("length") >= 2, outcomes
+
+
+@check("load: 16 clients x 20 requests, 0 errors, RSS stays flat")
+def load(s):
+    c = s.client()
+    c.chat.completions.create(model="any", messages=CHAT, max_tokens=8)
+    rss_first = s.rss_kib()
+    errors = []
+
+    def client(i):
+        for j in range(20):
+            try:
+                msgs = [{"role": "user", "content": f"Client {i} request {j}: say a number."}]
+                if j % 2:
+                    r = c.chat.completions.create(model="any", messages=msgs, max_tokens=6,
+                                                  temperature=0.7)
+                    assert r.choices[0].finish_reason in ("stop", "length")
+                else:
+                    text = "".join(ch.choices[0].delta.content or "" for ch in
+                                   c.chat.completions.create(model="any", messages=msgs,
+                                                             max_tokens=6, stream=True)
+                                   if ch.choices)
+                    assert isinstance(text, str)
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+    t = time.time()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    rss_after = s.rss_kib()
+    print(f"     load: {time.time() - t:.1f} s, RSS after first request {rss_first >> 10} MiB, "
+          f"after 320 requests {rss_after >> 10} MiB", flush=True)
+    assert not errors, errors[:5]
+    assert rss_after <= rss_first + max(32 << 10, rss_first // 10), (rss_first, rss_after)
+
+
+def main():
+    binary, chat_model, plain_model = sys.argv[1:4]
+    s = Server(binary, chat_model, "--parallel", "4", key=KEY)
+    try:
+        for test in [models, chat, chat_stream, completions, errors, cancellation, metrics,
+                     load]:
+            test(s)
+    finally:
+        code = s.stop()
+        RESULTS.append(("clean shutdown on SIGTERM", code == 0))
+        print(f"{'ok  ' if code == 0 else 'FAIL'} clean shutdown on SIGTERM (exit {code})")
+    small = Server(binary, plain_model, "--parallel", "1", "--queue", "1", "--api-key", KEY)
+    try:
+        no_template(small)
+        queue_full(small)
+    finally:
+        small.stop()
+    failed = sum(1 for _, ok in RESULTS if not ok)
+    print(f"server: {len(RESULTS) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
