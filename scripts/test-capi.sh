@@ -32,6 +32,7 @@ check "cmake, static library" sh -c "cmake -S c-examples -B '$work/static' -DCMA
 check "cmake, ASan+UBSan" sh -c "cmake -S c-examples -B '$work/asan' -DCMAKE_PREFIX_PATH='$prefix' -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS='-fsanitize=address,undefined -fno-omit-frame-pointer' -DCMAKE_CXX_FLAGS='-fsanitize=address,undefined -fno-omit-frame-pointer' && cmake --build '$work/asan' -j 2"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 check "pkg-config, C11 and C++17" sh -c "cc -std=c11 -Wall -Wextra -Werror c-examples/simple.c \$(pkg-config --cflags --libs kolibri) -Wl,-rpath,'$prefix/lib' -o '$work/simple-pc' && c++ -std=c++17 -Wall -Wextra -Werror c-examples/chat.cpp \$(pkg-config --cflags --libs kolibri) -Wl,-rpath,'$prefix/lib' -o '$work/chat-pc'"
+check "the C library links no HTTP stack (the server feature is off)" sh -c "! nm -C '$prefix/lib/libkolibri.a' 2>/dev/null | grep -qE 'tokio::|axum::|hyper::'"
 check "the static build does not load libkolibri.so" sh -c "! ldd '$work/static/simple' | grep -q libkolibri"
 check "the shared build records the SONAME" sh -c "readelf -d '$work/shared/simple' | grep -q 'NEEDED.*libkolibri.so.0'"
 
