@@ -277,3 +277,44 @@ fn a_full_queue_refuses_and_a_deadline_cancels() {
     };
     assert!(wait(&p).unwrap_err().contains("time limit"));
 }
+
+/// Panics on its first text, like a buggy host callback.
+struct PanickingSink;
+
+impl EventSink for PanickingSink {
+    fn send(&mut self, event: Event) -> bool {
+        if let Event::Text(_) = event {
+            panic!("a sink that panics");
+        }
+        true
+    }
+}
+
+#[test]
+fn a_panic_in_a_step_fails_the_requests_in_flight_and_the_scheduler_goes_on() {
+    let model = model();
+    let s = scheduler(&model, 2, 4);
+    let story = prompt(&model, "Once upon a time");
+    let other = submit(&s, story.clone(), 40, SamplerParams::greedy(), &[]).unwrap();
+    s.submit(Request {
+        prompt: prompt(&model, "The capital of France is"),
+        max_tokens: 8,
+        sampling: SamplerParams::greedy(),
+        stop: vec![],
+        deadline: None,
+        sink: Box::new(PanickingSink),
+    })
+    .unwrap();
+    // The request that shared the step fails with an engine error (or finished before it).
+    if let Err(m) = wait(&other) {
+        assert!(m.contains("internal error"), "{m}");
+    }
+    // The scheduler still serves, from a clean cache.
+    let (text, c) =
+        wait(&submit(&s, story.clone(), 6, SamplerParams::greedy(), &[]).unwrap()).unwrap();
+    assert_eq!((c.completion_tokens, c.cached_tokens), (6, 0));
+    check_greedy(&model, &story, &c);
+    assert!(!text.is_empty());
+    use kolibri::batching::Stats;
+    assert_eq!(Stats::get(&s.stats().slots_busy), 0);
+}

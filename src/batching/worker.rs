@@ -1,6 +1,7 @@
 //! The scheduler thread: admit, batch, forward, sample, stream; one step per forward pass.
 
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
@@ -90,7 +91,29 @@ pub(super) fn run(mut ctx: Context, queue: mpsc::Receiver<Queued>, stats: Arc<St
                 }
             }
         }
-        step(&mut ctx, &mut slots, tokenizer, &stats);
+        let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            step(&mut ctx, &mut slots, tokenizer, &stats)
+        }));
+        if stepped.is_err() {
+            recover_from_panic(&mut ctx, &mut slots, &stats);
+        }
+    }
+}
+
+/// A panic inside a step (a bug, or a sink that panicked) must not end the server: every
+/// request in flight fails, every sequence is emptied (its cache may be half-written), and the
+/// scheduler goes on with the next requests.
+fn recover_from_panic(ctx: &mut Context, slots: &mut [Slot], stats: &Stats) {
+    for (seq, slot) in slots.iter_mut().enumerate() {
+        ctx.truncate_seq(seq, 0);
+        slot.cached.clear();
+        if slot.job.is_some() {
+            let failure = Failure::Engine("internal error (a panic in the scheduler step)".into());
+            // The sink itself may be what panicked: a second panic here is contained too.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                end_job(slot, Outcome::Abandoned(Some(failure)), stats)
+            }));
+        }
     }
 }
 
