@@ -164,14 +164,21 @@ pub async fn completions(
     generate(app, prompt, checked, Flavor::Completion, model, echo).await
 }
 
-fn submit_error(e: SubmitError) -> ApiError {
+/// `flavor` names the field the prompt came from in the error's `param`.
+fn submit_error(e: SubmitError, flavor: Flavor) -> ApiError {
+    let prompt_param = match flavor {
+        Flavor::Chat => "messages",
+        Flavor::Completion => "prompt",
+    };
     match e {
         SubmitError::QueueFull { .. } => ApiError::busy(e.to_string()),
-        SubmitError::PromptTooLong { .. } => ApiError::bad_request(e.to_string(), Some("messages"))
-            .with_code("context_length_exceeded"),
+        SubmitError::PromptTooLong { .. } => {
+            ApiError::bad_request(e.to_string(), Some(prompt_param))
+                .with_code("context_length_exceeded")
+        }
         SubmitError::Stopped => ApiError::unavailable(e.to_string()),
         SubmitError::EmptyPrompt | SubmitError::InvalidToken { .. } => {
-            ApiError::bad_request(e.to_string(), Some("prompt"))
+            ApiError::bad_request(e.to_string(), Some(prompt_param))
         }
         SubmitError::InvalidSampling(_) => ApiError::bad_request(e.to_string(), None),
     }
@@ -192,6 +199,20 @@ pub struct ResponseMeta {
     pub created: u64,
 }
 
+impl ResponseMeta {
+    /// The fields every response object and stream chunk carries, around its `choices`.
+    pub fn envelope(&self, object: &str, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": super::FINGERPRINT,
+            "choices": choices,
+        })
+    }
+}
+
 async fn generate(
     app: Arc<AppState>,
     prompt: Vec<TokenId>,
@@ -210,7 +231,7 @@ async fn generate(
             deadline: Some(Instant::now() + app.request_timeout),
             sink: Box::new(ChannelSink(tx)),
         })
-        .map_err(submit_error)?;
+        .map_err(|e| submit_error(e, flavor))?;
     let meta = ResponseMeta {
         id: app.next_id(flavor.id_prefix()),
         flavor,
@@ -265,15 +286,9 @@ fn full_response(meta: &ResponseMeta, text: &str, c: &Completion) -> Value {
             "finish_reason": finish_reason(c.finish),
         }),
     };
-    json!({
-        "id": meta.id,
-        "object": meta.flavor.object(),
-        "created": meta.created,
-        "model": meta.model,
-        "system_fingerprint": super::FINGERPRINT,
-        "choices": [choice],
-        "usage": usage(c),
-    })
+    let mut response = meta.envelope(meta.flavor.object(), json!([choice]));
+    response["usage"] = usage(c);
+    response
 }
 
 pub async fn not_found() -> ApiError {

@@ -66,14 +66,9 @@ struct Streamer {
 
 impl Streamer {
     fn chunk(&self, choice: Value) -> String {
-        let mut c = json!({
-            "id": self.meta.id,
-            "object": self.meta.flavor.chunk_object(),
-            "created": self.meta.created,
-            "model": self.meta.model,
-            "system_fingerprint": super::FINGERPRINT,
-            "choices": [choice],
-        });
+        let mut c = self
+            .meta
+            .envelope(self.meta.flavor.chunk_object(), json!([choice]));
         if self.include_usage {
             c["usage"] = Value::Null;
         }
@@ -110,15 +105,10 @@ impl Streamer {
                 self.done = true;
                 let last = self.chunk(self.text_choice("", Some(finish_reason(c.finish))));
                 if self.include_usage {
-                    let u = json!({
-                        "id": self.meta.id,
-                        "object": self.meta.flavor.chunk_object(),
-                        "created": self.meta.created,
-                        "model": self.meta.model,
-                        "system_fingerprint": super::FINGERPRINT,
-                        "choices": [],
-                        "usage": usage(&c),
-                    });
+                    let mut u = self
+                        .meta
+                        .envelope(self.meta.flavor.chunk_object(), json!([]));
+                    u["usage"] = usage(&c);
                     self.queued.push(format!("data: {u}\n\n"));
                 }
                 self.queued.push("data: [DONE]\n\n".into());
