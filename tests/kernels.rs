@@ -698,3 +698,50 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
         }
     }
 }
+
+/// The 8-row interleaved Q5_0 layout: its scalar twin and every SIMD path through
+/// `matmul_q5_0x8_with` against the in-place scalar dot per (row, token), on shapes with a
+/// partial last group and token counts that use every kernel width.
+#[test]
+fn interleaved_q5_0_matches_in_place_dot() {
+    use kolibri::kernels::interleaved::Q5_0x8;
+    use kolibri::quant::BlockQ5_0;
+    let mut rng = Rng(42);
+    for &(rows, k, n) in &[
+        (8, 32, 1),
+        (13, 64, 5),
+        (37, 256, 9),
+        (64, 896, 4),
+        (3, 96, 2),
+    ] {
+        let w = random_weights(GgmlType::Q5_0, rows, k, &mut rng);
+        let blocks: &[BlockQ5_0] = cast_blocks(w.bytes()).unwrap();
+        let packed = Q5_0x8::repack(blocks, rows, k);
+        let x = rng.floats(n * k, 1.0);
+        let act = QuantizedActivations::quantize(&x, n, k, GgmlType::Q5_0).unwrap();
+        let q8 = q8_0_of(&x);
+        let nb = k / 32;
+        for path in CpuPath::available() {
+            let mut got = vec![f32::NAN; n * rows];
+            kernels::matmul_q5_0x8_with(path, &packed, &act, &mut got).unwrap();
+            for t in 0..n {
+                for r in 0..rows {
+                    let want = scalar::vec_dot_q5_0_q8_0(
+                        &blocks[r * nb..(r + 1) * nb],
+                        &q8[t * nb..(t + 1) * nb],
+                    );
+                    let g = got[t * rows + r];
+                    assert!(
+                        (g - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "{path} rows {rows} k {k} token {t} row {r}: {g} vs {want}"
+                    );
+                }
+            }
+        }
+        // Wrong activation format and shape are errors, not panics.
+        let act_k = QuantizedActivations::quantize(&x[..k * n], n, k, GgmlType::F32).unwrap();
+        let mut out = vec![0f32; n * rows];
+        assert!(kernels::matmul_q5_0x8(&packed, &act_k, &mut out).is_err());
+        assert!(kernels::matmul_q5_0x8(&packed, &act, &mut out[1..]).is_err());
+    }
+}

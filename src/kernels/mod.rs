@@ -20,11 +20,14 @@ use crate::quant::types::{GgmlType, QK_K};
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2_interleaved;
+#[cfg(target_arch = "x86_64")]
 mod avx2_tiles;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
 mod f16_vec;
 mod info;
+pub mod interleaved;
 pub mod scalar;
 
 pub use f16_vec::{f16_mad, f16_mad_with, f16_scale, f16_scale_with};
@@ -744,6 +747,116 @@ pub fn matmul_with(
         (ActData::BF16(a), T::BF16) => go!(a, bf16),
         (ActData::F32(a), T::F32) => go!(a, f32),
         _ => return Err(mismatch()),
+    }
+    Ok(())
+}
+
+/// Whether weights are repacked at load into interleaved layouts ([`interleaved`]); on unless
+/// `KOLIBRI_REPACK=0` (for comparing against the in-place kernels).
+pub fn repack_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("KOLIBRI_REPACK").map_or(true, |v| v.trim() != "0"))
+}
+
+/// Tokens per interleaved kernel call (measured: two 4-token calls beat one 8-token call).
+const X8_T: usize = 4;
+
+/// `out[t * rows + r] = dot(W[r], x[t])` for a repacked Q5_0 matrix, on the dispatched path.
+pub fn matmul_q5_0x8(
+    w: &interleaved::Q5_0x8,
+    act: &QuantizedActivations,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    matmul_q5_0x8_with(cpu_path(), w, act, out)
+}
+
+/// [`matmul_q5_0x8`] on an explicit path (the scalar twin unless the CPU has AVX2).
+pub fn matmul_q5_0x8_with(
+    path: CpuPath,
+    w: &interleaved::Q5_0x8,
+    act: &QuantizedActivations,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    let ActData::Q8_0(a) = &act.data else {
+        return Err(KernelError::ActivationFormat {
+            weight: GgmlType::Q5_0,
+            got: act.format(),
+        });
+    };
+    let (rows, n) = (w.rows, act.n_tokens);
+    if act.k != w.k || out.len() != rows * n {
+        return Err(KernelError::Shape(format!(
+            "{rows} x {} weights, {n} x {} activations, output {}",
+            w.k,
+            act.k,
+            out.len()
+        )));
+    }
+    let nb = w.nb;
+    let sums = interleaved::block_sums(a);
+    let groups = w.groups();
+    let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = task_rows(groups, interleaved::GROUP * w.k * n, threads);
+    // Groups whose weights stay in L2 while each token chunk passes over them.
+    let group_bytes = nb * 176;
+    let block = (ROW_BLOCK_BYTES / group_bytes.max(1)).max(1);
+    let ptr = OutPtr(out.as_mut_ptr());
+    let task = move |c: usize| {
+        let ptr = ptr;
+        let (g0, g1) = (c * chunk, ((c + 1) * chunk).min(groups));
+        // SAFETY (every write): t < n and row < rows index `out`; the group is this task's.
+        let put = |g: usize, t: usize, o: &[f32; interleaved::GROUP]| {
+            for (r, &v) in o.iter().enumerate() {
+                let row = g * interleaved::GROUP + r;
+                if row < rows {
+                    unsafe { *ptr.0.add(t * rows + row) = v };
+                }
+            }
+        };
+        let arow = |t: usize| &a[t * nb..(t + 1) * nb];
+        let srow = |t: usize| &sums[t * nb..(t + 1) * nb];
+        for b0 in (g0..g1).step_by(block) {
+            let b1 = (b0 + block).min(g1);
+            let mut t = 0;
+            while t < n {
+                let step = if n - t >= X8_T { X8_T } else { 1 };
+                for g in b0..b1 {
+                    if !simd {
+                        let ar: Vec<&[BlockQ8_0]> = (t..t + step).map(arow).collect();
+                        let sr: Vec<&[i32]> = (t..t + step).map(srow).collect();
+                        let mut o = vec![[0f32; interleaved::GROUP]; step];
+                        interleaved::q5_0x8_group(w, g, &ar, &sr, &mut o);
+                        o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
+                        continue;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `simd` means the dispatched path is AVX2 or better (self-tested);
+                    // every token row has `nb` blocks and sums.
+                    unsafe {
+                        if step == X8_T {
+                            let o = avx2_interleaved::q5_0x8_group::<X8_T>(
+                                w,
+                                g,
+                                std::array::from_fn(|j| arow(t + j)),
+                                std::array::from_fn(|j| srow(t + j)),
+                            );
+                            o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
+                        } else {
+                            let o = avx2_interleaved::q5_0x8_group::<1>(w, g, [arow(t)], [srow(t)]);
+                            put(g, t, &o[0]);
+                        }
+                    }
+                }
+                t += step;
+            }
+        }
+    };
+    let n_chunks = groups.div_ceil(chunk.max(1));
+    if n_chunks <= 1 || threads == 1 {
+        (0..n_chunks).for_each(task);
+    } else {
+        (0..n_chunks).into_par_iter().for_each(task);
     }
     Ok(())
 }

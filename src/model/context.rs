@@ -415,7 +415,7 @@ fn project<const N: usize>(
             }
         };
         *out = vec![0f32; n * lin.rows];
-        kernels::matmul(&lin.matrix(gguf), act, out).map_err(compute_err)?;
+        lin.matmul(gguf, act, out).map_err(compute_err)?;
     }
     Ok(outs)
 }

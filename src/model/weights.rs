@@ -7,7 +7,13 @@ use super::arch::Arch;
 use super::error::ModelError;
 use super::hparams::HParams;
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::kernels::{self, WeightMatrix};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::kernels::interleaved::Q5_0x8;
+use crate::kernels::{self, KernelError, QuantizedActivations, WeightMatrix};
+use crate::quant::blocks::cast_blocks;
 use crate::quant::{dequant::dequantize_row, GgmlType};
 
 /// A matrix `W[rows][k]` used as `y = W x`, referenced by its byte range in the file.
@@ -21,6 +27,8 @@ pub struct Linear {
     pub k: usize,
     start: usize,
     len: usize,
+    /// The same matrix repacked into 8-row groups (Q5_0), used instead of the file bytes.
+    pub packed: Option<Arc<Q5_0x8>>,
 }
 
 impl Linear {
@@ -33,6 +41,33 @@ impl Linear {
         }
     }
 
+    /// `out = self · act` with the repacked copy if there is one.
+    pub fn matmul(
+        &self,
+        gguf: &GgufFile,
+        act: &QuantizedActivations,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        match &self.packed {
+            Some(p) => kernels::matmul_q5_0x8(p, act, out),
+            None => kernels::matmul(&self.matrix(gguf), act, out),
+        }
+    }
+
+    /// Repacks a Q5_0 matrix into 8-row groups and releases the file pages it came from (the
+    /// file's bytes of this tensor must not be read afterwards).
+    fn repack(&mut self, gguf: &GgufFile) {
+        if self.ty != GgmlType::Q5_0 || !kernels::repack_enabled() {
+            return;
+        }
+        let data = self.matrix(gguf).data;
+        let Some(blocks) = cast_blocks(data) else {
+            return;
+        };
+        self.packed = Some(Arc::new(Q5_0x8::repack(blocks, self.rows, self.k)));
+        release_pages(data);
+    }
+
     /// Bytes of one row.
     pub fn row_bytes(&self) -> usize {
         self.len / self.rows
@@ -43,6 +78,21 @@ impl Linear {
         let rb = self.row_bytes();
         let bytes = &gguf.file_bytes()[self.start + r * rb..self.start + (r + 1) * rb];
         dequantize_row(self.ty, bytes, out).expect("type checked at load");
+    }
+}
+
+/// Drops the whole pages inside `bytes` from this process's memory (a file mapping re-reads
+/// them on access; nothing here reads them again). Failure (locked pages) is harmless.
+fn release_pages(bytes: &[u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        let page = 4096usize;
+        let start = (bytes.as_ptr() as usize).next_multiple_of(page);
+        let end = (bytes.as_ptr() as usize + bytes.len()) & !(page - 1);
+        if end > start {
+            // SAFETY: advisory call on whole pages of a live read-only mapping.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
     }
 }
 
@@ -130,6 +180,7 @@ impl Loader<'_> {
             k,
             start,
             len: t.size as usize,
+            packed: None,
         };
         lin.matrix(self.gguf)
             .validate()
@@ -209,10 +260,30 @@ impl Weights {
                 post_ffn_norm: req_if(gemma, "post_ffw_norm.weight", e)?,
             });
         }
-        let output = match l.linear_opt("output.weight", e, v)? {
+        let mut output = match l.linear_opt("output.weight", e, v)? {
             Some(o) => o,
             None => token_embd.clone(),
         };
+        // The token embedding is read row by row from the file, so it stays in place (and so
+        // does a tied output head).
+        let mut repack: Vec<&mut Linear> = layers
+            .iter_mut()
+            .flat_map(|l: &mut LayerWeights| {
+                [
+                    &mut l.wq,
+                    &mut l.wk,
+                    &mut l.wv,
+                    &mut l.wo,
+                    &mut l.ffn_gate,
+                    &mut l.ffn_up,
+                    &mut l.ffn_down,
+                ]
+            })
+            .collect();
+        if output.start != token_embd.start {
+            repack.push(&mut output);
+        }
+        repack.par_iter_mut().for_each(|lin| lin.repack(gguf));
         Ok(Weights {
             output_norm: l.vector("output_norm.weight", e)?,
             output,
