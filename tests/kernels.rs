@@ -699,49 +699,66 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
     }
 }
 
-/// The 8-row interleaved Q5_0 layout: its scalar twin and every SIMD path through
-/// `matmul_q5_0x8_with` against the in-place scalar dot per (row, token), on shapes with a
-/// partial last group and token counts that use every kernel width.
+/// The 8-row interleaved layouts (Q5_0, Q8_0): the scalar twin and every SIMD path through
+/// `matmul_packed_with` against the in-place scalar dot per (row, token), on shapes with a
+/// partial last group and token counts that use every kernel width; row lookups against the
+/// in-place dequantization.
 #[test]
-fn interleaved_q5_0_matches_in_place_dot() {
-    use kolibri::kernels::interleaved::Q5_0x8;
-    use kolibri::quant::BlockQ5_0;
+fn interleaved_layouts_match_in_place_dot() {
+    use kolibri::kernels::interleaved::PackedMatrix;
+    use kolibri::quant::{dequantize_row, BlockQ5_0};
     let mut rng = Rng(42);
-    for &(rows, k, n) in &[
-        (8, 32, 1),
-        (13, 64, 5),
-        (37, 256, 9),
-        (64, 896, 4),
-        (3, 96, 2),
-    ] {
-        let w = random_weights(GgmlType::Q5_0, rows, k, &mut rng);
-        let blocks: &[BlockQ5_0] = cast_blocks(w.bytes()).unwrap();
-        let packed = Q5_0x8::repack(blocks, rows, k);
-        let x = rng.floats(n * k, 1.0);
-        let act = QuantizedActivations::quantize(&x, n, k, GgmlType::Q5_0).unwrap();
-        let q8 = q8_0_of(&x);
-        let nb = k / 32;
-        for path in CpuPath::available() {
-            let mut got = vec![f32::NAN; n * rows];
-            kernels::matmul_q5_0x8_with(path, &packed, &act, &mut got).unwrap();
-            for t in 0..n {
-                for r in 0..rows {
-                    let want = scalar::vec_dot_q5_0_q8_0(
-                        &blocks[r * nb..(r + 1) * nb],
-                        &q8[t * nb..(t + 1) * nb],
-                    );
-                    let g = got[t * rows + r];
-                    assert!(
-                        (g - want).abs() <= 1e-4 * want.abs().max(1.0),
-                        "{path} rows {rows} k {k} token {t} row {r}: {g} vs {want}"
-                    );
+    for ty in [GgmlType::Q5_0, GgmlType::Q8_0] {
+        for &(rows, k, n) in &[
+            (8, 32, 1),
+            (13, 64, 5),
+            (37, 256, 9),
+            (64, 896, 4),
+            (3, 96, 2),
+        ] {
+            let w = random_weights(ty, rows, k, &mut rng);
+            let packed = PackedMatrix::repack(ty, w.bytes(), rows, k).unwrap();
+            let x = rng.floats(n * k, 1.0);
+            let act = QuantizedActivations::quantize(&x, n, k, ty).unwrap();
+            let q8 = q8_0_of(&x);
+            let nb = k / 32;
+            let rb = w.bytes().len() / rows;
+            let dot = |r: usize, t: usize| {
+                let (wr, ar) = (&w.bytes()[r * rb..(r + 1) * rb], &q8[t * nb..(t + 1) * nb]);
+                match ty {
+                    GgmlType::Q5_0 => {
+                        scalar::vec_dot_q5_0_q8_0(cast_blocks::<BlockQ5_0>(wr).unwrap(), ar)
+                    }
+                    _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), ar),
+                }
+            };
+            for path in CpuPath::available() {
+                let mut got = vec![f32::NAN; n * rows];
+                kernels::matmul_packed_with(path, &packed, &act, &mut got).unwrap();
+                for t in 0..n {
+                    for r in 0..rows {
+                        let (g, want) = (got[t * rows + r], dot(r, t));
+                        assert!(
+                            (g - want).abs() <= 1e-4 * want.abs().max(1.0),
+                            "{ty} {path} rows {rows} k {k} token {t} row {r}: {g} vs {want}"
+                        );
+                    }
                 }
             }
+            for r in [0, rows / 2, rows - 1] {
+                let (mut got, mut want) = (vec![0f32; k], vec![0f32; k]);
+                packed.dequantize_row(r, &mut got);
+                dequantize_row(ty, &w.bytes()[r * rb..(r + 1) * rb], &mut want).unwrap();
+                assert_eq!(got, want, "{ty} row {r}");
+            }
+            // Wrong activation format and shape are errors, not panics.
+            let act_f = QuantizedActivations::quantize(&x, n, k, GgmlType::F32).unwrap();
+            let mut out = vec![0f32; n * rows];
+            assert!(kernels::matmul_packed(&packed, &act_f, &mut out).is_err());
+            assert!(kernels::matmul_packed(&packed, &act, &mut out[1..]).is_err());
         }
-        // Wrong activation format and shape are errors, not panics.
-        let act_k = QuantizedActivations::quantize(&x[..k * n], n, k, GgmlType::F32).unwrap();
-        let mut out = vec![0f32; n * rows];
-        assert!(kernels::matmul_q5_0x8(&packed, &act_k, &mut out).is_err());
-        assert!(kernels::matmul_q5_0x8(&packed, &act, &mut out[1..]).is_err());
+        // A type without a layout, or bytes that do not fit, are not repacked.
+        assert!(PackedMatrix::repack(GgmlType::Q4_K, &[0; 144], 1, 256).is_none());
+        assert!(PackedMatrix::repack(ty, &[0; 34], 2, 32).is_none());
     }
 }

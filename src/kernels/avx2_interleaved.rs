@@ -12,7 +12,7 @@
 
 use std::arch::x86_64::*;
 
-use super::interleaved::{Q5_0x8, GROUP};
+use super::interleaved::{Q5_0x8, Q8_0x8, GROUP};
 use crate::quant::blocks::BlockQ8_0;
 
 /// Activation bytes `4k..4k+4` of a block, in every 32-bit lane.
@@ -81,6 +81,47 @@ pub unsafe fn q5_0x8_group<const T: usize>(
             };
             let off = _mm256_set1_epi32(16 * *sums[t].get_unchecked(b));
             let sumi = _mm256_sub_epi32(_mm256_add_epi32(half(0), half(4)), off);
+            let dy = _mm256_set1_ps(super::avx2::f16_to_f32(y.d));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
+        }
+    }
+    let mut out = [[0f32; GROUP]; T];
+    for t in 0..T {
+        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+    }
+    out
+}
+
+/// Q8_0x8 rows of group `g` × `T` tokens: `out[t][r]`. Each product is |w| · sign(a, w)
+/// (`vpmaddubsw` needs one unsigned side); pair sums reach 2 · 128 · 127, so every register
+/// goes through `vpmaddwd` on its own.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q8_0x8_group<const T: usize>(
+    w: &Q8_0x8,
+    g: usize,
+    a: [&[BlockQ8_0]; T],
+) -> [[f32; GROUP]; T] {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..w.nb {
+        let gb = g * w.nb + b;
+        let p = w.qs.as_ptr().add(gb * 8) as *const __m256i;
+        let q: [__m256i; 8] = std::array::from_fn(|k| _mm256_load_si256(p.add(k)));
+        let aq: [__m256i; 8] = std::array::from_fn(|k| _mm256_abs_epi8(q[k]));
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(w.d.as_ptr().add(gb) as *const __m128i));
+        for t in 0..T {
+            let y = a[t].get_unchecked(b);
+            let p = |k: usize| {
+                let s = _mm256_sign_epi8(bcast4(y, k), q[k]);
+                _mm256_madd_epi16(_mm256_maddubs_epi16(aq[k], s), ones)
+            };
+            let sumi = _mm256_add_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(p(0), p(1)), _mm256_add_epi32(p(2), p(3))),
+                _mm256_add_epi32(_mm256_add_epi32(p(4), p(5)), _mm256_add_epi32(p(6), p(7))),
+            );
             let dy = _mm256_set1_ps(super::avx2::f16_to_f32(y.d));
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
         }

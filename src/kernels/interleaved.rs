@@ -1,4 +1,4 @@
-//! Weights repacked at load into groups of 8 interleaved rows (first type: Q5_0), so one
+//! Weights repacked at load into groups of 8 interleaved rows (Q5_0 and Q8_0), so one
 //! activation load, one scale conversion and one f32 multiply-add serve 8 rows.
 //!
 //! Layout of one (row group, block column), 8 rows × 32 quants: "register" `k` (0..8) holds
@@ -8,7 +8,10 @@
 //! instructions use). Quants are stored unsigned (Q5_0: 0..=31, the file's offset of 16 is
 //! applied once per block as `-16 * sum(activations)`), so no sign trick is needed.
 //!
-//! Storage per (group, block), no bigger than the 8 original blocks (176 bytes for Q5_0):
+//! Q8_0 stays signed (the kernel uses |w| · sign(a, w), exact for every i8 weight) and is stored
+//! as 8 registers (256 bytes) plus the 8 scales per (group, block).
+//!
+//! Q5_0 storage per (group, block), no bigger than the 8 original blocks (176 bytes):
 //! - `qs`: 128 bytes, registers `k` and `k + 4` as low and high nibbles of the same 32 bytes;
 //! - `qh`: 32 bytes, bit `k` of byte `i` is the 5th bit of register `k`'s byte `i`;
 //! - `d`: the 8 rows' f16 scales.
@@ -17,7 +20,8 @@
 
 use half::f16;
 
-use crate::quant::blocks::{BlockQ5_0, BlockQ8_0};
+use crate::quant::blocks::{cast_blocks, BlockQ5_0, BlockQ8_0};
+use crate::quant::GgmlType;
 
 /// Rows per interleaved group.
 pub const GROUP: usize = 8;
@@ -133,5 +137,169 @@ pub fn q5_0x8_group(
             }
         }
         *o = acc;
+    }
+}
+
+/// A Q8_0 matrix of `rows` × `k` repacked into 8-row groups.
+pub struct Q8_0x8 {
+    pub rows: usize,
+    pub k: usize,
+    pub nb: usize,
+    /// `[group][block][8]` register lines (signed quants).
+    pub qs: Vec<Line32>,
+    /// `[group][block][8]` row scales.
+    pub d: Vec<[f16; GROUP]>,
+}
+
+impl Q8_0x8 {
+    pub fn repack(w: &[BlockQ8_0], rows: usize, k: usize) -> Q8_0x8 {
+        let nb = k / 32;
+        assert_eq!(w.len(), rows * nb, "block count != rows x k/32");
+        let groups = rows.div_ceil(GROUP);
+        let mut qs = vec![Line32::default(); groups * nb * 8];
+        let mut d = vec![[f16::ZERO; GROUP]; groups * nb];
+        for g in 0..groups {
+            for b in 0..nb {
+                let gb = g * nb + b;
+                for r in 0..GROUP.min(rows - g * GROUP) {
+                    let x = &w[(g * GROUP + r) * nb + b];
+                    d[gb][r] = x.d;
+                    for (i, &q) in x.qs.iter().enumerate() {
+                        qs[gb * 8 + i / 4].0[4 * r + i % 4] = q as u8;
+                    }
+                }
+            }
+        }
+        Q8_0x8 { rows, k, nb, qs, d }
+    }
+
+    /// Quant `i` (0..32) of row `r` of group `g`, block `b`.
+    #[inline]
+    pub fn quant(&self, g: usize, b: usize, r: usize, i: usize) -> i8 {
+        self.qs[(g * self.nb + b) * 8 + i / 4].0[4 * r + i % 4] as i8
+    }
+}
+
+/// A weight matrix in one of the interleaved layouts.
+pub enum PackedMatrix {
+    Q5_0(Q5_0x8),
+    Q8_0(Q8_0x8),
+}
+
+impl std::fmt::Debug for PackedMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x8 {{ rows: {}, k: {} }}",
+            self.ty(),
+            self.rows(),
+            self.k()
+        )
+    }
+}
+
+impl PackedMatrix {
+    /// Repacks `rows` × `k` weights of type `ty` from their file bytes; `None` for a type
+    /// without an interleaved layout or bytes that do not fit.
+    pub fn repack(ty: GgmlType, data: &[u8], rows: usize, k: usize) -> Option<PackedMatrix> {
+        if !k.is_multiple_of(32) {
+            return None;
+        }
+        let fits = |n: usize| n == rows * (k / 32);
+        match ty {
+            GgmlType::Q5_0 => {
+                let w: &[BlockQ5_0] = cast_blocks(data).filter(|w| fits(w.len()))?;
+                Some(PackedMatrix::Q5_0(Q5_0x8::repack(w, rows, k)))
+            }
+            GgmlType::Q8_0 => {
+                let w: &[BlockQ8_0] = cast_blocks(data).filter(|w| fits(w.len()))?;
+                Some(PackedMatrix::Q8_0(Q8_0x8::repack(w, rows, k)))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn ty(&self) -> GgmlType {
+        match self {
+            PackedMatrix::Q5_0(_) => GgmlType::Q5_0,
+            PackedMatrix::Q8_0(_) => GgmlType::Q8_0,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        match self {
+            PackedMatrix::Q5_0(w) => w.rows,
+            PackedMatrix::Q8_0(w) => w.rows,
+        }
+    }
+
+    pub fn k(&self) -> usize {
+        match self {
+            PackedMatrix::Q5_0(w) => w.k,
+            PackedMatrix::Q8_0(w) => w.k,
+        }
+    }
+
+    /// Blocks per row.
+    pub fn nb(&self) -> usize {
+        self.k() / 32
+    }
+
+    pub fn groups(&self) -> usize {
+        self.rows().div_ceil(GROUP)
+    }
+
+    /// Bytes of one group's weights.
+    pub fn group_bytes(&self) -> usize {
+        let per_block = match self {
+            PackedMatrix::Q5_0(_) => 176,
+            PackedMatrix::Q8_0(_) => 272,
+        };
+        self.nb() * per_block
+    }
+
+    /// Row `r` as f32 (embedding lookups of a tied, repacked token embedding).
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let (g, rr) = (r / GROUP, r % GROUP);
+        for (b, o) in out.chunks_exact_mut(32).enumerate().take(self.nb()) {
+            let gb = g * self.nb() + b;
+            for (i, o) in o.iter_mut().enumerate() {
+                *o = match self {
+                    PackedMatrix::Q5_0(w) => {
+                        (w.quant(g, b, rr, i) as i32 - 16) as f32 * w.d[gb][rr].to_f32()
+                    }
+                    PackedMatrix::Q8_0(w) => w.quant(g, b, rr, i) as f32 * w.d[gb][rr].to_f32(),
+                };
+            }
+        }
+    }
+
+    /// Scalar twin of the SIMD kernels: `out[t][r]` = row `r` of group `g` · token `t`, with
+    /// exactly the integer sums of the in-place scalar dot kernels per block.
+    pub fn scalar_group(
+        &self,
+        g: usize,
+        a: &[&[BlockQ8_0]],
+        sums: &[&[i32]],
+        out: &mut [[f32; GROUP]],
+    ) {
+        match self {
+            PackedMatrix::Q5_0(w) => q5_0x8_group(w, g, a, sums, out),
+            PackedMatrix::Q8_0(w) => {
+                for (y, o) in a.iter().zip(out.iter_mut()) {
+                    let mut acc = [0f32; GROUP];
+                    for b in 0..w.nb {
+                        let (yb, gb) = (&y[b], g * w.nb + b);
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            let sumi: i32 = (0..32)
+                                .map(|i| w.quant(g, b, r, i) as i32 * yb.qs[i] as i32)
+                                .sum();
+                            *acc += sumi as f32 * (w.d[gb][r].to_f32() * yb.d.to_f32());
+                        }
+                    }
+                    *o = acc;
+                }
+            }
+        }
     }
 }

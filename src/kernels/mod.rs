@@ -665,6 +665,17 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
         ActFormat::BF16 => "bf16",
         ActFormat::F32 => "f32",
     };
+    if matches!(ty, GgmlType::Q5_0 | GgmlType::Q8_0) && repack_enabled() {
+        let simd = if path == CpuPath::Scalar {
+            "scalar"
+        } else {
+            "avx2"
+        };
+        return Some(format!(
+            "activations {act}; repacked into 8-row groups at load; {simd} x8 kernels, \
+             {X8_T}-token calls for batches (KOLIBRI_REPACK=0: in place)"
+        ));
+    }
     let batches = if tiles {
         format!("{} {MM_T}-token tiles", path.name())
     } else {
@@ -761,55 +772,59 @@ pub fn repack_enabled() -> bool {
 /// Tokens per interleaved kernel call (measured: two 4-token calls beat one 8-token call).
 const X8_T: usize = 4;
 
-/// `out[t * rows + r] = dot(W[r], x[t])` for a repacked Q5_0 matrix, on the dispatched path.
-pub fn matmul_q5_0x8(
-    w: &interleaved::Q5_0x8,
+/// `out[t * rows + r] = dot(W[r], x[t])` for a repacked matrix, on the dispatched path.
+pub fn matmul_packed(
+    w: &interleaved::PackedMatrix,
     act: &QuantizedActivations,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    matmul_q5_0x8_with(cpu_path(), w, act, out)
+    matmul_packed_with(cpu_path(), w, act, out)
 }
 
-/// [`matmul_q5_0x8`] on an explicit path (the scalar twin unless the CPU has AVX2).
-pub fn matmul_q5_0x8_with(
+/// [`matmul_packed`] on an explicit path (the scalar twin unless the CPU has AVX2).
+pub fn matmul_packed_with(
     path: CpuPath,
-    w: &interleaved::Q5_0x8,
+    w: &interleaved::PackedMatrix,
     act: &QuantizedActivations,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
+    use interleaved::{PackedMatrix, GROUP};
     let ActData::Q8_0(a) = &act.data else {
         return Err(KernelError::ActivationFormat {
-            weight: GgmlType::Q5_0,
+            weight: w.ty(),
             got: act.format(),
         });
     };
-    let (rows, n) = (w.rows, act.n_tokens);
-    if act.k != w.k || out.len() != rows * n {
+    let (rows, n) = (w.rows(), act.n_tokens);
+    if act.k != w.k() || out.len() != rows * n {
         return Err(KernelError::Shape(format!(
             "{rows} x {} weights, {n} x {} activations, output {}",
-            w.k,
+            w.k(),
             act.k,
             out.len()
         )));
     }
-    let nb = w.nb;
-    let sums = interleaved::block_sums(a);
+    let nb = w.nb();
+    // Only Q5_0 needs them (its offset of 16).
+    let sums = match w {
+        PackedMatrix::Q5_0(_) => interleaved::block_sums(a),
+        PackedMatrix::Q8_0(_) => vec![0; a.len()],
+    };
     let groups = w.groups();
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
     let threads = rayon::current_num_threads().max(1);
-    let chunk = task_rows(groups, interleaved::GROUP * w.k * n, threads);
+    let chunk = task_rows(groups, GROUP * w.k() * n, threads);
     // Groups whose weights stay in L2 while each token chunk passes over them.
-    let group_bytes = nb * 176;
-    let block = (ROW_BLOCK_BYTES / group_bytes.max(1)).max(1);
+    let block = (ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1);
     let ptr = OutPtr(out.as_mut_ptr());
     let task = move |c: usize| {
         let ptr = ptr;
         let (g0, g1) = (c * chunk, ((c + 1) * chunk).min(groups));
-        // SAFETY (every write): t < n and row < rows index `out`; the group is this task's.
-        let put = |g: usize, t: usize, o: &[f32; interleaved::GROUP]| {
+        let put = |g: usize, t: usize, o: &[f32; GROUP]| {
             for (r, &v) in o.iter().enumerate() {
-                let row = g * interleaved::GROUP + r;
+                let row = g * GROUP + r;
                 if row < rows {
+                    // SAFETY: t < n and row < rows index `out`; the group is this task's.
                     unsafe { *ptr.0.add(t * rows + row) = v };
                 }
             }
@@ -825,8 +840,8 @@ pub fn matmul_q5_0x8_with(
                     if !simd {
                         let ar: Vec<&[BlockQ8_0]> = (t..t + step).map(arow).collect();
                         let sr: Vec<&[i32]> = (t..t + step).map(srow).collect();
-                        let mut o = vec![[0f32; interleaved::GROUP]; step];
-                        interleaved::q5_0x8_group(w, g, &ar, &sr, &mut o);
+                        let mut o = vec![[0f32; GROUP]; step];
+                        w.scalar_group(g, &ar, &sr, &mut o);
                         o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
                         continue;
                     }
@@ -834,16 +849,26 @@ pub fn matmul_q5_0x8_with(
                     // SAFETY: `simd` means the dispatched path is AVX2 or better (self-tested);
                     // every token row has `nb` blocks and sums.
                     unsafe {
+                        use avx2_interleaved::{q5_0x8_group, q8_0x8_group};
                         if step == X8_T {
-                            let o = avx2_interleaved::q5_0x8_group::<X8_T>(
-                                w,
-                                g,
-                                std::array::from_fn(|j| arow(t + j)),
-                                std::array::from_fn(|j| srow(t + j)),
-                            );
+                            let ar = std::array::from_fn(|j| arow(t + j));
+                            let o = match w {
+                                PackedMatrix::Q5_0(w) => q5_0x8_group::<X8_T>(
+                                    w,
+                                    g,
+                                    ar,
+                                    std::array::from_fn(|j| srow(t + j)),
+                                ),
+                                PackedMatrix::Q8_0(w) => q8_0x8_group::<X8_T>(w, g, ar),
+                            };
                             o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
                         } else {
-                            let o = avx2_interleaved::q5_0x8_group::<1>(w, g, [arow(t)], [srow(t)]);
+                            let o = match w {
+                                PackedMatrix::Q5_0(w) => {
+                                    q5_0x8_group::<1>(w, g, [arow(t)], [srow(t)])
+                                }
+                                PackedMatrix::Q8_0(w) => q8_0x8_group::<1>(w, g, [arow(t)]),
+                            };
                             put(g, t, &o[0]);
                         }
                     }

@@ -11,9 +11,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::kernels::interleaved::Q5_0x8;
+use crate::kernels::interleaved::PackedMatrix;
 use crate::kernels::{self, KernelError, QuantizedActivations, WeightMatrix};
-use crate::quant::blocks::cast_blocks;
 use crate::quant::{dequant::dequantize_row, GgmlType};
 
 /// A matrix `W[rows][k]` used as `y = W x`, referenced by its byte range in the file.
@@ -27,8 +26,8 @@ pub struct Linear {
     pub k: usize,
     start: usize,
     len: usize,
-    /// The same matrix repacked into 8-row groups (Q5_0), used instead of the file bytes.
-    pub packed: Option<Arc<Q5_0x8>>,
+    /// The same matrix repacked into 8-row groups (Q5_0, Q8_0), used instead of the file bytes.
+    pub packed: Option<Arc<PackedMatrix>>,
 }
 
 impl Linear {
@@ -49,23 +48,22 @@ impl Linear {
         out: &mut [f32],
     ) -> Result<(), KernelError> {
         match &self.packed {
-            Some(p) => kernels::matmul_q5_0x8(p, act, out),
+            Some(p) => kernels::matmul_packed(p, act, out),
             None => kernels::matmul(&self.matrix(gguf), act, out),
         }
     }
 
-    /// Repacks a Q5_0 matrix into 8-row groups and releases the file pages it came from (the
-    /// file's bytes of this tensor must not be read afterwards).
+    /// Repacks the matrix into 8-row groups where its type has a layout, and releases the file
+    /// pages it came from (every later read goes to the repacked copy).
     fn repack(&mut self, gguf: &GgufFile) {
-        if self.ty != GgmlType::Q5_0 || !kernels::repack_enabled() {
+        if !kernels::repack_enabled() {
             return;
         }
         let data = self.matrix(gguf).data;
-        let Some(blocks) = cast_blocks(data) else {
-            return;
-        };
-        self.packed = Some(Arc::new(Q5_0x8::repack(blocks, self.rows, self.k)));
-        release_pages(data);
+        if let Some(p) = PackedMatrix::repack(self.ty, data, self.rows, self.k) {
+            self.packed = Some(Arc::new(p));
+            release_pages(data);
+        }
     }
 
     /// Bytes of one row.
@@ -75,6 +73,9 @@ impl Linear {
 
     /// Dequantizes row `r` into `out` (length `k`); used for embedding lookups.
     pub fn dequantize_row_into(&self, gguf: &GgufFile, r: usize, out: &mut [f32]) {
+        if let Some(p) = &self.packed {
+            return p.dequantize_row(r, out);
+        }
         let rb = self.row_bytes();
         let bytes = &gguf.file_bytes()[self.start + r * rb..self.start + (r + 1) * rb];
         dequantize_row(self.ty, bytes, out).expect("type checked at load");
@@ -264,8 +265,14 @@ impl Weights {
             Some(o) => o,
             None => token_embd.clone(),
         };
-        // The token embedding is read row by row from the file, so it stays in place (and so
-        // does a tied output head).
+        // A tied output head is the token embedding: repacked once, shared, and looked up from
+        // the repacked copy. An embedding that is only looked up stays in the file.
+        let tied = output.start == token_embd.start;
+        let mut token_embd = token_embd;
+        if tied {
+            token_embd.repack(gguf);
+            output = token_embd.clone();
+        }
         let mut repack: Vec<&mut Linear> = layers
             .iter_mut()
             .flat_map(|l: &mut LayerWeights| {
@@ -280,7 +287,7 @@ impl Weights {
                 ]
             })
             .collect();
-        if output.start != token_embd.start {
+        if !tied {
             repack.push(&mut output);
         }
         repack.par_iter_mut().for_each(|lin| lin.repack(gguf));
