@@ -45,7 +45,7 @@ fn main() {
         // SAFETY: reinterpreting initialised u16s as bytes.
         let data = unsafe { std::slice::from_raw_parts(store.as_ptr() as *const u8, raw.len()) };
         let wm = WeightMatrix { ty, rows, k, data };
-        let packed = PackedMatrix::repack(ty, data, rows, k).unwrap();
+        let packed = PackedMatrix::repack(ty, data, rows, k, &|_| {}).unwrap();
         for n in [1usize, 4, 8] {
             let x: Vec<f32> = (0..n * k)
                 .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)

@@ -717,7 +717,7 @@ fn interleaved_layouts_match_in_place_dot() {
             (3, 96, 2),
         ] {
             let w = random_weights(ty, rows, k, &mut rng);
-            let packed = PackedMatrix::repack(ty, w.bytes(), rows, k).unwrap();
+            let packed = PackedMatrix::repack(ty, w.bytes(), rows, k, &|_| {}).unwrap();
             let x = rng.floats(n * k, 1.0);
             let act = QuantizedActivations::quantize(&x, n, k, ty).unwrap();
             let q8 = q8_0_of(&x);
@@ -758,7 +758,7 @@ fn interleaved_layouts_match_in_place_dot() {
             assert!(kernels::matmul_packed(&packed, &act, &mut out[1..]).is_err());
         }
         // A type without a layout, or bytes that do not fit, are not repacked.
-        assert!(PackedMatrix::repack(GgmlType::Q4_K, &[0; 144], 1, 256).is_none());
-        assert!(PackedMatrix::repack(ty, &[0; 34], 2, 32).is_none());
+        assert!(PackedMatrix::repack(GgmlType::Q4_K, &[0; 144], 1, 256, &|_| {}).is_none());
+        assert!(PackedMatrix::repack(ty, &[0; 34], 2, 32, &|_| {}).is_none());
     }
 }

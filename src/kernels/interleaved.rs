@@ -19,12 +19,87 @@
 //! Rows past the matrix's end (the last group) are zero and never written out.
 
 use half::f16;
+use rayon::prelude::*;
 
 use crate::quant::blocks::{cast_blocks, BlockQ5_0, BlockQ8_0};
 use crate::quant::GgmlType;
 
 /// Rows per interleaved group.
 pub const GROUP: usize = 8;
+
+/// Told which source bytes a repack has finished with (the loader releases their pages, so the
+/// original and the repacked copy are never both resident).
+pub type Release = dyn Fn(&[u8]) + Sync;
+
+/// Groups per parallel repack chunk: about 1 MiB of source, so releasing whole pages inside
+/// each chunk leaves little behind.
+fn chunk_groups(group_bytes: usize) -> usize {
+    ((1 << 20) / group_bytes.max(1)).max(1)
+}
+
+/// Types whose all-zero bit pattern is a valid value.
+pub trait Zeroable: Copy {}
+impl Zeroable for Line32 {}
+impl Zeroable for [f16; GROUP] {}
+
+/// `n` zeros in a fresh anonymous mapping: page-aligned, and its pages stay untouched (not
+/// resident) until the repack writes them, so the resident total grows only as fast as the
+/// source is released. (The heap's zeroed allocations write every byte for alignments over
+/// 16.)
+pub struct Zeroed<T> {
+    map: Option<memmap2::MmapMut>,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Zeroable> Zeroed<T> {
+    fn new(len: usize) -> Zeroed<T> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .expect("repacked matrix too large");
+        let map = (bytes > 0).then(|| {
+            memmap2::MmapMut::map_anon(bytes).unwrap_or_else(|e| {
+                panic!("cannot allocate {bytes} bytes for repacked weights: {e}")
+            })
+        });
+        Zeroed {
+            map,
+            len,
+            _t: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: Zeroable> std::ops::Deref for Zeroed<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.map {
+            // SAFETY: the mapping holds len Ts, page-aligned (>= align_of::<T>()), all-zero or
+            // written as T; Zeroable says zero bits are a valid T.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr() as *const T, self.len) },
+            None => &[],
+        }
+    }
+}
+
+impl<T: Zeroable> std::ops::DerefMut for Zeroed<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.map {
+            // SAFETY: as in deref; the mapping is uniquely borrowed.
+            Some(m) => unsafe {
+                std::slice::from_raw_parts_mut(m.as_mut_ptr() as *mut T, self.len)
+            },
+            None => &mut [],
+        }
+    }
+}
+
+fn as_bytes<B>(blocks: &[B]) -> &[u8] {
+    // SAFETY: ggml blocks are repr(C) plain data without padding.
+    unsafe {
+        std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(blocks))
+    }
+}
 
 /// 32 bytes on a 32-byte boundary, so the kernels' vector loads never straddle a cache line.
 #[derive(Clone, Copy, Default)]
@@ -38,11 +113,11 @@ pub struct Q5_0x8 {
     /// Blocks per row (`k / 32`).
     pub nb: usize,
     /// `[group][block][4]` nibble lines.
-    pub qs: Vec<Line32>,
+    pub qs: Zeroed<Line32>,
     /// `[group][block]` high-bit lines.
-    pub qh: Vec<Line32>,
+    pub qh: Zeroed<Line32>,
     /// `[group][block][8]` row scales.
-    pub d: Vec<[f16; GROUP]>,
+    pub d: Zeroed<[f16; GROUP]>,
 }
 
 impl std::fmt::Debug for Q5_0x8 {
@@ -52,35 +127,43 @@ impl std::fmt::Debug for Q5_0x8 {
 }
 
 impl Q5_0x8 {
-    /// Repacks `rows` rows of `w` (row-major, `k / 32` blocks per row).
-    pub fn repack(w: &[BlockQ5_0], rows: usize, k: usize) -> Q5_0x8 {
+    /// Repacks `rows` rows of `w` (row-major, `k / 32` blocks per row), in parallel chunks of
+    /// groups; `done` gets each chunk's source blocks once they are no longer needed.
+    pub fn repack(w: &[BlockQ5_0], rows: usize, k: usize, done: &Release) -> Q5_0x8 {
         let nb = k / 32;
         assert_eq!(w.len(), rows * nb, "block count != rows x k/32");
         let groups = rows.div_ceil(GROUP);
-        let mut qs = vec![Line32::default(); groups * nb * 4];
-        let mut qh = vec![Line32::default(); groups * nb];
-        let mut d = vec![[f16::ZERO; GROUP]; groups * nb];
-        for g in 0..groups {
-            for b in 0..nb {
-                let gb = g * nb + b;
-                for r in 0..GROUP.min(rows - g * GROUP) {
-                    let x = &w[(g * GROUP + r) * nb + b];
-                    d[gb][r] = x.d;
-                    let hbits = u32::from_le_bytes(x.qh);
-                    for i in 0..32 {
-                        let nib = if i < 16 {
-                            x.qs[i] & 15
-                        } else {
-                            x.qs[i - 16] >> 4
-                        };
-                        let hi = ((hbits >> i) & 1) as u8;
-                        let (reg, byte) = (i / 4, 4 * r + i % 4);
-                        qs[gb * 4 + reg % 4].0[byte] |= nib << (4 * (reg / 4));
-                        qh[gb].0[byte] |= hi << reg;
+        let mut qs = Zeroed::<Line32>::new(groups * nb * 4);
+        let mut qh = Zeroed::<Line32>::new(groups * nb);
+        let mut d = Zeroed::<[f16; GROUP]>::new(groups * nb);
+        let cg = chunk_groups(nb * GROUP * std::mem::size_of::<BlockQ5_0>());
+        qs.par_chunks_mut(cg * nb * 4)
+            .zip(qh.par_chunks_mut(cg * nb))
+            .zip(d.par_chunks_mut(cg * nb))
+            .enumerate()
+            .for_each(|(c, ((qs, qh), d))| {
+                let (r0, r1) = (c * cg * GROUP, ((c + 1) * cg * GROUP).min(rows));
+                for row in r0..r1 {
+                    let (gl, r) = ((row - r0) / GROUP, row % GROUP);
+                    for b in 0..nb {
+                        let (x, gb) = (&w[row * nb + b], gl * nb + b);
+                        d[gb][r] = x.d;
+                        let hbits = u32::from_le_bytes(x.qh);
+                        for i in 0..32 {
+                            let nib = if i < 16 {
+                                x.qs[i] & 15
+                            } else {
+                                x.qs[i - 16] >> 4
+                            };
+                            let hi = ((hbits >> i) & 1) as u8;
+                            let (reg, byte) = (i / 4, 4 * r + i % 4);
+                            qs[gb * 4 + reg % 4].0[byte] |= nib << (4 * (reg / 4));
+                            qh[gb].0[byte] |= hi << reg;
+                        }
                     }
                 }
-            }
-        }
+                done(as_bytes(&w[r0 * nb..r1 * nb]));
+            });
         Q5_0x8 {
             rows,
             k,
@@ -146,30 +229,39 @@ pub struct Q8_0x8 {
     pub k: usize,
     pub nb: usize,
     /// `[group][block][8]` register lines (signed quants).
-    pub qs: Vec<Line32>,
+    pub qs: Zeroed<Line32>,
     /// `[group][block][8]` row scales.
-    pub d: Vec<[f16; GROUP]>,
+    pub d: Zeroed<[f16; GROUP]>,
 }
 
 impl Q8_0x8 {
-    pub fn repack(w: &[BlockQ8_0], rows: usize, k: usize) -> Q8_0x8 {
+    /// Repacks `rows` rows of `w`; `done` as for [`Q5_0x8::repack`].
+    pub fn repack(w: &[BlockQ8_0], rows: usize, k: usize, done: &Release) -> Q8_0x8 {
         let nb = k / 32;
         assert_eq!(w.len(), rows * nb, "block count != rows x k/32");
         let groups = rows.div_ceil(GROUP);
-        let mut qs = vec![Line32::default(); groups * nb * 8];
-        let mut d = vec![[f16::ZERO; GROUP]; groups * nb];
-        for g in 0..groups {
-            for b in 0..nb {
-                let gb = g * nb + b;
-                for r in 0..GROUP.min(rows - g * GROUP) {
-                    let x = &w[(g * GROUP + r) * nb + b];
-                    d[gb][r] = x.d;
-                    for (i, &q) in x.qs.iter().enumerate() {
-                        qs[gb * 8 + i / 4].0[4 * r + i % 4] = q as u8;
+        let mut qs = Zeroed::<Line32>::new(groups * nb * 8);
+        let mut d = Zeroed::<[f16; GROUP]>::new(groups * nb);
+        let cg = chunk_groups(nb * GROUP * std::mem::size_of::<BlockQ8_0>());
+        qs.par_chunks_mut(cg * nb * 8)
+            .zip(d.par_chunks_mut(cg * nb))
+            .enumerate()
+            .for_each(|(c, (qs, d))| {
+                let (r0, r1) = (c * cg * GROUP, ((c + 1) * cg * GROUP).min(rows));
+                for row in r0..r1 {
+                    let (gl, r) = ((row - r0) / GROUP, row % GROUP);
+                    for b in 0..nb {
+                        let (x, gb) = (&w[row * nb + b], gl * nb + b);
+                        d[gb][r] = x.d;
+                        for reg in 0..8 {
+                            for j in 0..4 {
+                                qs[gb * 8 + reg].0[4 * r + j] = x.qs[4 * reg + j] as u8;
+                            }
+                        }
                     }
                 }
-            }
-        }
+                done(as_bytes(&w[r0 * nb..r1 * nb]));
+            });
         Q8_0x8 { rows, k, nb, qs, d }
     }
 
@@ -201,7 +293,14 @@ impl std::fmt::Debug for PackedMatrix {
 impl PackedMatrix {
     /// Repacks `rows` × `k` weights of type `ty` from their file bytes; `None` for a type
     /// without an interleaved layout or bytes that do not fit.
-    pub fn repack(ty: GgmlType, data: &[u8], rows: usize, k: usize) -> Option<PackedMatrix> {
+    /// `done` is told which source bytes are finished with, chunk by chunk.
+    pub fn repack(
+        ty: GgmlType,
+        data: &[u8],
+        rows: usize,
+        k: usize,
+        done: &Release,
+    ) -> Option<PackedMatrix> {
         if !k.is_multiple_of(32) {
             return None;
         }
@@ -209,11 +308,11 @@ impl PackedMatrix {
         match ty {
             GgmlType::Q5_0 => {
                 let w: &[BlockQ5_0] = cast_blocks(data).filter(|w| fits(w.len()))?;
-                Some(PackedMatrix::Q5_0(Q5_0x8::repack(w, rows, k)))
+                Some(PackedMatrix::Q5_0(Q5_0x8::repack(w, rows, k, done)))
             }
             GgmlType::Q8_0 => {
                 let w: &[BlockQ8_0] = cast_blocks(data).filter(|w| fits(w.len()))?;
-                Some(PackedMatrix::Q8_0(Q8_0x8::repack(w, rows, k)))
+                Some(PackedMatrix::Q8_0(Q8_0x8::repack(w, rows, k, done)))
             }
             _ => None,
         }

@@ -60,8 +60,9 @@ impl Linear {
             return;
         }
         let data = self.matrix(gguf).data;
-        if let Some(p) = PackedMatrix::repack(self.ty, data, self.rows, self.k) {
+        if let Some(p) = PackedMatrix::repack(self.ty, data, self.rows, self.k, &release_pages) {
             self.packed = Some(Arc::new(p));
+            // The pages that straddled two chunks.
             release_pages(data);
         }
     }
