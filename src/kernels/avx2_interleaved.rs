@@ -22,6 +22,17 @@ unsafe fn bcast4(y: &BlockQ8_0, k: usize) -> __m256i {
     _mm256_set1_epi32((y.qs.as_ptr().add(4 * k) as *const i32).read_unaligned())
 }
 
+/// Each token's 8 row sums out of its accumulator.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_out<const T: usize>(acc: &[__m256; T]) -> [[f32; GROUP]; T] {
+    let mut out = [[0f32; GROUP]; T];
+    for t in 0..T {
+        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+    }
+    out
+}
+
 /// The 8 unpacked registers of Q5_0x8 block `gb` (quants 0..=31).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -85,11 +96,7 @@ pub unsafe fn q5_0x8_group<const T: usize>(
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
         }
     }
-    let mut out = [[0f32; GROUP]; T];
-    for t in 0..T {
-        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
-    }
-    out
+    rows_out(&acc)
 }
 
 /// Q8_0x8 rows of group `g` × `T` tokens: `out[t][r]`. Each product is |w| · sign(a, w)
@@ -126,9 +133,5 @@ pub unsafe fn q8_0x8_group<const T: usize>(
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
         }
     }
-    let mut out = [[0f32; GROUP]; T];
-    for t in 0..T {
-        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
-    }
-    out
+    rows_out(&acc)
 }

@@ -174,10 +174,6 @@ impl Q5_0x8 {
         }
     }
 
-    pub fn groups(&self) -> usize {
-        self.rows.div_ceil(GROUP)
-    }
-
     /// Quant `i` (0..32, unsigned 0..=31) of row `r` of group `g`, block `b`.
     #[inline]
     pub fn quant(&self, g: usize, b: usize, r: usize, i: usize) -> u8 {

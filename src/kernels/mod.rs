@@ -344,6 +344,9 @@ enum ActData {
 /// needs, so several matmuls reading the same input (Q, K, V; gate, up) share it.
 pub struct QuantizedActivations {
     data: ActData,
+    /// Q8_0 only: each block's quant sum, shared by every interleaved matmul reading these
+    /// activations (the unsigned Q5_0 layout applies its offset with them).
+    block_sums: Vec<i32>,
     n_tokens: usize,
     k: usize,
 }
@@ -372,6 +375,7 @@ impl QuantizedActivations {
         }
         // Per-token rows are independent; only split across threads when there are several.
         let rows_par = n_tokens >= 4;
+        let mut block_sums = Vec::new();
         let data = match format {
             ActFormat::Q8_0 => {
                 let mut v = vec![
@@ -382,6 +386,7 @@ impl QuantizedActivations {
                     x.len() / 32
                 ];
                 for_rows(x, &mut v, k, k / 32, rows_par, quantize_row_q8_0);
+                block_sums = interleaved::block_sums(&v);
                 ActData::Q8_0(v)
             }
             ActFormat::Q8K => {
@@ -406,7 +411,12 @@ impl QuantizedActivations {
             }
             ActFormat::F32 => ActData::F32(x.to_vec()),
         };
-        Ok(QuantizedActivations { data, n_tokens, k })
+        Ok(QuantizedActivations {
+            data,
+            block_sums,
+            n_tokens,
+            k,
+        })
     }
 
     pub fn format(&self) -> ActFormat {
@@ -805,11 +815,8 @@ pub fn matmul_packed_with(
         )));
     }
     let nb = w.nb();
-    // Only Q5_0 needs them (its offset of 16).
-    let sums = match w {
-        PackedMatrix::Q5_0(_) => interleaved::block_sums(a),
-        PackedMatrix::Q8_0(_) => vec![0; a.len()],
-    };
+    // Q5_0's offset of 16 goes through them; Q8_0 ignores them.
+    let sums = &act.block_sums;
     let groups = w.groups();
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
     let threads = rayon::current_num_threads().max(1);
