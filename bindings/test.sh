@@ -43,6 +43,10 @@ t0=$SECONDS
 go version
 # Offline, and never fetch a toolchain or module: the package has no dependencies.
 export GOFLAGS=-mod=mod GOPROXY=off GOWORK=off CGO_ENABLED=1
+# Go's build cache does not key cgo packages on pkg-config's output, so a package compiled
+# against an earlier (since deleted) prefix would be linked with that prefix's -L. The CGO_*
+# variables are part of the key: naming this prefix in them forces a rebuild per prefix.
+export CGO_CFLAGS="-I$prefix/include ${CGO_CFLAGS:--g -O2}" CGO_LDFLAGS="-L$prefix/lib ${CGO_LDFLAGS:--g -O2}"
 if [ -n "$(go env GOTOOLCHAIN 2>/dev/null)" ]; then export GOTOOLCHAIN=local; fi
 # The build cache defaults to $HOME/.cache/go-build: use a scratch one if HOME is unusable.
 if [ -z "${HOME:-}" ] || [ ! -w "${HOME:-/nonexistent}" ]; then
