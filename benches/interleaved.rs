@@ -1,6 +1,7 @@
 //! In-place kernels (`kernels::matmul`: dot per row for one token, 1×8 tiles for batches)
-//! against the 8-row interleaved layouts (`kernels::matmul_packed`), one thread, AVX2, on a
-//! 4864 × 896 matrix (the 0.5B model's FFN) for 1, 4 and 8 tokens.
+//! against the 8-row interleaved layouts (`kernels::matmul_packed`), one thread, AVX2, for 1, 4
+//! and 8 tokens: Q5_0 and Q8_0 on a 4864 × 896 matrix (the 0.5B model's FFN), Q4_K and Q6_K on
+//! 8960 × 1536 (the 1.5B model's).
 //! `cargo bench --bench interleaved`; prints ms per matmul (best of 20).
 
 use std::time::Instant;
@@ -14,7 +15,6 @@ fn main() {
         eprintln!("no AVX2: nothing to compare");
         return;
     }
-    let (rows, k) = (4864, 896);
     let mut seed = 0x9e3779b97f4a7c15u64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -26,16 +26,26 @@ fn main() {
         .num_threads(1)
         .build()
         .unwrap();
-    println!("{rows} x {k}, one thread, ms per matmul (best of 20)");
-    println!("| type | tokens | in place | interleaved x8 | speedup |");
-    println!("|---|---|---|---|---|");
-    for (ty, block_bytes) in [(GgmlType::Q5_0, 22usize), (GgmlType::Q8_0, 34)] {
-        // Random bytes with a small positive f16 scale (bytes 0..2 of every block).
-        let mut raw: Vec<u8> = (0..rows * k / 32 * block_bytes)
+    println!("one thread, ms per matmul (best of 20)");
+    println!("| type | rows x k | tokens | in place | interleaved x8 | speedup |");
+    println!("|---|---|---|---|---|---|");
+    // (type, rows, k, byte offsets of the block's f16 scales)
+    let cases: [(GgmlType, usize, usize, &[usize]); 4] = [
+        (GgmlType::Q5_0, 4864, 896, &[0]),
+        (GgmlType::Q8_0, 4864, 896, &[0]),
+        (GgmlType::Q4_K, 8960, 1536, &[0, 2]),
+        (GgmlType::Q6_K, 8960, 1536, &[208]),
+    ];
+    for (ty, rows, k, scales) in cases {
+        let (block_len, block_bytes) = ty.block_geometry();
+        // Random bytes with small positive f16 scales.
+        let mut raw: Vec<u8> = (0..rows * k / block_len * block_bytes)
             .map(|_| next() as u8)
             .collect();
         for b in raw.chunks_exact_mut(block_bytes) {
-            b[..2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+            for &o in scales {
+                b[o..o + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+            }
         }
         // Blocks need 2-byte alignment: copy into u16 storage.
         let store: Vec<u16> = raw
@@ -66,7 +76,10 @@ fn main() {
                 .map(|(a, b)| (a - b).abs() / a.abs().max(1.0))
                 .fold(0f32, f32::max);
             assert!(err < 1e-3, "results differ: {err}");
-            println!("| {ty} | {n} | {old:.3} | {new:.3} | {:.2}x |", old / new);
+            println!(
+                "| {ty} | {rows} x {k} | {n} | {old:.3} | {new:.3} | {:.2}x |",
+                old / new
+            );
         }
     }
 }

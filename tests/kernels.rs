@@ -699,37 +699,63 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
     }
 }
 
-/// The 8-row interleaved layouts (Q5_0, Q8_0): the scalar twin and every SIMD path through
-/// `matmul_packed_with` against the in-place scalar dot per (row, token), on shapes with a
-/// partial last group and token counts that use every kernel width; row lookups against the
-/// in-place dequantization.
+/// The 8-row interleaved layouts (Q5_0, Q8_0, Q4_K, Q6_K): the scalar twin and every SIMD
+/// path through `matmul_packed_with` against the in-place scalar dot per (row, token), on
+/// shapes with a partial last group and token counts that use every kernel width; row lookups
+/// against the in-place dequantization.
 #[test]
 fn interleaved_layouts_match_in_place_dot() {
     use kolibri::kernels::interleaved::PackedMatrix;
-    use kolibri::quant::{dequantize_row, BlockQ5_0};
+    use kolibri::quant::{dequantize_row, BlockQ4K, BlockQ5_0, BlockQ6K};
     let mut rng = Rng(42);
-    for ty in [GgmlType::Q5_0, GgmlType::Q8_0] {
-        for &(rows, k, n) in &[
-            (8, 32, 1),
-            (13, 64, 5),
-            (37, 256, 9),
-            (64, 896, 4),
-            (3, 96, 2),
-        ] {
+    for ty in [
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
+        let shapes: &[(usize, usize, usize)] = match ty {
+            GgmlType::Q4_K | GgmlType::Q6_K => &[
+                (8, 256, 1),
+                (13, 512, 5),
+                (37, 256, 9),
+                (64, 1536, 4),
+                (3, 768, 2),
+            ],
+            _ => &[
+                (8, 32, 1),
+                (13, 64, 5),
+                (37, 256, 9),
+                (64, 896, 4),
+                (3, 96, 2),
+            ],
+        };
+        for &(rows, k, n) in shapes {
             let w = random_weights(ty, rows, k, &mut rng);
             let packed = PackedMatrix::repack(ty, w.bytes(), rows, k, &|_| {}).unwrap();
             let x = rng.floats(n * k, 1.0);
             let act = QuantizedActivations::quantize(&x, n, k, ty).unwrap();
-            let q8 = q8_0_of(&x);
-            let nb = k / 32;
+            let is_k = k.is_multiple_of(QK_K) && matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+            let (q8, q8k) = match is_k {
+                true => (Vec::new(), q8_k_of(&x)),
+                false => (q8_0_of(&x), Vec::new()),
+            };
             let rb = w.bytes().len() / rows;
             let dot = |r: usize, t: usize| {
-                let (wr, ar) = (&w.bytes()[r * rb..(r + 1) * rb], &q8[t * nb..(t + 1) * nb]);
+                let wr = &w.bytes()[r * rb..(r + 1) * rb];
+                let a = q8.get(t * k / 32..(t + 1) * k / 32).unwrap_or(&[]);
+                let ak = q8k.get(t * k / QK_K..(t + 1) * k / QK_K).unwrap_or(&[]);
                 match ty {
                     GgmlType::Q5_0 => {
-                        scalar::vec_dot_q5_0_q8_0(cast_blocks::<BlockQ5_0>(wr).unwrap(), ar)
+                        scalar::vec_dot_q5_0_q8_0(cast_blocks::<BlockQ5_0>(wr).unwrap(), a)
                     }
-                    _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), ar),
+                    GgmlType::Q4_K => {
+                        scalar::vec_dot_q4_k_q8_k(cast_blocks::<BlockQ4K>(wr).unwrap(), ak)
+                    }
+                    GgmlType::Q6_K => {
+                        scalar::vec_dot_q6_k_q8_k(cast_blocks::<BlockQ6K>(wr).unwrap(), ak)
+                    }
+                    _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), a),
                 }
             };
             for path in CpuPath::available() {
@@ -758,7 +784,7 @@ fn interleaved_layouts_match_in_place_dot() {
             assert!(kernels::matmul_packed(&packed, &act, &mut out[1..]).is_err());
         }
         // A type without a layout, or bytes that do not fit, are not repacked.
-        assert!(PackedMatrix::repack(GgmlType::Q4_K, &[0; 144], 1, 256, &|_| {}).is_none());
+        assert!(PackedMatrix::repack(GgmlType::Q5_K, &[0; 176], 1, 256, &|_| {}).is_none());
         assert!(PackedMatrix::repack(ty, &[0; 34], 2, 32, &|_| {}).is_none());
     }
 }

@@ -1,4 +1,6 @@
-//! AVX2 kernels over [`super::interleaved`] layouts: 8 rows × `T` tokens per call.
+//! AVX2 kernels over [`super::interleaved`] layouts: 8 rows × `T` tokens per call (Q5_0, Q8_0;
+//! Q4_K and Q6_K, which the loader uses only with `KOLIBRI_REPACK=all`: slower than the
+//! in-place tiles here).
 //!
 //! Per block and register: one broadcast of 4 activation bytes, one `vpmaddubsw` for 8 rows;
 //! four registers' i16 pair sums are added before one `vpmaddwd` (Q5_0: 4 · 2 · 31 · 127 <
@@ -12,8 +14,10 @@
 
 use std::arch::x86_64::*;
 
-use super::interleaved::{Q5_0x8, Q8_0x8, GROUP};
-use crate::quant::blocks::BlockQ8_0;
+use half::f16;
+
+use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8_0x8, GROUP};
+use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 
 /// Activation bytes `4k..4k+4` of a block, in every 32-bit lane.
 #[inline]
@@ -134,4 +138,185 @@ pub unsafe fn q8_0x8_group<const T: usize>(
         }
     }
     rows_out(&acc)
+}
+
+/// Most tokens one K-quant call takes (its per-token accumulators live on the stack).
+pub const K_MAX_T: usize = 8;
+
+/// Activation bytes `4k..4k+4` of a Q8_K block, in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bcast4_k(y: &BlockQ8K, k: usize) -> __m256i {
+    _mm256_set1_epi32((y.qs.as_ptr().add(4 * k) as *const i32).read_unaligned())
+}
+
+/// Activation 16-quant sums `2c` and `2c + 1` as an i16 pair in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bsum_pair(y: &BlockQ8K, c: usize) -> __m256i {
+    _mm256_set1_epi32((y.bsums.as_ptr().add(2 * c) as *const i32).read_unaligned())
+}
+
+/// Per-row bytes `[a0..a8]` and `[b0..b8]` as i16 pairs `(a_r, b_r)` for `vpmaddwd`: row `r`
+/// owns lanes `2r` and `2r + 1`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pairs_u8(a: &[u8; GROUP], b: &[u8; GROUP]) -> __m256i {
+    let (a, b) = (
+        _mm_loadl_epi64(a.as_ptr() as *const __m128i),
+        _mm_loadl_epi64(b.as_ptr() as *const __m128i),
+    );
+    _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b))
+}
+
+/// [`pairs_u8`] for signed bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pairs_i8(a: &[i8; GROUP], b: &[i8; GROUP]) -> __m256i {
+    let (a, b) = (
+        _mm_loadl_epi64(a.as_ptr() as *const __m128i),
+        _mm_loadl_epi64(b.as_ptr() as *const __m128i),
+    );
+    _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b))
+}
+
+/// The 8 rows' f16 values as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_f32(v: &[f16; GROUP]) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr() as *const __m128i))
+}
+
+/// Q4_K x8 rows of group `g` × `a.len()` tokens (at most [`K_MAX_T`]): `out[t][r]`.
+///
+/// Each block is unpacked once (64 registers of quants, 8 scale and 8 min vectors, in L1) and
+/// then read by every token.
+///
+/// # Safety
+/// See the module docs; `a.len() <= K_MAX_T` and `out.len() == a.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q4_kx8_group(
+    w: &Grouped<BlockQ4Kx8>,
+    g: usize,
+    a: &[&[BlockQ8K]],
+    out: &mut [[f32; GROUP]],
+) {
+    debug_assert!(a.len() <= K_MAX_T && out.len() == a.len());
+    let m4 = _mm256_set1_epi8(15);
+    let mut acc = [_mm256_setzero_ps(); K_MAX_T];
+    let mut q = [_mm256_setzero_si256(); 64];
+    let mut sc = [_mm256_setzero_si256(); 8];
+    let mut mn = [_mm256_setzero_si256(); 8];
+    for b in 0..w.nb {
+        let x = w.block(g, b);
+        for (l, line) in x.qs.iter().enumerate() {
+            let v = _mm256_load_si256(line.0.as_ptr() as *const __m256i);
+            let (j, m) = (l / 4, l % 4);
+            q[8 * j + m] = _mm256_and_si256(v, m4);
+            q[8 * j + m + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        for j in 0..8 {
+            // (s, s) pairs: both lanes of a row take the sub-block's scale (or min).
+            sc[j] = pairs_u8(&x.scales[j], &x.scales[j]);
+            mn[j] = pairs_u8(&x.mins[j], &x.mins[j]);
+        }
+        let (d, dmin) = (rows_f32(&x.d), rows_f32(&x.dmin));
+        for (t, y) in a.iter().enumerate() {
+            let y = y.get_unchecked(b);
+            let (mut isum, mut summ) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            for j in 0..8 {
+                let p = |m: usize| _mm256_maddubs_epi16(q[8 * j + m], bcast4_k(y, 8 * j + m));
+                let s = _mm256_add_epi16(
+                    _mm256_add_epi16(_mm256_add_epi16(p(0), p(1)), _mm256_add_epi16(p(2), p(3))),
+                    _mm256_add_epi16(_mm256_add_epi16(p(4), p(5)), _mm256_add_epi16(p(6), p(7))),
+                );
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s, sc[j]));
+                summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mn[j], bsum_pair(y, j)));
+            }
+            let dy = _mm256_set1_ps(y.d);
+            let acc_t = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(summ), acc_t);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(&acc) {
+        _mm256_storeu_ps(o.as_mut_ptr(), *acc);
+    }
+}
+
+/// Q6_K x8 rows of group `g` × `a.len()` tokens (at most [`K_MAX_T`]): `out[t][r]`.
+///
+/// # Safety
+/// See [`q4_kx8_group`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q6_kx8_group(
+    w: &Grouped<BlockQ6Kx8>,
+    g: usize,
+    a: &[&[BlockQ8K]],
+    out: &mut [[f32; GROUP]],
+) {
+    debug_assert!(a.len() <= K_MAX_T && out.len() == a.len());
+    let m4 = _mm256_set1_epi8(15);
+    let m2 = _mm256_set1_epi8(0x30);
+    let mut acc = [_mm256_setzero_ps(); K_MAX_T];
+    let mut q = [_mm256_setzero_si256(); 64];
+    let mut sc = [_mm256_setzero_si256(); 16];
+    let mut sc_pairs = [_mm256_setzero_si256(); 8];
+    for b in 0..w.nb {
+        let x = w.block(g, b);
+        let load = |l: &Line32| _mm256_load_si256(l.0.as_ptr() as *const __m256i);
+        for j in 0..8 {
+            let (h0, h1) = (load(&x.qh[2 * j]), load(&x.qh[2 * j + 1]));
+            // Bits 2m..2m+2 of each byte moved to bits 4..6 (16-bit shifts: the mask keeps
+            // in-byte bits).
+            let top = |h: __m256i, m: usize| {
+                _mm256_and_si256(
+                    match m {
+                        0 => _mm256_slli_epi16(h, 4),
+                        1 => _mm256_slli_epi16(h, 2),
+                        2 => h,
+                        _ => _mm256_srli_epi16(h, 2),
+                    },
+                    m2,
+                )
+            };
+            for m in 0..4 {
+                let v = load(&x.ql[4 * j + m]);
+                let lo = _mm256_and_si256(v, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                q[8 * j + m] = _mm256_or_si256(lo, top(h0, m));
+                q[8 * j + m + 4] = _mm256_or_si256(hi, top(h1, m));
+            }
+        }
+        for (sc, s) in sc.iter_mut().zip(&x.scales) {
+            *sc = pairs_i8(s, s);
+        }
+        for (c, sp) in sc_pairs.iter_mut().enumerate() {
+            *sp = pairs_i8(&x.scales[2 * c], &x.scales[2 * c + 1]);
+        }
+        let d = rows_f32(&x.d);
+        for (t, y) in a.iter().enumerate() {
+            let y = y.get_unchecked(b);
+            let mut isum = _mm256_setzero_si256();
+            for c in 0..16 {
+                let p = |k: usize| _mm256_maddubs_epi16(q[4 * c + k], bcast4_k(y, 4 * c + k));
+                let s01 = _mm256_add_epi16(p(0), p(1));
+                let s23 = _mm256_add_epi16(p(2), p(3));
+                isum = _mm256_add_epi32(
+                    isum,
+                    _mm256_add_epi32(_mm256_madd_epi16(s01, sc[c]), _mm256_madd_epi16(s23, sc[c])),
+                );
+            }
+            // The offset of 32: sum over chunks of scale · (32 · activation sum).
+            let mut off = _mm256_setzero_si256();
+            for (c, sp) in sc_pairs.iter().enumerate() {
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(*sp, bsum_pair(y, c)));
+            }
+            let isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+            let dy = _mm256_set1_ps(y.d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc[t]);
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(&acc) {
+        _mm256_storeu_ps(o.as_mut_ptr(), *acc);
+    }
 }

@@ -675,7 +675,7 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
         ActFormat::BF16 => "bf16",
         ActFormat::F32 => "f32",
     };
-    if matches!(ty, GgmlType::Q5_0 | GgmlType::Q8_0) && repack_enabled() {
+    if repacks(ty) {
         let simd = if path == CpuPath::Scalar {
             "scalar"
         } else {
@@ -772,11 +772,29 @@ pub fn matmul_with(
     Ok(())
 }
 
-/// Whether weights are repacked at load into interleaved layouts ([`interleaved`]); on unless
-/// `KOLIBRI_REPACK=0` (for comparing against the in-place kernels).
-pub fn repack_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("KOLIBRI_REPACK").map_or(true, |v| v.trim() != "0"))
+/// Which weights are repacked at load into interleaved layouts ([`interleaved`]), from
+/// `KOLIBRI_REPACK`: `0` none (for comparing against the in-place kernels); unset or `1` the
+/// types where it pays (Q5_0, Q8_0); `all` also Q4_K and Q6_K, whose AVX2 x8 kernels measured
+/// slower than the in-place tiles (`cargo bench --bench interleaved`: the in-place kernels
+/// already spend one `vpmaddubsw` per 32 products; the x8 layout adds a broadcast).
+pub fn repacks(ty: GgmlType) -> bool {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mode {
+        Off,
+        Paying,
+        All,
+    }
+    static MODE: OnceLock<Mode> = OnceLock::new();
+    let mode = *MODE.get_or_init(|| match std::env::var("KOLIBRI_REPACK") {
+        Ok(v) if v.trim() == "0" => Mode::Off,
+        Ok(v) if v.trim().eq_ignore_ascii_case("all") => Mode::All,
+        _ => Mode::Paying,
+    });
+    match ty {
+        GgmlType::Q5_0 | GgmlType::Q8_0 => mode != Mode::Off,
+        GgmlType::Q4_K | GgmlType::Q6_K => mode == Mode::All,
+        _ => false,
+    }
 }
 
 /// Tokens per interleaved kernel call (measured: two 4-token calls beat one 8-token call).
@@ -798,13 +816,14 @@ pub fn matmul_packed_with(
     act: &QuantizedActivations,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    use interleaved::{PackedMatrix, GROUP};
-    let ActData::Q8_0(a) = &act.data else {
-        return Err(KernelError::ActivationFormat {
-            weight: w.ty(),
-            got: act.format(),
-        });
+    use interleaved::{PackedMatrix, TokenRows, GROUP};
+    let wrong_format = || KernelError::ActivationFormat {
+        weight: w.ty(),
+        got: act.format(),
     };
+    if activation_format(w.ty()) != Some(act.format()) {
+        return Err(wrong_format());
+    }
     let (rows, n) = (w.rows(), act.n_tokens);
     if act.k != w.k() || out.len() != rows * n {
         return Err(KernelError::Shape(format!(
@@ -815,6 +834,11 @@ pub fn matmul_packed_with(
         )));
     }
     let nb = w.nb();
+    let (a8, ak): (&[BlockQ8_0], &[BlockQ8K]) = match &act.data {
+        ActData::Q8_0(a) => (a, &[]),
+        ActData::Q8K(a) => (&[], a),
+        _ => return Err(wrong_format()),
+    };
     // Q5_0's offset of 16 goes through them; Q8_0 ignores them.
     let sums = &act.block_sums;
     let groups = w.groups();
@@ -823,6 +847,9 @@ pub fn matmul_packed_with(
     let chunk = task_rows(groups, GROUP * w.k() * n, threads);
     // Groups whose weights stay in L2 while each token chunk passes over them.
     let block = (ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1);
+    // Tokens per call: the K kernels take up to X8_T at run time; the others are compiled for
+    // X8_T or 1.
+    let is_k = matches!(w, PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_));
     let ptr = OutPtr(out.as_mut_ptr());
     let task = move |c: usize| {
         let ptr = ptr;
@@ -836,49 +863,59 @@ pub fn matmul_packed_with(
                 }
             }
         };
-        let arow = |t: usize| &a[t * nb..(t + 1) * nb];
-        let srow = |t: usize| &sums[t * nb..(t + 1) * nb];
+        // Token rows of whichever format these activations have (empty for the other).
+        let arow = |t: usize| a8.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
+        let krow = |t: usize| ak.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
+        let srow = |t: usize| sums.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
+        let mut o = [[0f32; GROUP]; X8_T];
         for b0 in (g0..g1).step_by(block) {
             let b1 = (b0 + block).min(g1);
             let mut t = 0;
             while t < n {
-                let step = if n - t >= X8_T { X8_T } else { 1 };
+                let step = if n - t >= X8_T || is_k {
+                    X8_T.min(n - t)
+                } else {
+                    1
+                };
+                let ar: [&[BlockQ8_0]; X8_T] = std::array::from_fn(|j| arow((t + j).min(n - 1)));
+                let kr: [&[BlockQ8K]; X8_T] = std::array::from_fn(|j| krow((t + j).min(n - 1)));
+                let sr: [&[i32]; X8_T] = std::array::from_fn(|j| srow((t + j).min(n - 1)));
                 for g in b0..b1 {
+                    let o = &mut o[..step];
                     if !simd {
-                        let ar: Vec<&[BlockQ8_0]> = (t..t + step).map(arow).collect();
-                        let sr: Vec<&[i32]> = (t..t + step).map(srow).collect();
-                        let mut o = vec![[0f32; GROUP]; step];
-                        w.scalar_group(g, &ar, &sr, &mut o);
-                        o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
-                        continue;
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `simd` means the dispatched path is AVX2 or better (self-tested);
-                    // every token row has `nb` blocks and sums.
-                    unsafe {
-                        use avx2_interleaved::{q5_0x8_group, q8_0x8_group};
-                        if step == X8_T {
-                            let ar = std::array::from_fn(|j| arow(t + j));
-                            let o = match w {
-                                PackedMatrix::Q5_0(w) => q5_0x8_group::<X8_T>(
-                                    w,
-                                    g,
-                                    ar,
-                                    std::array::from_fn(|j| srow(t + j)),
-                                ),
-                                PackedMatrix::Q8_0(w) => q8_0x8_group::<X8_T>(w, g, ar),
-                            };
-                            o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
-                        } else {
-                            let o = match w {
-                                PackedMatrix::Q5_0(w) => {
-                                    q5_0x8_group::<1>(w, g, [arow(t)], [srow(t)])
+                        let rows = match w {
+                            PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_) => {
+                                TokenRows::Q8K(&kr[..step])
+                            }
+                            _ => TokenRows::Q8_0(&ar[..step], &sr[..step]),
+                        };
+                        w.scalar_group(g, rows, o);
+                    } else {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: `simd` means the dispatched path is AVX2 or better
+                        // (self-tested); every token row has `nb` blocks and sums; step <=
+                        // X8_T <= K_MAX_T.
+                        unsafe {
+                            use avx2_interleaved::*;
+                            match (w, step == X8_T) {
+                                (PackedMatrix::Q5_0(w), true) => {
+                                    o.copy_from_slice(&q5_0x8_group::<X8_T>(w, g, ar, sr))
                                 }
-                                PackedMatrix::Q8_0(w) => q8_0x8_group::<1>(w, g, [arow(t)]),
-                            };
-                            put(g, t, &o[0]);
+                                (PackedMatrix::Q5_0(w), false) => {
+                                    o.copy_from_slice(&q5_0x8_group::<1>(w, g, [ar[0]], [sr[0]]))
+                                }
+                                (PackedMatrix::Q8_0(w), true) => {
+                                    o.copy_from_slice(&q8_0x8_group::<X8_T>(w, g, ar))
+                                }
+                                (PackedMatrix::Q8_0(w), false) => {
+                                    o.copy_from_slice(&q8_0x8_group::<1>(w, g, [ar[0]]))
+                                }
+                                (PackedMatrix::Q4K(w), _) => q4_kx8_group(w, g, &kr[..step], o),
+                                (PackedMatrix::Q6K(w), _) => q6_kx8_group(w, g, &kr[..step], o),
+                            }
                         }
                     }
+                    o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
                 }
                 t += step;
             }

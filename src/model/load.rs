@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::error::ModelError;
 use crate::gguf::GgufFile;
+use crate::kernels;
 
 /// Bytes brought in between two progress reports (and cancellation checks).
 const CHUNK: usize = 32 << 20;
@@ -42,9 +43,11 @@ impl LoadOptions<'_> {
     }
 }
 
-/// Opens and parses `path` as the options say. Every page is brought in before returning
-/// (like llama.cpp's `MAP_POPULATE`), so the first token does not pay for page faults and the
-/// progress callback sees the real work.
+/// Opens and parses `path` as the options say. With mmap, every page the engine reads in place
+/// is brought in before returning (like llama.cpp's `MAP_POPULATE`), so the first token does
+/// not pay for page faults and the progress callback sees the real work. Tensors of the types
+/// repacked at load are left to the repack, which reads each page once and releases it: faulting
+/// them in here too would hold the file and its repacked copy at once.
 pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile, ModelError> {
     let io_err = |what: &str, e: std::io::Error| {
         ModelError::Io(format!("cannot {what} {}: {e}", path.display()))
@@ -56,27 +59,45 @@ pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile,
         // Nothing to map; the parser reports the empty file.
         return Ok(GgufFile::from_bytes(Vec::new())?);
     }
-    let map = if opts.use_mmap {
+    if opts.use_mmap {
         // SAFETY: read-only mapping; a file truncated underneath us by another process would
         // fault, as with every mmap-based loader. We never write through it.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", e))?;
-        for start in (0..len).step_by(CHUNK) {
-            let end = (start + CHUNK).min(len);
-            populate(&map[start..end]);
-            opts.report(end as f32 / len as f32)?;
+        let gguf = GgufFile::from_mmap(map)?;
+        if opts.use_mlock {
+            // SAFETY: locks pages of a mapping the GgufFile owns for its whole length.
+            let bytes = gguf.file_bytes();
+            if unsafe { libc::mlock(bytes.as_ptr().cast(), bytes.len()) } != 0 {
+                return Err(io_err(
+                    "lock in memory (mlock; raise RLIMIT_MEMLOCK)",
+                    std::io::Error::last_os_error(),
+                ));
+            }
+            // The lock is released with the mapping (munmap) when the model is dropped.
         }
-        map
-    } else {
-        // An anonymous mapping is page-aligned, so block casts of tensor data stay aligned.
-        let mut anon = memmap2::MmapMut::map_anon(len).map_err(|e| io_err("allocate", e))?;
-        for start in (0..len).step_by(CHUNK) {
-            let end = (start + CHUNK).min(len);
-            file.read_exact(&mut anon[start..end])
-                .map_err(|e| io_err("read", e))?;
-            opts.report(end as f32 / len as f32)?;
+        let ranges = in_place_ranges(&gguf);
+        let total: usize = ranges.iter().map(|r| r.len()).sum();
+        let mut done = 0;
+        for r in ranges {
+            for start in r.clone().step_by(CHUNK) {
+                let end = (start + CHUNK).min(r.end);
+                populate(&gguf.file_bytes()[start..end]);
+                done += end - start;
+                opts.report(done as f32 / total.max(1) as f32)?;
+            }
         }
-        anon.make_read_only().map_err(|e| io_err("protect", e))?
-    };
+        opts.report(1.0)?;
+        return Ok(gguf);
+    }
+    // An anonymous mapping is page-aligned, so block casts of tensor data stay aligned.
+    let mut anon = memmap2::MmapMut::map_anon(len).map_err(|e| io_err("allocate", e))?;
+    for start in (0..len).step_by(CHUNK) {
+        let end = (start + CHUNK).min(len);
+        file.read_exact(&mut anon[start..end])
+            .map_err(|e| io_err("read", e))?;
+        opts.report(end as f32 / len as f32)?;
+    }
+    let map = anon.make_read_only().map_err(|e| io_err("protect", e))?;
     if opts.use_mlock {
         // SAFETY: locks pages of a mapping we own for its whole length.
         if unsafe { libc::mlock(map.as_ptr().cast(), map.len()) } != 0 {
@@ -85,9 +106,37 @@ pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile,
                 std::io::Error::last_os_error(),
             ));
         }
-        // The lock is released with the mapping (munmap) when the model is dropped.
     }
     Ok(GgufFile::from_mmap(map)?)
+}
+
+/// Byte ranges of the file read in place: everything but the data of tensors whose type is
+/// repacked at load (sorted, merged).
+fn in_place_ranges(gguf: &GgufFile) -> Vec<std::ops::Range<usize>> {
+    let len = gguf.file_bytes().len();
+    let base = gguf.data_offset() as usize;
+    let mut skip: Vec<std::ops::Range<usize>> = gguf
+        .tensors()
+        .iter()
+        .filter(|t| t.dims.len() == 2 && kernels::repacks(t.ggml_type))
+        .map(|t| {
+            let start = (base + t.offset as usize).min(len);
+            start..(start + t.size as usize).min(len)
+        })
+        .collect();
+    skip.sort_by_key(|r| r.start);
+    let mut ranges = Vec::new();
+    let mut at = 0;
+    for r in skip {
+        if r.start > at {
+            ranges.push(at..r.start);
+        }
+        at = at.max(r.end);
+    }
+    if at < len {
+        ranges.push(at..len);
+    }
+    ranges
 }
 
 /// Faults in the pages of `bytes`: one `madvise(MADV_POPULATE_READ)` where the kernel has it

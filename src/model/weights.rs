@@ -56,7 +56,7 @@ impl Linear {
     /// Repacks the matrix into 8-row groups where its type has a layout, and releases the file
     /// pages it came from (every later read goes to the repacked copy).
     fn repack(&mut self, gguf: &GgufFile) {
-        if !kernels::repack_enabled() {
+        if !kernels::repacks(self.ty) {
             return;
         }
         let data = self.matrix(gguf).data;
@@ -266,14 +266,7 @@ impl Weights {
             Some(o) => o,
             None => token_embd.clone(),
         };
-        // A tied output head is the token embedding: repacked once, shared, and looked up from
-        // the repacked copy. An embedding that is only looked up stays in the file.
         let tied = output.start == token_embd.start;
-        let mut token_embd = token_embd;
-        if tied {
-            token_embd.repack(gguf);
-            output = token_embd.clone();
-        }
         let mut repack: Vec<&mut Linear> = layers
             .iter_mut()
             .flat_map(|l: &mut LayerWeights| {
@@ -292,6 +285,15 @@ impl Weights {
             repack.push(&mut output);
         }
         repack.par_iter_mut().for_each(|lin| lin.repack(gguf));
+        // A tied output head is the token embedding: repacked once, shared, and looked up from
+        // the repacked copy. An embedding that is only looked up stays in the file. It goes
+        // last: by then the layers' file pages (some faulted in beside the prefaulted tensors)
+        // are released, so the biggest matrix never has both copies resident with them.
+        let mut token_embd = token_embd;
+        if tied {
+            token_embd.repack(gguf);
+            output = token_embd.clone();
+        }
         Ok(Weights {
             output_norm: l.vector("output_norm.weight", e)?,
             output,

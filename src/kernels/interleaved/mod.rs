@@ -1,0 +1,327 @@
+//! Weights repacked at load into groups of 8 interleaved rows (Q5_0, Q8_0, Q4_K, Q6_K; one
+//! file per type), so one activation load, one scale conversion and one f32 multiply-add serve
+//! 8 rows.
+//!
+//! Layout of one (row group, block column), 8 rows × 32 quants: "register" `k` (0..8) holds
+//! quants `4k..4k+4` of each row, row `r` at bytes `4r..4r+4`. A kernel broadcasts the 4
+//! matching activation bytes and multiplies all 8 rows with one instruction; the 32-bit lane
+//! `r` of the result belongs to row `r` (the same grouping the 4-byte `vpdpbusd` / `sdot`
+//! instructions use). Quants are stored unsigned (Q5_0: 0..=31, the file's offset of 16 is
+//! applied once per block as `-16 * sum(activations)`), so no sign trick is needed.
+//!
+//! Q8_0 stays signed; the K-quants keep one struct per (group, 256-quant block)
+//! ([`Grouped`]).
+//!
+//! Rows past the matrix's end (the last group) are zero and never written out.
+
+mod q4_k;
+mod q5_0;
+mod q6_k;
+mod q8_0;
+
+pub use q4_k::BlockQ4Kx8;
+pub use q5_0::{block_sums, Q5_0x8};
+pub use q6_k::BlockQ6Kx8;
+pub use q8_0::Q8_0x8;
+
+use half::f16;
+use rayon::prelude::*;
+
+use crate::quant::blocks::{cast_blocks, BlockQ4K, BlockQ5_0, BlockQ6K, BlockQ8K, BlockQ8_0};
+use crate::quant::types::QK_K;
+use crate::quant::GgmlType;
+
+/// Rows per interleaved group.
+pub const GROUP: usize = 8;
+
+/// Told which source bytes a repack has finished with (the loader releases their pages, so the
+/// original and the repacked copy are never both resident).
+pub type Release = dyn Fn(&[u8]) + Sync;
+
+/// Groups per parallel repack chunk: about 1 MiB of source, so releasing whole pages inside
+/// each chunk leaves little behind.
+fn chunk_groups(group_bytes: usize) -> usize {
+    ((1 << 20) / group_bytes.max(1)).max(1)
+}
+
+/// Types whose all-zero bit pattern is a valid value.
+///
+/// # Safety
+/// Implement only for plain data (integers, f16 bits, arrays and `repr(C)` structs of them).
+pub unsafe trait Zeroable: Copy {}
+// SAFETY: bytes.
+unsafe impl Zeroable for Line32 {}
+// SAFETY: f16 bit patterns.
+unsafe impl Zeroable for [f16; GROUP] {}
+
+/// `n` zeros in a fresh anonymous mapping: page-aligned, and its pages stay untouched (not
+/// resident) until the repack writes them, so the resident total grows only as fast as the
+/// source is released. (The heap's zeroed allocations write every byte for alignments over
+/// 16.)
+pub struct Zeroed<T> {
+    map: Option<memmap2::MmapMut>,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Zeroable> Zeroed<T> {
+    fn new(len: usize) -> Zeroed<T> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .expect("repacked matrix too large");
+        let map = (bytes > 0).then(|| {
+            memmap2::MmapMut::map_anon(bytes).unwrap_or_else(|e| {
+                panic!("cannot allocate {bytes} bytes for repacked weights: {e}")
+            })
+        });
+        Zeroed {
+            map,
+            len,
+            _t: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: Zeroable> std::ops::Deref for Zeroed<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match &self.map {
+            // SAFETY: the mapping holds len Ts, page-aligned (>= align_of::<T>()), all-zero or
+            // written as T; Zeroable says zero bits are a valid T.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr() as *const T, self.len) },
+            None => &[],
+        }
+    }
+}
+
+impl<T: Zeroable> std::ops::DerefMut for Zeroed<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.map {
+            // SAFETY: as in deref; the mapping is uniquely borrowed.
+            Some(m) => unsafe {
+                std::slice::from_raw_parts_mut(m.as_mut_ptr() as *mut T, self.len)
+            },
+            None => &mut [],
+        }
+    }
+}
+
+fn as_bytes<B>(blocks: &[B]) -> &[u8] {
+    // SAFETY: ggml blocks are repr(C) plain data without padding.
+    unsafe {
+        std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(blocks))
+    }
+}
+
+/// 32 bytes on a 32-byte boundary, so the kernels' vector loads never straddle a cache line.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+pub struct Line32(pub [u8; 32]);
+
+/// A matrix of `rows` × `k` stored as one `S` per (8-row group, block column): the layout of
+/// the K-quants, whose blocks are big enough to keep a group's block in one struct.
+pub struct Grouped<S> {
+    pub rows: usize,
+    pub k: usize,
+    /// Blocks per row.
+    pub nb: usize,
+    /// `[group][block]`.
+    pub blocks: Zeroed<S>,
+}
+
+impl<S: Zeroable + Send + Sync> Grouped<S> {
+    /// Repacks `rows` rows of `w` (row-major, `nb` blocks per row) by `put(&mut dst, r, src)`
+    /// into zeroed group blocks, in parallel chunks of about 1 MiB of source; `done` gets each
+    /// chunk's source blocks once they are no longer needed.
+    fn repack<B: Sync>(
+        w: &[B],
+        rows: usize,
+        k: usize,
+        nb: usize,
+        done: &Release,
+        put: impl Fn(&mut S, usize, &B) + Sync,
+    ) -> Grouped<S> {
+        assert_eq!(w.len(), rows * nb, "block count != rows x blocks per row");
+        let mut blocks = Zeroed::<S>::new(rows.div_ceil(GROUP) * nb);
+        let cg = chunk_groups(nb * GROUP * std::mem::size_of::<B>());
+        blocks
+            .par_chunks_mut(cg * nb)
+            .enumerate()
+            .for_each(|(c, dst)| {
+                let (r0, r1) = (c * cg * GROUP, ((c + 1) * cg * GROUP).min(rows));
+                for row in r0..r1 {
+                    let (gl, r) = ((row - r0) / GROUP, row % GROUP);
+                    for b in 0..nb {
+                        put(&mut dst[gl * nb + b], r, &w[row * nb + b]);
+                    }
+                }
+                done(as_bytes(&w[r0 * nb..r1 * nb]));
+            });
+        Grouped {
+            rows,
+            k,
+            nb,
+            blocks,
+        }
+    }
+
+    /// Block column `b` of group `g`.
+    #[inline]
+    pub fn block(&self, g: usize, b: usize) -> &S {
+        &self.blocks[g * self.nb + b]
+    }
+}
+
+/// A weight matrix in one of the interleaved layouts.
+pub enum PackedMatrix {
+    Q5_0(Q5_0x8),
+    Q8_0(Q8_0x8),
+    Q4K(Grouped<BlockQ4Kx8>),
+    Q6K(Grouped<BlockQ6Kx8>),
+}
+
+/// The activations one group call reads: a slice of blocks per token.
+pub enum TokenRows<'a> {
+    /// Q8_0 blocks and each block's quant sum ([`block_sums`]), for Q5_0 and Q8_0 weights.
+    Q8_0(&'a [&'a [BlockQ8_0]], &'a [&'a [i32]]),
+    /// Q8_K blocks, for the K-quants.
+    Q8K(&'a [&'a [BlockQ8K]]),
+}
+
+impl std::fmt::Debug for PackedMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x8 {{ rows: {}, k: {} }}",
+            self.ty(),
+            self.rows(),
+            self.k()
+        )
+    }
+}
+
+impl PackedMatrix {
+    /// Repacks `rows` × `k` weights of type `ty` from their file bytes; `None` for a type
+    /// without an interleaved layout or bytes that do not fit.
+    /// `done` is told which source bytes are finished with, chunk by chunk.
+    pub fn repack(
+        ty: GgmlType,
+        data: &[u8],
+        rows: usize,
+        k: usize,
+        done: &Release,
+    ) -> Option<PackedMatrix> {
+        let block_len = match ty {
+            GgmlType::Q5_0 | GgmlType::Q8_0 => 32,
+            GgmlType::Q4_K | GgmlType::Q6_K => QK_K,
+            _ => return None,
+        };
+        if !k.is_multiple_of(block_len) {
+            return None;
+        }
+        let nb = k / block_len;
+        let fits = |n: usize| n == rows * nb;
+        Some(match ty {
+            GgmlType::Q5_0 => {
+                let w: &[BlockQ5_0] = cast_blocks(data).filter(|w| fits(w.len()))?;
+                PackedMatrix::Q5_0(Q5_0x8::repack(w, rows, k, done))
+            }
+            GgmlType::Q8_0 => {
+                let w: &[BlockQ8_0] = cast_blocks(data).filter(|w| fits(w.len()))?;
+                PackedMatrix::Q8_0(Q8_0x8::repack(w, rows, k, done))
+            }
+            GgmlType::Q4_K => {
+                let w: &[BlockQ4K] = cast_blocks(data).filter(|w| fits(w.len()))?;
+                PackedMatrix::Q4K(Grouped::repack(w, rows, k, nb, done, BlockQ4Kx8::put))
+            }
+            GgmlType::Q6_K => {
+                let w: &[BlockQ6K] = cast_blocks(data).filter(|w| fits(w.len()))?;
+                PackedMatrix::Q6K(Grouped::repack(w, rows, k, nb, done, BlockQ6Kx8::put))
+            }
+            _ => return None,
+        })
+    }
+
+    pub fn ty(&self) -> GgmlType {
+        match self {
+            PackedMatrix::Q5_0(_) => GgmlType::Q5_0,
+            PackedMatrix::Q8_0(_) => GgmlType::Q8_0,
+            PackedMatrix::Q4K(_) => GgmlType::Q4_K,
+            PackedMatrix::Q6K(_) => GgmlType::Q6_K,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        match self {
+            PackedMatrix::Q5_0(w) => w.rows,
+            PackedMatrix::Q8_0(w) => w.rows,
+            PackedMatrix::Q4K(w) => w.rows,
+            PackedMatrix::Q6K(w) => w.rows,
+        }
+    }
+
+    pub fn k(&self) -> usize {
+        match self {
+            PackedMatrix::Q5_0(w) => w.k,
+            PackedMatrix::Q8_0(w) => w.k,
+            PackedMatrix::Q4K(w) => w.k,
+            PackedMatrix::Q6K(w) => w.k,
+        }
+    }
+
+    /// Blocks per row.
+    pub fn nb(&self) -> usize {
+        match self {
+            PackedMatrix::Q5_0(w) => w.nb,
+            PackedMatrix::Q8_0(w) => w.nb,
+            PackedMatrix::Q4K(w) => w.nb,
+            PackedMatrix::Q6K(w) => w.nb,
+        }
+    }
+
+    pub fn groups(&self) -> usize {
+        self.rows().div_ceil(GROUP)
+    }
+
+    /// Bytes of one group's weights.
+    pub fn group_bytes(&self) -> usize {
+        let per_block = match self {
+            PackedMatrix::Q5_0(_) => 176,
+            PackedMatrix::Q8_0(_) => 272,
+            PackedMatrix::Q4K(_) => std::mem::size_of::<BlockQ4Kx8>(),
+            PackedMatrix::Q6K(_) => std::mem::size_of::<BlockQ6Kx8>(),
+        };
+        self.nb() * per_block
+    }
+
+    /// Row `r` as f32 (embedding lookups of a tied, repacked token embedding).
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let (g, rr) = (r / GROUP, r % GROUP);
+        let bl = self.k() / self.nb().max(1);
+        for (b, o) in out.chunks_exact_mut(bl).enumerate().take(self.nb()) {
+            match self {
+                PackedMatrix::Q5_0(w) => w.dequantize(g, b, rr, o),
+                PackedMatrix::Q8_0(w) => w.dequantize(g, b, rr, o),
+                PackedMatrix::Q4K(w) => w.block(g, b).dequantize(rr, o),
+                PackedMatrix::Q6K(w) => w.block(g, b).dequantize(rr, o),
+            }
+        }
+    }
+
+    /// Scalar twin of the SIMD kernels: `out[t][r]` = row `r` of group `g` · token `t`, with
+    /// exactly the integer sums of the in-place scalar dot kernels per block.
+    ///
+    /// # Panics
+    /// If the activations are not in the format the weight type reads.
+    pub fn scalar_group(&self, g: usize, a: TokenRows, out: &mut [[f32; GROUP]]) {
+        match (self, a) {
+            (PackedMatrix::Q5_0(w), TokenRows::Q8_0(a, sums)) => {
+                q5_0::q5_0x8_group(w, g, a, sums, out)
+            }
+            (PackedMatrix::Q8_0(w), TokenRows::Q8_0(a, _)) => q8_0::q8_0x8_group(w, g, a, out),
+            (PackedMatrix::Q4K(w), TokenRows::Q8K(a)) => q4_k::q4_kx8_group(w, g, a, out),
+            (PackedMatrix::Q6K(w), TokenRows::Q8K(a)) => q6_k::q6_kx8_group(w, g, a, out),
+            _ => panic!("{} x8 weights: wrong activation format", self.ty()),
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Q4_K in 8-row groups, one [`BlockQ4Kx8`] per (group, 256-quant block): 1184 bytes where the
+//! file has 8 × 144 = 1152.
+//!
+//! Quants stay unsigned (0..=15). Sub-block `j` (quants `32j..32j+32`) is registers
+//! `8j..8j+8`; register `8j + m` is the low nibble (`m < 4`) or high nibble (`m >= 4`) of line
+//! `4j + m % 4`. A kernel sums the 8 registers' `vpmaddubsw` pairs in i16 (8 · 2 · 15 · 127 <
+//! 2^15, exact) and applies the sub-block scale with one `vpmaddwd`; the mins go through the
+//! activations' 16-quant sums, as in the in-place kernel.
+
+use half::f16;
+
+use super::{Grouped, Line32, Zeroable, GROUP};
+use crate::quant::blocks::{BlockQ4K, BlockQ8K};
+use crate::quant::dequant_k::get_scale_min_k4;
+use crate::quant::types::QK_K;
+
+/// One (8-row group, block column) of a repacked Q4_K matrix.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+pub struct BlockQ4Kx8 {
+    /// Nibble lines, see the module docs.
+    pub qs: [Line32; 32],
+    /// `[sub-block][row]` 6-bit scales.
+    pub scales: [[u8; GROUP]; 8],
+    /// `[sub-block][row]` 6-bit mins.
+    pub mins: [[u8; GROUP]; 8],
+    pub d: [f16; GROUP],
+    pub dmin: [f16; GROUP],
+}
+
+// SAFETY: integers and f16 bit patterns only; all-zero is a valid value.
+unsafe impl Zeroable for BlockQ4Kx8 {}
+
+/// Quant `p` (0..256, unsigned) of a file block.
+fn file_quant(x: &BlockQ4K, p: usize) -> u8 {
+    let (s, i) = (p / 32, p % 32);
+    let byte = x.qs[32 * (s / 2) + i];
+    if s % 2 == 0 {
+        byte & 15
+    } else {
+        byte >> 4
+    }
+}
+
+/// Line and bit shift of quant `p` of row `r`: (line, byte, shift).
+#[inline]
+fn position(r: usize, p: usize) -> (usize, usize, u32) {
+    let (reg, byte) = (p / 4, 4 * r + p % 4);
+    let (j, m) = (reg / 8, reg % 8);
+    (4 * j + m % 4, byte, 4 * (m / 4) as u32)
+}
+
+impl BlockQ4Kx8 {
+    /// Writes file block `x` as row `r`.
+    pub(super) fn put(&mut self, r: usize, x: &BlockQ4K) {
+        self.d[r] = x.d;
+        self.dmin[r] = x.dmin;
+        for j in 0..8 {
+            (self.scales[j][r], self.mins[j][r]) = get_scale_min_k4(j, &x.scales);
+        }
+        for p in 0..QK_K {
+            let (line, byte, shift) = position(r, p);
+            self.qs[line].0[byte] |= file_quant(x, p) << shift;
+        }
+    }
+
+    /// Quant `p` (0..256, unsigned) of row `r`.
+    #[inline]
+    pub fn quant(&self, r: usize, p: usize) -> u8 {
+        let (line, byte, shift) = position(r, p);
+        (self.qs[line].0[byte] >> shift) & 15
+    }
+
+    /// Row `r` as f32.
+    pub fn dequantize(&self, r: usize, out: &mut [f32]) {
+        let (d, dmin) = (self.d[r].to_f32(), self.dmin[r].to_f32());
+        for (p, o) in out.iter_mut().enumerate().take(QK_K) {
+            let j = p / 32;
+            let (sc, m) = (self.scales[j][r] as f32, self.mins[j][r] as f32);
+            *o = d * sc * self.quant(r, p) as f32 - dmin * m;
+        }
+    }
+}
+
+/// Scalar twin of the SIMD kernels: `out[t][r]` = row `r` of group `g` · token `t`, with
+/// exactly the integer sums of [`crate::kernels::scalar::vec_dot_q4_k_q8_k`] per block.
+pub fn q4_kx8_group(
+    w: &Grouped<BlockQ4Kx8>,
+    g: usize,
+    a: &[&[BlockQ8K]],
+    out: &mut [[f32; GROUP]],
+) {
+    for (y, o) in a.iter().zip(out.iter_mut()) {
+        let mut acc = [0f32; GROUP];
+        for (b, yb) in y.iter().enumerate().take(w.nb) {
+            let x = w.block(g, b);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let mut isum = 0i32;
+                for j in 0..8 {
+                    let s: i32 = (32 * j..32 * j + 32)
+                        .map(|p| x.quant(r, p) as i32 * yb.qs[p] as i32)
+                        .sum();
+                    isum += x.scales[j][r] as i32 * s;
+                }
+                let summ: i32 = (0..16)
+                    .map(|c| yb.bsums[c] as i32 * x.mins[c / 2][r] as i32)
+                    .sum();
+                *acc +=
+                    x.d[r].to_f32() * yb.d * isum as f32 - x.dmin[r].to_f32() * yb.d * summ as f32;
+            }
+        }
+        *o = acc;
+    }
+}

@@ -1,0 +1,136 @@
+//! Q5_0 in 8-row groups: unsigned quants (0..=31) as nibble lines plus a high-bit line; the
+//! file's offset of 16 is applied per block through the activation block sums.
+//!
+//! Storage per (group, block), no bigger than the 8 original blocks (176 bytes):
+//! - `qs`: 128 bytes, registers `k` and `k + 4` as low and high nibbles of the same 32 bytes;
+//! - `qh`: 32 bytes, bit `k` of byte `i` is the 5th bit of register `k`'s byte `i`;
+//! - `d`: the 8 rows' f16 scales.
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::{as_bytes, chunk_groups, Line32, Release, Zeroed, GROUP};
+use crate::quant::blocks::{BlockQ5_0, BlockQ8_0};
+
+/// A Q5_0 matrix of `rows` × `k` repacked into 8-row groups.
+pub struct Q5_0x8 {
+    pub rows: usize,
+    pub k: usize,
+    /// Blocks per row (`k / 32`).
+    pub nb: usize,
+    /// `[group][block][4]` nibble lines.
+    pub qs: Zeroed<Line32>,
+    /// `[group][block]` high-bit lines.
+    pub qh: Zeroed<Line32>,
+    /// `[group][block][8]` row scales.
+    pub d: Zeroed<[f16; GROUP]>,
+}
+
+impl std::fmt::Debug for Q5_0x8 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Q5_0x8 {{ rows: {}, k: {} }}", self.rows, self.k)
+    }
+}
+
+impl Q5_0x8 {
+    /// Repacks `rows` rows of `w` (row-major, `k / 32` blocks per row), in parallel chunks of
+    /// groups; `done` gets each chunk's source blocks once they are no longer needed.
+    pub fn repack(w: &[BlockQ5_0], rows: usize, k: usize, done: &Release) -> Q5_0x8 {
+        let nb = k / 32;
+        assert_eq!(w.len(), rows * nb, "block count != rows x k/32");
+        let groups = rows.div_ceil(GROUP);
+        let mut qs = Zeroed::<Line32>::new(groups * nb * 4);
+        let mut qh = Zeroed::<Line32>::new(groups * nb);
+        let mut d = Zeroed::<[f16; GROUP]>::new(groups * nb);
+        let cg = chunk_groups(nb * GROUP * std::mem::size_of::<BlockQ5_0>());
+        qs.par_chunks_mut(cg * nb * 4)
+            .zip(qh.par_chunks_mut(cg * nb))
+            .zip(d.par_chunks_mut(cg * nb))
+            .enumerate()
+            .for_each(|(c, ((qs, qh), d))| {
+                let (r0, r1) = (c * cg * GROUP, ((c + 1) * cg * GROUP).min(rows));
+                for row in r0..r1 {
+                    let (gl, r) = ((row - r0) / GROUP, row % GROUP);
+                    for b in 0..nb {
+                        let (x, gb) = (&w[row * nb + b], gl * nb + b);
+                        d[gb][r] = x.d;
+                        let hbits = u32::from_le_bytes(x.qh);
+                        for i in 0..32 {
+                            let nib = if i < 16 {
+                                x.qs[i] & 15
+                            } else {
+                                x.qs[i - 16] >> 4
+                            };
+                            let hi = ((hbits >> i) & 1) as u8;
+                            let (reg, byte) = (i / 4, 4 * r + i % 4);
+                            qs[gb * 4 + reg % 4].0[byte] |= nib << (4 * (reg / 4));
+                            qh[gb].0[byte] |= hi << reg;
+                        }
+                    }
+                }
+                done(as_bytes(&w[r0 * nb..r1 * nb]));
+            });
+        Q5_0x8 {
+            rows,
+            k,
+            nb,
+            qs,
+            qh,
+            d,
+        }
+    }
+
+    /// Quant `i` (0..32, unsigned 0..=31) of row `r` of group `g`, block `b`.
+    #[inline]
+    pub fn quant(&self, g: usize, b: usize, r: usize, i: usize) -> u8 {
+        let gb = g * self.nb + b;
+        let (reg, byte) = (i / 4, 4 * r + i % 4);
+        let nib = (self.qs[gb * 4 + reg % 4].0[byte] >> (4 * (reg / 4))) & 15;
+        let hi = (self.qh[gb].0[byte] >> reg) & 1;
+        nib | hi << 4
+    }
+}
+
+impl Q5_0x8 {
+    /// Block `b` of row `r` of group `g` as f32.
+    pub fn dequantize(&self, g: usize, b: usize, r: usize, out: &mut [f32]) {
+        let d = self.d[g * self.nb + b][r].to_f32();
+        for (i, o) in out.iter_mut().enumerate().take(32) {
+            *o = (self.quant(g, b, r, i) as i32 - 16) as f32 * d;
+        }
+    }
+}
+
+/// Sum of each activation block's quants: the kernels apply Q5_0's offset of 16 with it.
+pub fn block_sums(a: &[BlockQ8_0]) -> Vec<i32> {
+    a.iter()
+        .map(|y| y.qs.iter().map(|&q| q as i32).sum())
+        .collect()
+}
+
+/// Scalar twin of the SIMD kernels: `out[t][r]` = row `r` of group `g` · token `t`, with
+/// exactly the integer sums of [`crate::kernels::scalar::vec_dot_q5_0_q8_0`] per block.
+pub fn q5_0x8_group(
+    w: &Q5_0x8,
+    g: usize,
+    a: &[&[BlockQ8_0]],
+    sums: &[&[i32]],
+    out: &mut [[f32; GROUP]],
+) {
+    for ((y, s), o) in a.iter().zip(sums).zip(out.iter_mut()) {
+        let mut acc = [0f32; GROUP];
+        for b in 0..w.nb {
+            let (yb, gb) = (&y[b], g * w.nb + b);
+            let dy = yb.d.to_f32();
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let mut sumi = 0i32;
+                for i in 0..32 {
+                    sumi += w.quant(g, b, r, i) as i32 * yb.qs[i] as i32;
+                }
+                let sumi = sumi - 16 * s[b];
+                *acc += sumi as f32 * (w.d[gb][r].to_f32() * dy);
+            }
+        }
+        *o = acc;
+    }
+}

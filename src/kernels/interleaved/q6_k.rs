@@ -1,0 +1,114 @@
+//! Q6_K in 8-row groups, one [`BlockQ6Kx8`] per (group, 256-quant block): 1696 bytes where the
+//! file has 8 × 210 = 1680.
+//!
+//! Quants are stored unsigned (0..=63); the file's offset of 32 is applied per block through
+//! the activations' 16-quant sums. Register `8j + m` (quants `32j + 4m..+4`) has its low 4 bits
+//! in line `4j + m % 4` of `ql` (low nibble for `m < 4`, high for `m >= 4`) and its top 2 bits
+//! at bits `2 (m % 4)` of line `2j + m / 4` of `qh`. Two registers' `vpmaddubsw` pairs fit an
+//! i16 (2 · 2 · 63 · 127 < 2^15), so a 16-quant scale costs two `vpmaddwd`.
+
+use half::f16;
+
+use super::{Grouped, Line32, Zeroable, GROUP};
+use crate::quant::blocks::{BlockQ6K, BlockQ8K};
+use crate::quant::types::QK_K;
+
+/// One (8-row group, block column) of a repacked Q6_K matrix.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+pub struct BlockQ6Kx8 {
+    /// Low 4 bits, see the module docs.
+    pub ql: [Line32; 32],
+    /// Top 2 bits, see the module docs.
+    pub qh: [Line32; 16],
+    /// `[16-quant chunk][row]` signed scales.
+    pub scales: [[i8; GROUP]; 16],
+    pub d: [f16; GROUP],
+}
+
+// SAFETY: integers and f16 bit patterns only; all-zero is a valid value.
+unsafe impl Zeroable for BlockQ6Kx8 {}
+
+/// Quant `p` (0..256, unsigned 0..=63) of a file block.
+fn file_quant(x: &BlockQ6K, p: usize) -> u8 {
+    // Each half of 128 quants: four runs of 32 share the bytes `ql[l]`, `ql[l + 32]`, `qh[l]`.
+    let (h, part, l) = (p / 128, (p % 128) / 32, p % 32);
+    let ql = x.ql[64 * h + 32 * (part % 2) + l] >> (4 * (part / 2));
+    let qh = x.qh[32 * h + l] >> (2 * part);
+    (ql & 15) | (qh & 3) << 4
+}
+
+/// Where quant `p` of row `r` lives: (ql line, qh line, byte, nibble shift, 2-bit shift).
+#[inline]
+fn position(r: usize, p: usize) -> (usize, usize, usize, u32, u32) {
+    let (reg, byte) = (p / 4, 4 * r + p % 4);
+    let (j, m) = (reg / 8, reg % 8);
+    let (mm, half) = (m % 4, m / 4);
+    (
+        4 * j + mm,
+        2 * j + half,
+        byte,
+        4 * half as u32,
+        2 * mm as u32,
+    )
+}
+
+impl BlockQ6Kx8 {
+    /// Writes file block `x` as row `r`.
+    pub(super) fn put(&mut self, r: usize, x: &BlockQ6K) {
+        self.d[r] = x.d;
+        for (c, s) in x.scales.iter().enumerate() {
+            self.scales[c][r] = *s;
+        }
+        for p in 0..QK_K {
+            let q = file_quant(x, p);
+            let (l, h, byte, ls, hs) = position(r, p);
+            self.ql[l].0[byte] |= (q & 15) << ls;
+            self.qh[h].0[byte] |= (q >> 4) << hs;
+        }
+    }
+
+    /// Quant `p` (0..256, unsigned 0..=63) of row `r`.
+    #[inline]
+    pub fn quant(&self, r: usize, p: usize) -> u8 {
+        let (l, h, byte, ls, hs) = position(r, p);
+        ((self.ql[l].0[byte] >> ls) & 15) | ((self.qh[h].0[byte] >> hs) & 3) << 4
+    }
+
+    /// Row `r` as f32.
+    pub fn dequantize(&self, r: usize, out: &mut [f32]) {
+        let d = self.d[r].to_f32();
+        for (p, o) in out.iter_mut().enumerate().take(QK_K) {
+            let sc = self.scales[p / 16][r] as f32;
+            *o = d * sc * (self.quant(r, p) as i32 - 32) as f32;
+        }
+    }
+}
+
+/// Scalar twin of the SIMD kernels: `out[t][r]` = row `r` of group `g` · token `t`, with
+/// exactly the integer sums of [`crate::kernels::scalar::vec_dot_q6_k_q8_k`] per block.
+pub fn q6_kx8_group(
+    w: &Grouped<BlockQ6Kx8>,
+    g: usize,
+    a: &[&[BlockQ8K]],
+    out: &mut [[f32; GROUP]],
+) {
+    for (y, o) in a.iter().zip(out.iter_mut()) {
+        let mut acc = [0f32; GROUP];
+        for (b, yb) in y.iter().enumerate().take(w.nb) {
+            let x = w.block(g, b);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let isum: i32 = (0..16)
+                    .map(|c| {
+                        let s: i32 = (16 * c..16 * c + 16)
+                            .map(|p| (x.quant(r, p) as i32 - 32) * yb.qs[p] as i32)
+                            .sum();
+                        x.scales[c][r] as i32 * s
+                    })
+                    .sum();
+                *acc += x.d[r].to_f32() * yb.d * isum as f32;
+            }
+        }
+        *o = acc;
+    }
+}
