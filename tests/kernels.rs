@@ -301,6 +301,10 @@ fn every_path_matches_scalar_on_all_types_and_shapes() {
                                 .sum();
                             let tol = 2e-5 * mag * 1.02 + 1e-6;
                             let (g, e) = (got[t * rows + r], want[t * rows + r]);
+                            // The NEON kernels keep the scalar kernels' order of f32 work.
+                            if matches!(p, CpuPath::Neon | CpuPath::Dotprod) {
+                                assert_eq!(g.to_bits(), e.to_bits(), "{ty} {p} t={t} r={r}");
+                            }
                             assert!(
                                 ((g - e) as f64).abs() <= tol,
                                 "{ty} {p} k={k} rows={rows} n={n_tokens} t={t} r={r}: \
@@ -421,7 +425,12 @@ fn path_selection_and_forcing() {
     let (p, warn) = kernels::resolve_cpu_path(Some("nonsense"));
     assert_eq!(p, best);
     assert!(warn.is_some());
-    for req in [CpuPath::Avx2, CpuPath::Avx512] {
+    for req in [
+        CpuPath::Avx2,
+        CpuPath::Avx512,
+        CpuPath::Neon,
+        CpuPath::Dotprod,
+    ] {
         let (p, warn) = kernels::resolve_cpu_path(Some(req.name()));
         if req.is_available() {
             assert_eq!((p, warn), (req, None));

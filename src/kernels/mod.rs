@@ -28,6 +28,8 @@ pub mod avx512;
 mod f16_vec;
 mod info;
 pub mod interleaved;
+#[cfg(target_arch = "aarch64")]
+pub mod neon;
 pub mod scalar;
 
 pub use f16_vec::{f16_mad, f16_mad_with, f16_scale, f16_scale_with};
@@ -69,6 +71,10 @@ pub enum CpuPath {
     Avx2,
     /// AVX-512 F/BW/VL + VNNI (plus the AVX2 set).
     Avx512,
+    /// aarch64 NEON (every armv8-a core).
+    Neon,
+    /// aarch64 NEON with the dot-product extension (`sdot`; armv8.2-a+dotprod).
+    Dotprod,
 }
 
 impl CpuPath {
@@ -77,6 +83,8 @@ impl CpuPath {
             CpuPath::Scalar => "scalar",
             CpuPath::Avx2 => "avx2",
             CpuPath::Avx512 => "avx512",
+            CpuPath::Neon => "neon",
+            CpuPath::Dotprod => "dotprod",
         }
     }
 
@@ -88,7 +96,11 @@ impl CpuPath {
             CpuPath::Avx2 => avx2::detected(),
             #[cfg(target_arch = "x86_64")]
             CpuPath::Avx512 => avx512::detected(),
-            #[cfg(not(target_arch = "x86_64"))]
+            #[cfg(target_arch = "aarch64")]
+            CpuPath::Neon => true,
+            #[cfg(target_arch = "aarch64")]
+            CpuPath::Dotprod => neon::dotprod_detected(),
+            #[allow(unreachable_patterns)]
             _ => false,
         }
     }
@@ -100,10 +112,16 @@ impl CpuPath {
 
     /// Every path this CPU supports, slowest first (tests run all of them).
     pub fn available() -> Vec<CpuPath> {
-        [CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512]
-            .into_iter()
-            .filter(|p| p.is_available())
-            .collect()
+        [
+            CpuPath::Scalar,
+            CpuPath::Avx2,
+            CpuPath::Avx512,
+            CpuPath::Neon,
+            CpuPath::Dotprod,
+        ]
+        .into_iter()
+        .filter(|p| p.is_available())
+        .collect()
     }
 
     fn parse(s: &str) -> Option<CpuPath> {
@@ -111,6 +129,8 @@ impl CpuPath {
             "scalar" => Some(CpuPath::Scalar),
             "avx2" => Some(CpuPath::Avx2),
             "avx512" => Some(CpuPath::Avx512),
+            "neon" => Some(CpuPath::Neon),
+            "dotprod" => Some(CpuPath::Dotprod),
             _ => None,
         }
     }
@@ -134,7 +154,8 @@ pub fn resolve_cpu_path(request: Option<&str>) -> (CpuPath, Option<String>) {
         None => (
             best,
             Some(format!(
-                "kolibri: KOLIBRI_CPU={req:?} not understood (scalar|avx2|avx512); using {best}"
+                "kolibri: KOLIBRI_CPU={req:?} not understood \
+                 (scalar|avx2|avx512|neon|dotprod); using {best}"
             )),
         ),
         Some(p) if p.is_available() => (p, None),
@@ -159,10 +180,10 @@ pub fn cpu_path() -> CpuPath {
         // Guard against a SIMD kernel misbehaving on hardware it was never run on: check it
         // against the scalar twin once and step down a path if it disagrees.
         while let Err(e) = self_test(path) {
-            let lower = if path == CpuPath::Avx512 {
-                CpuPath::Avx2
-            } else {
-                CpuPath::Scalar
+            let lower = match path {
+                CpuPath::Avx512 => CpuPath::Avx2,
+                CpuPath::Dotprod => CpuPath::Neon,
+                _ => CpuPath::Scalar,
             };
             eprintln!("kolibri: {path} kernels failed their self-test ({e}); using {lower}");
             path = lower;
@@ -614,6 +635,28 @@ const AVX512: Kernels = Kernels {
     q6_k_t: None,
 };
 
+/// The NEON tables: dot kernels for the types of the reference models and Q4_0; the other
+/// types and every batch go through the dot kernels too (no NEON tiles yet).
+#[cfg(target_arch = "aarch64")]
+macro_rules! neon_table {
+    ($m:ident) => {
+        Kernels {
+            q4_0: neon::$m::vec_dot_q4_0_q8_0,
+            q5_0: neon::$m::vec_dot_q5_0_q8_0,
+            q8_0: neon::$m::vec_dot_q8_0_q8_0,
+            q4_k: neon::$m::vec_dot_q4_k_q8_k,
+            q6_k: neon::$m::vec_dot_q6_k_q8_k,
+            ..SCALAR
+        }
+    };
+}
+
+#[cfg(target_arch = "aarch64")]
+const NEON: Kernels = neon_table!(base);
+
+#[cfg(target_arch = "aarch64")]
+const DOTPROD: Kernels = neon_table!(dotprod);
+
 /// The kernel table for `path`, or the best available one if the CPU lacks it (so a table
 /// handed out is always safe to call).
 fn kernels(path: CpuPath) -> &'static Kernels {
@@ -628,7 +671,11 @@ fn kernels(path: CpuPath) -> &'static Kernels {
         CpuPath::Avx2 => &AVX2,
         #[cfg(target_arch = "x86_64")]
         CpuPath::Avx512 => &AVX512,
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "aarch64")]
+        CpuPath::Neon => &NEON,
+        #[cfg(target_arch = "aarch64")]
+        CpuPath::Dotprod => &DOTPROD,
+        #[allow(unreachable_patterns)]
         _ => &SCALAR,
     }
 }
@@ -790,6 +837,10 @@ pub fn repacks(ty: GgmlType) -> bool {
         Ok(v) if v.trim().eq_ignore_ascii_case("all") => Mode::All,
         _ => Mode::Paying,
     });
+    if !cfg!(target_arch = "x86_64") {
+        // The interleaved kernels exist for x86 only; elsewhere the scalar twin would run.
+        return false;
+    }
     match ty {
         GgmlType::Q5_0 | GgmlType::Q8_0 => mode != Mode::Off,
         GgmlType::Q4_K | GgmlType::Q6_K => mode == Mode::All,
