@@ -455,6 +455,30 @@ pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     sum
 }
 
+/// [`scalar::f32_weighted_sum`] eight lanes at a time; bit-identical to it.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f32_weighted_sum(acc: &mut [f32], rows: &[f32], w: &[f32]) {
+    let n = acc.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        let p = acc.as_mut_ptr().add(i);
+        let mut a = _mm256_loadu_ps(p);
+        for (r, &w) in rows.chunks_exact(n).zip(w) {
+            a = _mm256_fmadd_ps(_mm256_loadu_ps(r.as_ptr().add(i)), _mm256_set1_ps(w), a);
+        }
+        _mm256_storeu_ps(p, a);
+        i += 8;
+    }
+    for (r, &w) in rows.chunks_exact(n.max(1)).zip(w) {
+        for (a, x) in acc[i..].iter_mut().zip(&r[i..]) {
+            *a = x.mul_add(w, *a);
+        }
+    }
+}
+
 /// [`scalar::f16_mad`] eight lanes at a time (F16C conversions, FMA); bit-identical to it.
 ///
 /// # Safety

@@ -250,6 +250,15 @@ pub fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(x, y)| (x * y) as f64).sum::<f64>() as f32
 }
 
+/// `acc += sum_j w[j] * rows[j]`, row by row, each element fused (as the SIMD versions).
+pub fn f32_weighted_sum(acc: &mut [f32], rows: &[f32], w: &[f32]) {
+    for (r, &w) in rows.chunks_exact(acc.len().max(1)).zip(w) {
+        for (a, x) in acc.iter_mut().zip(r) {
+            *a = x.mul_add(w, *a);
+        }
+    }
+}
+
 /// `acc[i] = f16(v[i] * w + acc[i])` with one rounding of the fused product-sum, as ggml's
 /// `ggml_vec_mad_f16` (the value accumulation of its flash-attention kernel).
 pub fn f16_mad(acc: &mut [f16], v: &[f16], w: f32) {

@@ -1,9 +1,10 @@
 //! Causal grouped-query attention over the KV cache.
 //!
-//! Each (token, kv-head) task computes the scores of all query heads sharing that kv head, so a
-//! key row is converted from f16 once per group. Softmax is computed per query over only the
-//! visible positions (causal, and the sliding window on local layers): memory per task is
-//! O(n_kv), never n_ctx x n_ctx.
+//! Small batches (token generation): each (token, kv-head) task streams over the visible rows
+//! with an online softmax, as ggml's per-query kernel does. Prompts: tiles of queries share each
+//! key and value row, converted from f16 once per tile. Softmax covers only the visible
+//! positions (causal, and the sliding window on local layers): memory per task is
+//! O(tile x n_kv), never n_ctx x n_ctx.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -34,6 +35,13 @@ pub struct QueryPlace {
     pub pos: usize,
 }
 
+/// Queries per tile of the f32 kernel: every key and value row a tile sees is converted from
+/// f16 once per tile, not once per query.
+const TILE_QUERIES: usize = 16;
+/// Cache rows converted per step, so a block of keys or values stays in L1/L2 while every
+/// query of the tile reads it.
+const TILE_ROWS: usize = 64;
+
 /// `q`: [n_tokens, n_head * head_dim_k] (already roped), one [`QueryPlace`] per token, whose
 /// keys/values are already in the cache. Writes `out`: [n_tokens, n_head * head_dim_v].
 pub fn attention(
@@ -45,35 +53,152 @@ pub fn attention(
     out: &mut [f32],
 ) {
     let q_row = s.n_head * s.head_dim_k;
-    let group = s.n_head / s.n_head_kv;
     let n_tokens = q.len() / q_row;
-    let f16_accum = n_tokens < F16_ACCUM_BELOW;
+    if n_tokens >= F16_ACCUM_BELOW {
+        return attention_tiled(s, q, keys, values, places, out);
+    }
+    let group = s.n_head / s.n_head_kv;
     // One task per (token, kv head): its output is the contiguous run of `group` heads.
     out.par_chunks_mut(group * s.head_dim_v)
         .enumerate()
         .for_each(|(task, out_group)| {
             let t = task / s.n_head_kv;
             let kvh = task % s.n_head_kv;
-            let QueryPlace { seq_row0, pos } = places[t];
-            let first = if s.window > 0 {
-                (pos + 1).saturating_sub(s.window)
-            } else {
-                0
-            };
             let task = Task {
                 s,
                 q: &q[t * q_row + kvh * group * s.head_dim_k..][..group * s.head_dim_k],
                 keys,
                 values,
                 kvh,
-                rows: seq_row0 + first..seq_row0 + pos + 1,
+                rows: visible(s, places[t]),
             };
-            if f16_accum {
-                attend_f16_accum(&task, out_group);
-            } else {
-                attend_f32(&task, out_group);
-            }
+            attend_f16_accum(&task, out_group);
         });
+}
+
+/// Cache rows token `place` attends to: causal, and within the window on local layers.
+fn visible(s: &AttentionShape, place: QueryPlace) -> std::ops::Range<usize> {
+    let QueryPlace { seq_row0, pos } = place;
+    let first = if s.window > 0 {
+        (pos + 1).saturating_sub(s.window)
+    } else {
+        0
+    };
+    seq_row0 + first..seq_row0 + pos + 1
+}
+
+/// Big batches (prompts): tiles of up to [`TILE_QUERIES`] consecutive tokens of one sequence,
+/// in parallel; within a tile, per kv head, scores for all its queries, a softmax per query,
+/// then the weighted values, each cache row converted to f32 once per tile.
+fn attention_tiled(
+    s: &AttentionShape,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    places: &[QueryPlace],
+    out: &mut [f32],
+) {
+    let out_row = s.n_head * s.head_dim_v;
+    let mut tiles = Vec::new();
+    let mut t0 = 0;
+    for t in 1..=places.len() {
+        if t == places.len() || t - t0 == TILE_QUERIES || places[t].seq_row0 != places[t0].seq_row0
+        {
+            tiles.push(t0..t);
+            t0 = t;
+        }
+    }
+    let mut outs = Vec::with_capacity(tiles.len());
+    let mut rest = out;
+    for tile in &tiles {
+        let (head, tail) = rest.split_at_mut(tile.len() * out_row);
+        outs.push(head);
+        rest = tail;
+    }
+    tiles.into_par_iter().zip(outs).for_each(|(tile, out)| {
+        for kvh in 0..s.n_head_kv {
+            attend_tile(s, q, keys, values, places, tile.clone(), kvh, out);
+        }
+    });
+}
+
+/// One tile and kv head of [`attention_tiled`]; `out` holds the tile's output rows.
+#[allow(clippy::too_many_arguments)]
+fn attend_tile(
+    s: &AttentionShape,
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    places: &[QueryPlace],
+    tile: std::ops::Range<usize>,
+    kvh: usize,
+    out: &mut [f32],
+) {
+    let group = s.n_head / s.n_head_kv;
+    let (hk, hv) = (s.head_dim_k, s.head_dim_v);
+    let (q_row, out_row) = (s.n_head * hk, s.n_head * hv);
+    let lo = tile
+        .clone()
+        .map(|t| visible(s, places[t]).start)
+        .min()
+        .unwrap_or(0);
+    let hi = tile
+        .clone()
+        .map(|t| visible(s, places[t]).end)
+        .max()
+        .unwrap_or(0);
+    let n_rows = hi - lo;
+    // scores[(query in tile) * group + head][row - lo]
+    let mut scores = vec![0f32; tile.len() * group * n_rows];
+    let mut buf = vec![0f32; TILE_ROWS * hk.max(hv)];
+    let head_rows = |p0: usize, p1: usize, data: &[f16], dim: usize, buf: &mut [f32]| {
+        for (j, p) in (p0..p1).enumerate() {
+            let off = (p * s.n_head_kv + kvh) * dim;
+            data[off..off + dim].convert_to_f32_slice(&mut buf[j * dim..(j + 1) * dim]);
+        }
+    };
+    for b0 in (lo..hi).step_by(TILE_ROWS) {
+        let b1 = (b0 + TILE_ROWS).min(hi);
+        head_rows(b0, b1, keys, hk, &mut buf);
+        for (ti, t) in tile.clone().enumerate() {
+            let r = visible(s, places[t]);
+            let (c0, c1) = (r.start.max(b0), r.end.min(b1));
+            if c0 >= c1 {
+                continue;
+            }
+            for g in 0..group {
+                let qh = &q[t * q_row + (kvh * group + g) * hk..][..hk];
+                let row = &mut scores[(ti * group + g) * n_rows..][..n_rows];
+                let sc = &mut row[c0 - lo..c1 - lo];
+                kernels::f32_dots(qh, &buf[(c0 - b0) * hk..(c1 - b0) * hk], sc);
+                sc.iter_mut().for_each(|x| *x *= s.scale);
+            }
+        }
+    }
+    for (ti, t) in tile.clone().enumerate() {
+        let r = visible(s, places[t]);
+        for g in 0..group {
+            let row = &mut scores[(ti * group + g) * n_rows..][..n_rows];
+            softmax_inplace(&mut row[r.start - lo..r.end - lo]);
+            out[ti * out_row + (kvh * group + g) * hv..][..hv].fill(0.0);
+        }
+    }
+    for b0 in (lo..hi).step_by(TILE_ROWS) {
+        let b1 = (b0 + TILE_ROWS).min(hi);
+        head_rows(b0, b1, values, hv, &mut buf);
+        for (ti, t) in tile.clone().enumerate() {
+            let r = visible(s, places[t]);
+            let (c0, c1) = (r.start.max(b0), r.end.min(b1));
+            if c0 >= c1 {
+                continue;
+            }
+            for g in 0..group {
+                let w = &scores[(ti * group + g) * n_rows..][c0 - lo..c1 - lo];
+                let o = &mut out[ti * out_row + (kvh * group + g) * hv..][..hv];
+                kernels::f32_weighted_sum(o, &buf[(c0 - b0) * hv..(c1 - b0) * hv], w);
+            }
+        }
+    }
 }
 
 /// The queries of one token's heads that share kv head `kvh`, and the cache rows they see.
@@ -96,35 +221,6 @@ impl Task<'_> {
     fn value(&self, p: usize) -> &[f16] {
         let off = (p * self.s.n_head_kv + self.kvh) * self.s.head_dim_v;
         &self.values[off..off + self.s.head_dim_v]
-    }
-}
-
-/// Two passes in f32: all scores, softmax, then the weighted sum of values.
-fn attend_f32(task: &Task, out: &mut [f32]) {
-    let s = task.s;
-    let group = task.q.len() / s.head_dim_k;
-    let n_kv = task.rows.len();
-    let mut scores = vec![0f32; group * n_kv];
-    let mut k = vec![0f32; s.head_dim_k];
-    for (j, p) in task.rows.clone().enumerate() {
-        task.key(p, &mut k);
-        for (g, qh) in task.q.chunks_exact(s.head_dim_k).enumerate() {
-            scores[g * n_kv + j] = dot(qh, &k) * s.scale;
-        }
-    }
-    for g in 0..group {
-        softmax_inplace(&mut scores[g * n_kv..(g + 1) * n_kv]);
-    }
-    out.fill(0.0);
-    let mut v = vec![0f32; s.head_dim_v];
-    for (j, p) in task.rows.clone().enumerate() {
-        task.value(p).convert_to_f32_slice(&mut v);
-        for (g, o) in out.chunks_exact_mut(s.head_dim_v).enumerate() {
-            let w = scores[g * n_kv + j];
-            for (o, &v) in o.iter_mut().zip(&v) {
-                *o += w * v;
-            }
-        }
     }
 }
 
@@ -278,5 +374,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tiles_keep_sequences_apart() {
+        // 2 x 40 queries (tiled kernel), the second sequence's rows start at cache row 50: each
+        // token must see only its own sequence, including across tile boundaries.
+        let s = AttentionShape {
+            n_head: 2,
+            n_head_kv: 1,
+            head_dim_k: 16,
+            head_dim_v: 8,
+            scale: 0.25,
+            window: 0,
+        };
+        let (per_seq, row0) = (40, 50);
+        let r = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+        let rows = row0 + per_seq;
+        let k: Vec<f32> = (0..rows * 16)
+            .map(|i| f16::from_f32(r(i)).to_f32())
+            .collect();
+        let v: Vec<f32> = (0..rows * 8)
+            .map(|i| f16::from_f32(r(i + 5)).to_f32())
+            .collect();
+        let q: Vec<f32> = (0..2 * per_seq * 2 * 16).map(|i| r(i + 17)).collect();
+        let kh: Vec<f16> = k.iter().map(|&x| f16::from_f32(x)).collect();
+        let vh: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+        let places: Vec<QueryPlace> = (0..2 * per_seq)
+            .map(|t| QueryPlace {
+                seq_row0: if t < per_seq { 0 } else { row0 },
+                pos: t % per_seq,
+            })
+            .collect();
+        let mut out = vec![0.0; 2 * per_seq * 2 * 8];
+        attention(&s, &q, &kh, &vh, &places, &mut out);
+        let (q_half, o_half) = (per_seq * 2 * 16, per_seq * 2 * 8);
+        let want0 = naive(&s, &q[..q_half], &k, &v, 0, per_seq);
+        let want1 = naive(
+            &s,
+            &q[q_half..],
+            &k[row0 * 16..],
+            &v[row0 * 8..],
+            0,
+            per_seq,
+        );
+        for (a, b) in out.iter().zip(want0.iter().chain(&want1)) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+        assert_eq!(out.len(), 2 * o_half);
     }
 }
