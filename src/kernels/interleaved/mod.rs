@@ -70,9 +70,15 @@ impl<T: Zeroable> Zeroed<T> {
             .checked_mul(std::mem::size_of::<T>())
             .expect("repacked matrix too large");
         let map = (bytes > 0).then(|| {
-            memmap2::MmapMut::map_anon(bytes).unwrap_or_else(|e| {
+            let map = memmap2::MmapMut::map_anon(bytes).unwrap_or_else(|e| {
                 panic!("cannot allocate {bytes} bytes for repacked weights: {e}")
-            })
+            });
+            // Transparent huge pages where the system allows them: 512 times fewer page faults
+            // while the repack fills the mapping (its page zeroing dominated load time), and
+            // fewer TLB misses for the kernels streaming the weights. Only advice.
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::HugePage);
+            map
         });
         Zeroed {
             map,

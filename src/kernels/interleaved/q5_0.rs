@@ -55,16 +55,19 @@ impl Q5_0x8 {
                         let (x, gb) = (&w[row * nb + b], gl * nb + b);
                         d[gb][r] = x.d;
                         let hbits = u32::from_le_bytes(x.qh);
-                        for i in 0..32 {
-                            let nib = if i < 16 {
-                                x.qs[i] & 15
-                            } else {
-                                x.qs[i - 16] >> 4
-                            };
-                            let hi = ((hbits >> i) & 1) as u8;
-                            let (reg, byte) = (i / 4, 4 * r + i % 4);
-                            qs[gb * 4 + reg % 4].0[byte] |= nib << (4 * (reg / 4));
-                            qh[gb].0[byte] |= hi << reg;
+                        // Quant i's low 4 bits, in order: low nibbles, then high nibbles.
+                        let mut nib = [0u8; 32];
+                        for (i, &q) in x.qs.iter().enumerate() {
+                            (nib[i], nib[i + 16]) = (q & 15, q >> 4);
+                        }
+                        for reg in 0..8 {
+                            let v =
+                                u32::from_le_bytes(nib[4 * reg..4 * reg + 4].try_into().unwrap());
+                            or_u32(&mut qs[gb * 4 + reg % 4], r, v << (4 * (reg / 4)));
+                            // The 4 fifth bits of this register, one per byte, at bit `reg`.
+                            let h = (hbits >> (4 * reg)) & 15;
+                            let spread = (h & 1) | (h & 2) << 7 | (h & 4) << 14 | (h & 8) << 21;
+                            or_u32(&mut qh[gb], r, spread << reg);
                         }
                     }
                 }
@@ -99,6 +102,14 @@ impl Q5_0x8 {
             *o = (self.quant(g, b, r, i) as i32 - 16) as f32 * d;
         }
     }
+}
+
+/// ORs `v` into row `r`'s 4 bytes of `line` (little-endian).
+#[inline]
+fn or_u32(line: &mut Line32, r: usize, v: u32) {
+    let b = &mut line.0[4 * r..4 * r + 4];
+    let cur = u32::from_le_bytes((&*b).try_into().unwrap());
+    b.copy_from_slice(&(cur | v).to_le_bytes());
 }
 
 /// Sum of each activation block's quants: the kernels apply Q5_0's offset of 16 with it.

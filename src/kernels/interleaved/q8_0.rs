@@ -37,10 +37,9 @@ impl Q8_0x8 {
                     for b in 0..nb {
                         let (x, gb) = (&w[row * nb + b], gl * nb + b);
                         d[gb][r] = x.d;
-                        for reg in 0..8 {
-                            for j in 0..4 {
-                                qs[gb * 8 + reg].0[4 * r + j] = x.qs[4 * reg + j] as u8;
-                            }
+                        let q = x.qs.map(|v| v as u8);
+                        for (reg, src) in q.chunks_exact(4).enumerate() {
+                            qs[gb * 8 + reg].0[4 * r..4 * r + 4].copy_from_slice(src);
                         }
                     }
                 }
