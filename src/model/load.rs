@@ -9,6 +9,9 @@ use super::error::ModelError;
 use crate::gguf::GgufFile;
 use crate::kernels;
 
+/// Told the bytes repacked so far during a load; an error (a cancelled load) stops it.
+pub(super) type RepackProgress<'a> = &'a mut dyn FnMut(usize) -> Result<(), ModelError>;
+
 /// Bytes brought in between two progress reports (and cancellation checks).
 const CHUNK: usize = 32 << 20;
 
@@ -33,7 +36,7 @@ impl Default for LoadOptions<'_> {
 }
 
 impl LoadOptions<'_> {
-    fn report(&mut self, fraction: f32) -> Result<(), ModelError> {
+    pub(super) fn report(&mut self, fraction: f32) -> Result<(), ModelError> {
         if let Some(cb) = &mut self.progress {
             if !cb(fraction.clamp(0.0, 1.0)) {
                 return Err(ModelError::Cancelled);
@@ -48,7 +51,12 @@ impl LoadOptions<'_> {
 /// not pay for page faults and the progress callback sees the real work. Tensors of the types
 /// repacked at load are left to the repack, which reads each page once and releases it: faulting
 /// them in here too would hold the file and its repacked copy at once.
-pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile, ModelError> {
+///
+/// Returns the file and how many of its bytes were brought in (progress so far, in bytes).
+pub(super) fn open_gguf(
+    path: &Path,
+    opts: &mut LoadOptions,
+) -> Result<(GgufFile, usize), ModelError> {
     let io_err = |what: &str, e: std::io::Error| {
         ModelError::Io(format!("cannot {what} {}: {e}", path.display()))
     };
@@ -57,7 +65,7 @@ pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile,
     let len = file.metadata().map_err(|e| io_err("stat", e))?.len() as usize;
     if len == 0 {
         // Nothing to map; the parser reports the empty file.
-        return Ok(GgufFile::from_bytes(Vec::new())?);
+        return Ok((GgufFile::from_bytes(Vec::new())?, 0));
     }
     if opts.use_mmap {
         // SAFETY: read-only mapping; a file truncated underneath us by another process would
@@ -75,19 +83,17 @@ pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile,
             }
             // The lock is released with the mapping (munmap) when the model is dropped.
         }
-        let ranges = in_place_ranges(&gguf);
-        let total: usize = ranges.iter().map(|r| r.len()).sum();
+        // Progress counts file bytes; the repack reports the rest.
         let mut done = 0;
-        for r in ranges {
+        for r in in_place_ranges(&gguf) {
             for start in r.clone().step_by(CHUNK) {
                 let end = (start + CHUNK).min(r.end);
                 populate(&gguf.file_bytes()[start..end]);
                 done += end - start;
-                opts.report(done as f32 / total.max(1) as f32)?;
+                opts.report(done as f32 / len as f32)?;
             }
         }
-        opts.report(1.0)?;
-        return Ok(gguf);
+        return Ok((gguf, done));
     }
     // An anonymous mapping is page-aligned, so block casts of tensor data stay aligned.
     let mut anon = memmap2::MmapMut::map_anon(len).map_err(|e| io_err("allocate", e))?;
@@ -107,7 +113,8 @@ pub(super) fn open_gguf(path: &Path, opts: &mut LoadOptions) -> Result<GgufFile,
             ));
         }
     }
-    Ok(GgufFile::from_mmap(map)?)
+    // Read in full: the repack's share of the progress is already counted.
+    Ok((GgufFile::from_mmap(map)?, len))
 }
 
 /// Byte ranges of the file read in place: everything but the data of tensors whose type is

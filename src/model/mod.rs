@@ -44,10 +44,23 @@ impl Model {
 
     /// [`Model::load`] with a choice of mapping, locking and a cancellable progress callback.
     pub fn load_with(path: impl AsRef<Path>, opts: &mut LoadOptions) -> Result<Model, ModelError> {
-        Self::from_gguf(load::open_gguf(path.as_ref(), opts)?)
+        let (gguf, read) = load::open_gguf(path.as_ref(), opts)?;
+        // Progress in file bytes: those read in place, then those repacked, tensor by tensor.
+        let len = gguf.file_bytes().len().max(1) as f32;
+        let model = Self::build(gguf, &mut |repacked| {
+            opts.report((read + repacked) as f32 / len)
+        })?;
+        opts.report(1.0)?;
+        Ok(model)
     }
 
     pub fn from_gguf(gguf: GgufFile) -> Result<Model, ModelError> {
+        Self::build(gguf, &mut |_| Ok(()))
+    }
+
+    /// `repacked` is told the bytes repacked so far, after each tensor; an error stops the
+    /// load.
+    fn build(gguf: GgufFile, repacked: load::RepackProgress) -> Result<Model, ModelError> {
         let arch_name = gguf
             .get_str("general.architecture")
             .ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
@@ -60,7 +73,7 @@ impl Model {
             // which GGUF does not record; llama.cpp keys it on the model size the same way.
             hparams.attn_scale = 1.0 / ((hparams.n_embd / hparams.n_head) as f32).sqrt();
         }
-        let weights = Weights::load(&gguf, arch, &hparams)?;
+        let weights = Weights::load(&gguf, arch, &hparams, repacked)?;
         Ok(Model {
             arch,
             hparams,

@@ -9,8 +9,6 @@ use super::hparams::HParams;
 use crate::gguf::{GgufFile, TensorInfo};
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use crate::kernels::interleaved::PackedMatrix;
 use crate::kernels::{self, KernelError, QuantizedActivations, WeightMatrix};
 use crate::quant::{dequant::dequantize_row, GgmlType};
@@ -54,17 +52,25 @@ impl Linear {
     }
 
     /// Repacks the matrix into 8-row groups where its type has a layout, and releases the file
-    /// pages it came from (every later read goes to the repacked copy).
-    fn repack(&mut self, gguf: &GgufFile) {
+    /// pages it came from (every later read goes to the repacked copy). `on_chunk` is told
+    /// the source bytes of each finished chunk (from the repacking threads). Whether it was
+    /// repacked.
+    fn repack(&mut self, gguf: &GgufFile, on_chunk: &(dyn Fn(usize) + Sync)) -> bool {
         if !kernels::repacks(self.ty) {
-            return;
+            return false;
         }
         let data = self.matrix(gguf).data;
-        if let Some(p) = PackedMatrix::repack(self.ty, data, self.rows, self.k, &release_pages) {
-            self.packed = Some(Arc::new(p));
-            // The pages that straddled two chunks.
-            release_pages(data);
-        }
+        let done = |bytes: &[u8]| {
+            release_pages(bytes);
+            on_chunk(bytes.len());
+        };
+        let Some(p) = PackedMatrix::repack(self.ty, data, self.rows, self.k, &done) else {
+            return false;
+        };
+        self.packed = Some(Arc::new(p));
+        // The pages that straddled two chunks.
+        release_pages(data);
+        true
     }
 
     /// Bytes of one row.
@@ -96,6 +102,50 @@ fn release_pages(bytes: &[u8]) {
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
         }
     }
+}
+
+/// Tensors bigger than this report progress while they repack, not only when done.
+const REPORT_WITHIN: usize = 16 << 20;
+
+/// [`Linear::repack`] with progress: `done` bytes were repacked before this tensor. A big
+/// tensor repacks on a helper thread while this one reports the chunks finished so far, so the
+/// callback keeps running on the loading thread. Cancelling takes effect after the tensor.
+fn repack_reporting(
+    lin: &mut Linear,
+    gguf: &GgufFile,
+    done: usize,
+    progress: super::load::RepackProgress,
+) -> Result<bool, ModelError> {
+    if lin.len < REPORT_WITHIN {
+        let repacked = lin.repack(gguf, &|_| {});
+        if repacked {
+            progress(done + lin.len)?;
+        }
+        return Ok(repacked);
+    }
+    let chunks = std::sync::atomic::AtomicUsize::new(0);
+    let count = |n: usize| {
+        chunks.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    };
+    let repacked = std::thread::scope(|s| {
+        let worker = s.spawn(|| lin.repack(gguf, &count));
+        let mut result = Ok(());
+        while !worker.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            if result.is_ok() {
+                result = progress(done + chunks.load(std::sync::atomic::Ordering::Relaxed));
+            }
+        }
+        // A panic in the repack is a bug; let it surface as one.
+        let repacked = worker
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        result.map(|()| repacked)
+    })?;
+    if repacked {
+        progress(done + lin.len)?;
+    }
+    Ok(repacked)
 }
 
 /// One transformer block. Shapes in comments: [out, in] for matrices.
@@ -221,7 +271,14 @@ impl Loader<'_> {
 }
 
 impl Weights {
-    pub fn load(gguf: &GgufFile, arch: Arch, hp: &HParams) -> Result<Weights, ModelError> {
+    /// Locates and checks every tensor and repacks those with an interleaved layout, telling
+    /// `progress` the bytes repacked after each tensor.
+    pub fn load(
+        gguf: &GgufFile,
+        arch: Arch,
+        hp: &HParams,
+        progress: super::load::RepackProgress,
+    ) -> Result<Weights, ModelError> {
         let l = Loader { gguf };
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = l.linear("token_embd.weight", e, v)?;
@@ -284,14 +341,21 @@ impl Weights {
         if !tied {
             repack.push(&mut output);
         }
-        repack.par_iter_mut().for_each(|lin| lin.repack(gguf));
-        // A tied output head is the token embedding: repacked once, shared, and looked up from
-        // the repacked copy. An embedding that is only looked up stays in the file. It goes
-        // last: by then the layers' file pages (some faulted in beside the prefaulted tensors)
-        // are released, so the biggest matrix never has both copies resident with them.
+        // One tensor at a time (each repacks in parallel chunks); progress and cancellation
+        // go through the loading thread between tensors. A tied output head is the token
+        // embedding: repacked once, shared, and looked up from the repacked copy (an embedding
+        // that is only looked up stays in the file). It goes last: by then the layers' file
+        // pages (some faulted in beside the prefaulted tensors) are released, so the biggest
+        // matrix never has both copies resident with them.
         let mut token_embd = token_embd;
+        let mut done = 0;
+        for lin in repack {
+            if repack_reporting(lin, gguf, done, progress)? {
+                done += lin.len;
+            }
+        }
         if tied {
-            token_embd.repack(gguf);
+            repack_reporting(&mut token_embd, gguf, done, progress)?;
             output = token_embd.clone();
         }
         Ok(Weights {

@@ -36,12 +36,13 @@ pub const GROUP: usize = 8;
 
 /// Told which source bytes a repack has finished with (the loader releases their pages, so the
 /// original and the repacked copy are never both resident).
-pub type Release = dyn Fn(&[u8]) + Sync;
+pub type Release<'a> = dyn Fn(&[u8]) + Sync + 'a;
 
-/// Groups per parallel repack chunk: about 1 MiB of source, so releasing whole pages inside
-/// each chunk leaves little behind.
+/// Groups per parallel repack chunk: about 256 KiB of source, so a tensor of a few hundred KiB
+/// still spreads over the threads (the loader repacks one tensor at a time), and releasing
+/// whole pages inside each chunk leaves little behind.
 fn chunk_groups(group_bytes: usize) -> usize {
-    ((1 << 20) / group_bytes.max(1)).max(1)
+    ((256 << 10) / group_bytes.max(1)).max(1)
 }
 
 /// Types whose all-zero bit pattern is a valid value.
@@ -144,7 +145,7 @@ impl<S: Zeroable + Send + Sync> Grouped<S> {
         rows: usize,
         k: usize,
         nb: usize,
-        done: &Release,
+        done: &Release<'_>,
         put: impl Fn(&mut S, usize, &B) + Sync,
     ) -> Grouped<S> {
         assert_eq!(w.len(), rows * nb, "block count != rows x blocks per row");
@@ -215,7 +216,7 @@ impl PackedMatrix {
         data: &[u8],
         rows: usize,
         k: usize,
-        done: &Release,
+        done: &Release<'_>,
     ) -> Option<PackedMatrix> {
         let block_len = match ty {
             GgmlType::Q5_0 | GgmlType::Q8_0 => 32,

@@ -35,7 +35,7 @@ impl std::fmt::Debug for Q5_0x8 {
 impl Q5_0x8 {
     /// Repacks `rows` rows of `w` (row-major, `k / 32` blocks per row), in parallel chunks of
     /// groups; `done` gets each chunk's source blocks once they are no longer needed.
-    pub fn repack(w: &[BlockQ5_0], rows: usize, k: usize, done: &Release) -> Q5_0x8 {
+    pub fn repack(w: &[BlockQ5_0], rows: usize, k: usize, done: &Release<'_>) -> Q5_0x8 {
         let nb = k / 32;
         assert_eq!(w.len(), rows * nb, "block count != rows x k/32");
         let groups = rows.div_ceil(GROUP);

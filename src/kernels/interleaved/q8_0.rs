@@ -20,7 +20,7 @@ pub struct Q8_0x8 {
 
 impl Q8_0x8 {
     /// Repacks `rows` rows of `w`; `done` as for [`super::Q5_0x8::repack`].
-    pub fn repack(w: &[BlockQ8_0], rows: usize, k: usize, done: &Release) -> Q8_0x8 {
+    pub fn repack(w: &[BlockQ8_0], rows: usize, k: usize, done: &Release<'_>) -> Q8_0x8 {
         let nb = k / 32;
         assert_eq!(w.len(), rows * nb, "block count != rows x k/32");
         let groups = rows.div_ceil(GROUP);
