@@ -12,6 +12,12 @@ use rayon::prelude::*;
 
 use crate::kernels;
 
+type Range = std::ops::Range<usize>;
+
+/// Called per (query in tile, token) with the visible rows of a converted block and their
+/// columns in the tile's score rows.
+type BlockVisit<'a> = &'a mut dyn FnMut(usize, usize, &[f32], Range);
+
 pub struct AttentionShape {
     pub n_head: usize,
     pub n_head_kv: usize,
@@ -151,30 +157,37 @@ fn attend_tile(
     // scores[(query in tile) * group + head][row - lo]
     let mut scores = vec![0f32; tile.len() * group * n_rows];
     let mut buf = vec![0f32; TILE_ROWS * hk.max(hv)];
-    let head_rows = |p0: usize, p1: usize, data: &[f16], dim: usize, buf: &mut [f32]| {
-        for (j, p) in (p0..p1).enumerate() {
-            let off = (p * s.n_head_kv + kvh) * dim;
-            data[off..off + dim].convert_to_f32_slice(&mut buf[j * dim..(j + 1) * dim]);
+    // Walks the tile's cache rows in blocks converted to f32 (`dim` wide), calling
+    // `f(query index in tile, token, visible rows of the block as f32, their range - lo)`.
+    let mut blocks = |data: &[f16], dim: usize, f: BlockVisit| {
+        for b0 in (lo..hi).step_by(TILE_ROWS) {
+            let b1 = (b0 + TILE_ROWS).min(hi);
+            for (j, p) in (b0..b1).enumerate() {
+                let off = (p * s.n_head_kv + kvh) * dim;
+                data[off..off + dim].convert_to_f32_slice(&mut buf[j * dim..(j + 1) * dim]);
+            }
+            for (ti, t) in tile.clone().enumerate() {
+                let r = visible(s, places[t]);
+                let (c0, c1) = (r.start.max(b0), r.end.min(b1));
+                if c0 < c1 {
+                    f(
+                        ti,
+                        t,
+                        &buf[(c0 - b0) * dim..(c1 - b0) * dim],
+                        c0 - lo..c1 - lo,
+                    );
+                }
+            }
         }
     };
-    for b0 in (lo..hi).step_by(TILE_ROWS) {
-        let b1 = (b0 + TILE_ROWS).min(hi);
-        head_rows(b0, b1, keys, hk, &mut buf);
-        for (ti, t) in tile.clone().enumerate() {
-            let r = visible(s, places[t]);
-            let (c0, c1) = (r.start.max(b0), r.end.min(b1));
-            if c0 >= c1 {
-                continue;
-            }
-            for g in 0..group {
-                let qh = &q[t * q_row + (kvh * group + g) * hk..][..hk];
-                let row = &mut scores[(ti * group + g) * n_rows..][..n_rows];
-                let sc = &mut row[c0 - lo..c1 - lo];
-                kernels::f32_dots(qh, &buf[(c0 - b0) * hk..(c1 - b0) * hk], sc);
-                sc.iter_mut().for_each(|x| *x *= s.scale);
-            }
+    blocks(keys, hk, &mut |ti, t, rows, cols| {
+        for g in 0..group {
+            let qh = &q[t * q_row + (kvh * group + g) * hk..][..hk];
+            let sc = &mut scores[(ti * group + g) * n_rows..][cols.clone()];
+            kernels::f32_dots(qh, rows, sc);
+            sc.iter_mut().for_each(|x| *x *= s.scale);
         }
-    }
+    });
     for (ti, t) in tile.clone().enumerate() {
         let r = visible(s, places[t]);
         for g in 0..group {
@@ -183,22 +196,13 @@ fn attend_tile(
             out[ti * out_row + (kvh * group + g) * hv..][..hv].fill(0.0);
         }
     }
-    for b0 in (lo..hi).step_by(TILE_ROWS) {
-        let b1 = (b0 + TILE_ROWS).min(hi);
-        head_rows(b0, b1, values, hv, &mut buf);
-        for (ti, t) in tile.clone().enumerate() {
-            let r = visible(s, places[t]);
-            let (c0, c1) = (r.start.max(b0), r.end.min(b1));
-            if c0 >= c1 {
-                continue;
-            }
-            for g in 0..group {
-                let w = &scores[(ti * group + g) * n_rows..][c0 - lo..c1 - lo];
-                let o = &mut out[ti * out_row + (kvh * group + g) * hv..][..hv];
-                kernels::f32_weighted_sum(o, &buf[(c0 - b0) * hv..(c1 - b0) * hv], w);
-            }
+    blocks(values, hv, &mut |ti, _, rows, cols| {
+        for g in 0..group {
+            let w = &scores[(ti * group + g) * n_rows..][cols.clone()];
+            let o = &mut out[ti * out_row + (kvh * group + g) * hv..][..hv];
+            kernels::f32_weighted_sum(o, rows, w);
         }
-    }
+    });
 }
 
 /// The queries of one token's heads that share kv head `kvh`, and the cache rows they see.

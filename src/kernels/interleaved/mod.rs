@@ -177,6 +177,27 @@ impl<S: Zeroable + Send + Sync> Grouped<S> {
     pub fn block(&self, g: usize, b: usize) -> &S {
         &self.blocks[g * self.nb + b]
     }
+
+    /// The scalar twins' loop: `out[t][r]` = the sum over blocks of `dot(block, a[t]'s block,
+    /// r)`, accumulated in block order as the in-place scalar kernels do.
+    fn scalar_group<Y>(
+        &self,
+        g: usize,
+        a: &[&[Y]],
+        out: &mut [[f32; GROUP]],
+        dot: impl Fn(&S, &Y, usize) -> f32,
+    ) {
+        for (y, o) in a.iter().zip(out.iter_mut()) {
+            let mut acc = [0f32; GROUP];
+            for (b, yb) in y.iter().enumerate().take(self.nb) {
+                let x = self.block(g, b);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc += dot(x, yb, r);
+                }
+            }
+            *o = acc;
+        }
+    }
 }
 
 /// A weight matrix in one of the interleaved layouts.
@@ -326,8 +347,8 @@ impl PackedMatrix {
                 q5_0::q5_0x8_group(w, g, a, sums, out)
             }
             (PackedMatrix::Q8_0(w), TokenRows::Q8_0(a, _)) => q8_0::q8_0x8_group(w, g, a, out),
-            (PackedMatrix::Q4K(w), TokenRows::Q8K(a)) => q4_k::q4_kx8_group(w, g, a, out),
-            (PackedMatrix::Q6K(w), TokenRows::Q8K(a)) => q6_k::q6_kx8_group(w, g, a, out),
+            (PackedMatrix::Q4K(w), TokenRows::Q8K(a)) => w.scalar_group(g, a, out, q4_k::dot),
+            (PackedMatrix::Q6K(w), TokenRows::Q8K(a)) => w.scalar_group(g, a, out, q6_k::dot),
             _ => panic!("{} x8 weights: wrong activation format", self.ty()),
         }
     }

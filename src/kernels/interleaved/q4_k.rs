@@ -9,7 +9,7 @@
 
 use half::f16;
 
-use super::{Grouped, Line32, Zeroable, GROUP};
+use super::{Line32, Zeroable, GROUP};
 use crate::quant::blocks::{BlockQ4K, BlockQ8K};
 use crate::quant::dequant_k::get_scale_min_k4;
 use crate::quant::types::QK_K;
@@ -82,33 +82,18 @@ impl BlockQ4Kx8 {
     }
 }
 
-/// Scalar twin of the SIMD kernels: `out[t][r]` = row `r` of group `g` · token `t`, with
-/// exactly the integer sums of [`crate::kernels::scalar::vec_dot_q4_k_q8_k`] per block.
-pub fn q4_kx8_group(
-    w: &Grouped<BlockQ4Kx8>,
-    g: usize,
-    a: &[&[BlockQ8K]],
-    out: &mut [[f32; GROUP]],
-) {
-    for (y, o) in a.iter().zip(out.iter_mut()) {
-        let mut acc = [0f32; GROUP];
-        for (b, yb) in y.iter().enumerate().take(w.nb) {
-            let x = w.block(g, b);
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let mut isum = 0i32;
-                for j in 0..8 {
-                    let s: i32 = (32 * j..32 * j + 32)
-                        .map(|p| x.quant(r, p) as i32 * yb.qs[p] as i32)
-                        .sum();
-                    isum += x.scales[j][r] as i32 * s;
-                }
-                let summ: i32 = (0..16)
-                    .map(|c| yb.bsums[c] as i32 * x.mins[c / 2][r] as i32)
-                    .sum();
-                *acc +=
-                    x.d[r].to_f32() * yb.d * isum as f32 - x.dmin[r].to_f32() * yb.d * summ as f32;
-            }
-        }
-        *o = acc;
+/// Scalar twin of the SIMD kernels: row `r` of `x` · activation block `y`, with exactly the
+/// integer sums of [`crate::kernels::scalar::vec_dot_q4_k_q8_k`].
+pub(super) fn dot(x: &BlockQ4Kx8, y: &BlockQ8K, r: usize) -> f32 {
+    let mut isum = 0i32;
+    for j in 0..8 {
+        let s: i32 = (32 * j..32 * j + 32)
+            .map(|p| x.quant(r, p) as i32 * y.qs[p] as i32)
+            .sum();
+        isum += x.scales[j][r] as i32 * s;
     }
+    let summ: i32 = (0..16)
+        .map(|c| y.bsums[c] as i32 * x.mins[c / 2][r] as i32)
+        .sum();
+    x.d[r].to_f32() * y.d * isum as f32 - x.dmin[r].to_f32() * y.d * summ as f32
 }

@@ -9,7 +9,7 @@
 
 use half::f16;
 
-use super::{Grouped, Line32, Zeroable, GROUP};
+use super::{Line32, Zeroable, GROUP};
 use crate::quant::blocks::{BlockQ6K, BlockQ8K};
 use crate::quant::types::QK_K;
 
@@ -85,30 +85,16 @@ impl BlockQ6Kx8 {
     }
 }
 
-/// Scalar twin of the SIMD kernels: `out[t][r]` = row `r` of group `g` · token `t`, with
-/// exactly the integer sums of [`crate::kernels::scalar::vec_dot_q6_k_q8_k`] per block.
-pub fn q6_kx8_group(
-    w: &Grouped<BlockQ6Kx8>,
-    g: usize,
-    a: &[&[BlockQ8K]],
-    out: &mut [[f32; GROUP]],
-) {
-    for (y, o) in a.iter().zip(out.iter_mut()) {
-        let mut acc = [0f32; GROUP];
-        for (b, yb) in y.iter().enumerate().take(w.nb) {
-            let x = w.block(g, b);
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let isum: i32 = (0..16)
-                    .map(|c| {
-                        let s: i32 = (16 * c..16 * c + 16)
-                            .map(|p| (x.quant(r, p) as i32 - 32) * yb.qs[p] as i32)
-                            .sum();
-                        x.scales[c][r] as i32 * s
-                    })
-                    .sum();
-                *acc += x.d[r].to_f32() * yb.d * isum as f32;
-            }
-        }
-        *o = acc;
-    }
+/// Scalar twin of the SIMD kernels: row `r` of `x` · activation block `y`, with exactly the
+/// integer sums of [`crate::kernels::scalar::vec_dot_q6_k_q8_k`].
+pub(super) fn dot(x: &BlockQ6Kx8, y: &BlockQ8K, r: usize) -> f32 {
+    let isum: i32 = (0..16)
+        .map(|c| {
+            let s: i32 = (16 * c..16 * c + 16)
+                .map(|p| (x.quant(r, p) as i32 - 32) * y.qs[p] as i32)
+                .sum();
+            x.scales[c][r] as i32 * s
+        })
+        .sum();
+    x.d[r].to_f32() * y.d * isum as f32
 }
