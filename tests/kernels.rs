@@ -797,3 +797,41 @@ fn interleaved_layouts_match_in_place_dot() {
         assert!(PackedMatrix::repack(ty, &[0; 34], 2, 32, &|_| {}).is_none());
     }
 }
+
+/// The tiled attention's f32 row kernels: several queries per call (more than 8 too, odd
+/// lengths with tails, strided outputs), SIMD against the scalar versions.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn attention_row_kernels_match_scalar() {
+    if !kolibri::kernels::avx2::detected() {
+        return;
+    }
+    use kolibri::kernels::avx2;
+    let mut rng = Rng(7);
+    for &(n_q, d, n, stride) in &[
+        (1, 8, 1, 1),
+        (4, 256, 64, 70),
+        (7, 64, 13, 13),
+        (10, 67, 9, 12),
+    ] {
+        let q = rng.floats(n_q * d, 1.0);
+        let rows = rng.floats(n * d, 1.0);
+        let (mut want, mut got) = (vec![0f32; n_q * stride], vec![0f32; n_q * stride]);
+        scalar::f32_dots(&q, d, &rows, &mut want, stride);
+        // SAFETY: AVX2 was detected.
+        unsafe { avx2::f32_dots(&q, d, &rows, &mut got, stride) };
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-5 * d as f32,
+                "dots {n_q}x{d}x{n}: {g} vs {w}"
+            );
+        }
+        let w = rng.floats(n_q * stride, 1.0);
+        let (mut want, mut got) = (rng.floats(n_q * d, 1.0), vec![0f32; n_q * d]);
+        got.copy_from_slice(&want);
+        scalar::f32_weighted_sum(&mut want, d, &rows, &w, stride);
+        // SAFETY: AVX2 was detected.
+        unsafe { avx2::f32_weighted_sum(&mut got, d, &rows, &w, stride) };
+        assert_eq!(got, want, "weighted sum {n_q}x{d}x{n}");
+    }
+}

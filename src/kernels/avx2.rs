@@ -455,27 +455,107 @@ pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     sum
 }
 
-/// [`scalar::f32_weighted_sum`] eight lanes at a time; bit-identical to it.
+/// [`scalar::f32_dots`]: each 8-float slice of a row is loaded once for all `G` queries.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f32_dots_g<const G: usize>(q: &[f32], rows: &[f32], out: &mut [f32], stride: usize) {
+    let d = q.len() / G;
+    for (j, r) in rows.chunks_exact(d).enumerate() {
+        let mut acc = [_mm256_setzero_ps(); G];
+        let mut i = 0;
+        while i + 8 <= d {
+            let v = _mm256_loadu_ps(r.as_ptr().add(i));
+            for (g, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(_mm256_loadu_ps(q.as_ptr().add(g * d + i)), v, *a);
+            }
+            i += 8;
+        }
+        for (g, a) in acc.iter().enumerate() {
+            let qg = &q[g * d..(g + 1) * d];
+            let tail: f32 = qg[i..].iter().zip(&r[i..]).map(|(x, y)| x * y).sum();
+            out[g * stride + j] = hsum_ps(*a) + tail;
+        }
+    }
+}
+
+/// [`scalar::f32_weighted_sum`]: each 8-float slice of a row is loaded once for all `G`
+/// accumulators; bit-identical to the scalar version.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f32_weighted_sum_g<const G: usize>(
+    acc: &mut [f32],
+    rows: &[f32],
+    w: &[f32],
+    stride: usize,
+) {
+    let d = acc.len() / G;
+    let n = rows.len() / d.max(1);
+    let mut i = 0;
+    while i + 8 <= d {
+        let p = acc.as_mut_ptr();
+        let mut a: [__m256; G] = std::array::from_fn(|g| _mm256_loadu_ps(p.add(g * d + i)));
+        for j in 0..n {
+            let v = _mm256_loadu_ps(rows.as_ptr().add(j * d + i));
+            for (g, a) in a.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(_mm256_set1_ps(*w.get_unchecked(g * stride + j)), v, *a);
+            }
+        }
+        for (g, a) in a.iter().enumerate() {
+            _mm256_storeu_ps(p.add(g * d + i), *a);
+        }
+        i += 8;
+    }
+    for g in 0..G {
+        for j in 0..n {
+            let (wj, r) = (w[g * stride + j], &rows[j * d..(j + 1) * d]);
+            for (a, x) in acc[g * d + i..(g + 1) * d].iter_mut().zip(&r[i..]) {
+                *a = x.mul_add(wj, *a);
+            }
+        }
+    }
+}
+
+/// Up to 8 queries per call of the `G`-wide kernels (their accumulators stay in registers).
+macro_rules! by_group {
+    ($f:ident, $g:expr, $($arg:expr),*) => {
+        match $g {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            7 => $f::<7>($($arg),*),
+            _ => $f::<8>($($arg),*),
+        }
+    };
+}
+
+/// [`scalar::f32_dots`] eight queries at a time.
 ///
 /// # Safety
 /// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn f32_weighted_sum(acc: &mut [f32], rows: &[f32], w: &[f32]) {
-    let n = acc.len();
-    let mut i = 0;
-    while i + 8 <= n {
-        let p = acc.as_mut_ptr().add(i);
-        let mut a = _mm256_loadu_ps(p);
-        for (r, &w) in rows.chunks_exact(n).zip(w) {
-            a = _mm256_fmadd_ps(_mm256_loadu_ps(r.as_ptr().add(i)), _mm256_set1_ps(w), a);
-        }
-        _mm256_storeu_ps(p, a);
-        i += 8;
+pub unsafe fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
+    let n_q = q.len() / d.max(1);
+    for g0 in (0..n_q).step_by(8) {
+        let g = (n_q - g0).min(8);
+        let (q, out) = (&q[g0 * d..(g0 + g) * d], &mut out[g0 * stride..]);
+        by_group!(f32_dots_g, g, q, rows, out, stride);
     }
-    for (r, &w) in rows.chunks_exact(n.max(1)).zip(w) {
-        for (a, x) in acc[i..].iter_mut().zip(&r[i..]) {
-            *a = x.mul_add(w, *a);
-        }
+}
+
+/// [`scalar::f32_weighted_sum`] eight accumulators at a time; bit-identical to it.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f32_weighted_sum(acc: &mut [f32], d: usize, rows: &[f32], w: &[f32], stride: usize) {
+    let n_acc = acc.len() / d.max(1);
+    for g0 in (0..n_acc).step_by(8) {
+        let g = (n_acc - g0).min(8);
+        let (acc, w) = (&mut acc[g0 * d..(g0 + g) * d], &w[g0 * stride..]);
+        by_group!(f32_weighted_sum_g, g, acc, rows, w, stride);
     }
 }
 

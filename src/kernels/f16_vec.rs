@@ -3,7 +3,7 @@
 
 use half::f16;
 
-use super::{cpu_path, kernels, scalar, CpuPath};
+use super::{cpu_path, scalar, CpuPath};
 
 /// `acc[i] = f16(v[i] * w + acc[i])` (one rounding per element) on `path`.
 pub fn f16_mad_with(path: CpuPath, acc: &mut [f16], v: &[f16], w: f32) {
@@ -40,31 +40,42 @@ pub fn f16_scale(acc: &mut [f16], s: f32) {
     f16_scale_with(cpu_path(), acc, s)
 }
 
-/// `out[j] = q · rows[j]` for the rows of length `q.len()` packed in `rows`, on the dispatched
-/// path (the F32 matmul's dot kernel).
-pub fn f32_dots(q: &[f32], rows: &[f32], out: &mut [f32]) {
-    assert_eq!(rows.len(), q.len() * out.len(), "f32_dots: shapes differ");
-    // SAFETY: `kernels` hands out only a table the CPU supports.
-    let dot = kernels(cpu_path()).f32;
-    for (o, r) in out.iter_mut().zip(rows.chunks_exact(q.len().max(1))) {
-        *o = unsafe { dot(q, r) };
+/// `out[g * stride + j] = q[g] · rows[j]` for the `d`-long queries packed in `q` and rows
+/// packed in `rows`, on the dispatched path (each row is read once for all queries).
+pub fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
+    let (n_q, n) = (q.len() / d.max(1), rows.len() / d.max(1));
+    assert!(
+        q.len() == n_q * d
+            && rows.len() == n * d
+            && (n_q == 0 || (n_q - 1) * stride + n <= out.len()),
+        "f32_dots: shapes differ"
+    );
+    match cpu_path() {
+        #[cfg(target_arch = "x86_64")]
+        CpuPath::Avx2 | CpuPath::Avx512 if super::avx2::detected() => {
+            // SAFETY: AVX2, FMA and F16C were detected; shapes checked above.
+            unsafe { super::avx2::f32_dots(q, d, rows, out, stride) }
+        }
+        _ => scalar::f32_dots(q, d, rows, out, stride),
     }
 }
 
-/// `acc += sum_j w[j] * rows[j]` for the rows of length `acc.len()` packed in `rows`, on the
-/// dispatched path.
-pub fn f32_weighted_sum(acc: &mut [f32], rows: &[f32], w: &[f32]) {
-    assert_eq!(
-        rows.len(),
-        acc.len() * w.len(),
+/// `acc[g] += sum_j w[g * stride + j] * rows[j]` for the `d`-long accumulators packed in
+/// `acc` and rows packed in `rows`, on the dispatched path.
+pub fn f32_weighted_sum(acc: &mut [f32], d: usize, rows: &[f32], w: &[f32], stride: usize) {
+    let (n_acc, n) = (acc.len() / d.max(1), rows.len() / d.max(1));
+    assert!(
+        acc.len() == n_acc * d
+            && rows.len() == n * d
+            && (n_acc == 0 || (n_acc - 1) * stride + n <= w.len()),
         "f32_weighted_sum: shapes differ"
     );
     match cpu_path() {
         #[cfg(target_arch = "x86_64")]
         CpuPath::Avx2 | CpuPath::Avx512 if super::avx2::detected() => {
-            // SAFETY: AVX2, FMA and F16C were detected.
-            unsafe { super::avx2::f32_weighted_sum(acc, rows, w) }
+            // SAFETY: AVX2, FMA and F16C were detected; shapes checked above.
+            unsafe { super::avx2::f32_weighted_sum(acc, d, rows, w, stride) }
         }
-        _ => scalar::f32_weighted_sum(acc, rows, w),
+        _ => scalar::f32_weighted_sum(acc, d, rows, w, stride),
     }
 }

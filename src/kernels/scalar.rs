@@ -250,11 +250,25 @@ pub fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(x, y)| (x * y) as f64).sum::<f64>() as f32
 }
 
-/// `acc += sum_j w[j] * rows[j]`, row by row, each element fused (as the SIMD versions).
-pub fn f32_weighted_sum(acc: &mut [f32], rows: &[f32], w: &[f32]) {
-    for (r, &w) in rows.chunks_exact(acc.len().max(1)).zip(w) {
-        for (a, x) in acc.iter_mut().zip(r) {
-            *a = x.mul_add(w, *a);
+/// `out[g * stride + j] = q[g] · rows[j]` for the `d`-long queries packed in `q` and rows
+/// packed in `rows`.
+pub fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
+    for (g, qg) in q.chunks_exact(d.max(1)).enumerate() {
+        for (j, r) in rows.chunks_exact(d.max(1)).enumerate() {
+            out[g * stride + j] = vec_dot_f32_f32(qg, r);
+        }
+    }
+}
+
+/// `acc[g] += sum_j w[g * stride + j] * rows[j]` for the `d`-long accumulators packed in `acc`,
+/// row by row, each element fused (as the SIMD versions).
+pub fn f32_weighted_sum(acc: &mut [f32], d: usize, rows: &[f32], w: &[f32], stride: usize) {
+    for (g, a) in acc.chunks_exact_mut(d.max(1)).enumerate() {
+        for (j, r) in rows.chunks_exact(d.max(1)).enumerate() {
+            let wj = w[g * stride + j];
+            for (a, x) in a.iter_mut().zip(r) {
+                *a = x.mul_add(wj, *a);
+            }
         }
     }
 }

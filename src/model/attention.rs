@@ -180,28 +180,26 @@ fn attend_tile(
             }
         }
     };
+    // The group's heads share their visible rows: each kernel call serves all of them.
+    let qs = |t: usize| &q[t * q_row + kvh * group * hk..][..group * hk];
     blocks(keys, hk, &mut |ti, t, rows, cols| {
-        for g in 0..group {
-            let qh = &q[t * q_row + (kvh * group + g) * hk..][..hk];
-            let sc = &mut scores[(ti * group + g) * n_rows..][cols.clone()];
-            kernels::f32_dots(qh, rows, sc);
-            sc.iter_mut().for_each(|x| *x *= s.scale);
-        }
+        let sc = &mut scores[ti * group * n_rows + cols.start..];
+        kernels::f32_dots(qs(t), hk, rows, sc, n_rows);
     });
     for (ti, t) in tile.clone().enumerate() {
         let r = visible(s, places[t]);
         for g in 0..group {
             let row = &mut scores[(ti * group + g) * n_rows..][..n_rows];
-            softmax_inplace(&mut row[r.start - lo..r.end - lo]);
-            out[ti * out_row + (kvh * group + g) * hv..][..hv].fill(0.0);
+            let row = &mut row[r.start - lo..r.end - lo];
+            row.iter_mut().for_each(|x| *x *= s.scale);
+            softmax_inplace(row);
         }
+        out[ti * out_row + kvh * group * hv..][..group * hv].fill(0.0);
     }
     blocks(values, hv, &mut |ti, _, rows, cols| {
-        for g in 0..group {
-            let w = &scores[(ti * group + g) * n_rows..][cols.clone()];
-            let o = &mut out[ti * out_row + (kvh * group + g) * hv..][..hv];
-            kernels::f32_weighted_sum(o, rows, w);
-        }
+        let w = &scores[ti * group * n_rows + cols.start..];
+        let o = &mut out[ti * out_row + kvh * group * hv..][..group * hv];
+        kernels::f32_weighted_sum(o, hv, rows, w, n_rows);
     });
 }
 
