@@ -12,11 +12,11 @@ use rayon::prelude::*;
 
 use crate::kernels;
 
-type Range = std::ops::Range<usize>;
+type Rows = std::ops::Range<usize>;
 
 /// Called per (query in tile, token) with the visible rows of a converted block and their
 /// columns in the tile's score rows.
-type BlockVisit<'a> = &'a mut dyn FnMut(usize, usize, &[f32], Range);
+type BlockVisit<'a> = &'a mut dyn FnMut(usize, usize, &[f32], Rows);
 
 pub struct AttentionShape {
     pub n_head: usize,
