@@ -127,11 +127,16 @@ fn repack_reporting(
     let count = |n: usize| {
         chunks.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     };
+    let loader = std::thread::current();
     let repacked = std::thread::scope(|s| {
-        let worker = s.spawn(|| lin.repack(gguf, &count));
+        let worker = s.spawn(|| {
+            let repacked = lin.repack(gguf, &count);
+            loader.unpark(); // no waiting out the last poll interval
+            repacked
+        });
         let mut result = Ok(());
         while !worker.is_finished() {
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::park_timeout(std::time::Duration::from_millis(10));
             if result.is_ok() {
                 result = progress(done + chunks.load(std::sync::atomic::Ordering::Relaxed));
             }
