@@ -407,7 +407,10 @@ impl QuantizedActivations {
                     x.len() / 32
                 ];
                 for_rows(x, &mut v, k, k / 32, rows_par, quantize_row_q8_0);
-                block_sums = interleaved::block_sums(&v);
+                // Only the repacked Q5_0 kernels read them.
+                if repacks(GgmlType::Q5_0) {
+                    block_sums = interleaved::block_sums(&v);
+                }
                 ActData::Q8_0(v)
             }
             ActFormat::Q8K => {
@@ -890,8 +893,16 @@ pub fn matmul_packed_with(
         ActData::Q8K(a) => (&[], a),
         _ => return Err(wrong_format()),
     };
-    // Q5_0's offset of 16 goes through them; Q8_0 ignores them.
-    let sums = &act.block_sums;
+    // Q5_0's offset of 16 goes through them; Q8_0 ignores them. The quantizer skips them
+    // where nothing is repacked; a caller repacking by hand gets them here.
+    let owned;
+    let sums = match w {
+        PackedMatrix::Q5_0(_) if act.block_sums.len() != a8.len() => {
+            owned = interleaved::block_sums(a8);
+            &owned
+        }
+        _ => &act.block_sums,
+    };
     let groups = w.groups();
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
     let threads = rayon::current_num_threads().max(1);
@@ -934,11 +945,10 @@ pub fn matmul_packed_with(
                 for g in b0..b1 {
                     let o = &mut o[..step];
                     if !simd {
-                        let rows = match w {
-                            PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_) => {
-                                TokenRows::Q8K(&kr[..step])
-                            }
-                            _ => TokenRows::Q8_0(&ar[..step], &sr[..step]),
+                        let rows = if is_k {
+                            TokenRows::Q8K(&kr[..step])
+                        } else {
+                            TokenRows::Q8_0(&ar[..step], &sr[..step])
                         };
                         w.scalar_group(g, rows, o);
                     } else {

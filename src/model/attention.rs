@@ -83,7 +83,7 @@ pub fn attention(
 }
 
 /// Cache rows token `place` attends to: causal, and within the window on local layers.
-fn visible(s: &AttentionShape, place: QueryPlace) -> std::ops::Range<usize> {
+fn visible(s: &AttentionShape, place: QueryPlace) -> Rows {
     let QueryPlace { seq_row0, pos } = place;
     let first = if s.window > 0 {
         (pos + 1).saturating_sub(s.window)
@@ -122,8 +122,20 @@ fn attention_tiled(
         rest = tail;
     }
     tiles.into_par_iter().zip(outs).for_each(|(tile, out)| {
+        // Scratch shared by the tile's kv heads (scores can be hundreds of KiB).
+        let mut scratch = Vec::new();
         for kvh in 0..s.n_head_kv {
-            attend_tile(s, q, keys, values, places, tile.clone(), kvh, out);
+            attend_tile(
+                s,
+                q,
+                keys,
+                values,
+                places,
+                tile.clone(),
+                kvh,
+                out,
+                &mut scratch,
+            );
         }
     });
 }
@@ -136,9 +148,10 @@ fn attend_tile(
     keys: &[f16],
     values: &[f16],
     places: &[QueryPlace],
-    tile: std::ops::Range<usize>,
+    tile: Rows,
     kvh: usize,
     out: &mut [f32],
+    scratch: &mut Vec<f32>,
 ) {
     let group = s.n_head / s.n_head_kv;
     let (hk, hv) = (s.head_dim_k, s.head_dim_v);
@@ -154,9 +167,10 @@ fn attend_tile(
         .max()
         .unwrap_or(0);
     let n_rows = hi - lo;
-    // scores[(query in tile) * group + head][row - lo]
-    let mut scores = vec![0f32; tile.len() * group * n_rows];
-    let mut buf = vec![0f32; TILE_ROWS * hk.max(hv)];
+    // scores[(query in tile) * group + head][row - lo], then one block of converted rows.
+    let n_scores = tile.len() * group * n_rows;
+    scratch.resize(n_scores + TILE_ROWS * hk.max(hv), 0.0);
+    let (scores, buf) = scratch.split_at_mut(n_scores);
     // Walks the tile's cache rows in blocks converted to f32 (`dim` wide), calling
     // `f(query index in tile, token, visible rows of the block as f32, their range - lo)`.
     let mut blocks = |data: &[f16], dim: usize, f: BlockVisit| {
@@ -211,7 +225,7 @@ struct Task<'a> {
     keys: &'a [f16],
     values: &'a [f16],
     kvh: usize,
-    rows: std::ops::Range<usize>,
+    rows: Rows,
 }
 
 impl Task<'_> {

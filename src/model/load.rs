@@ -73,15 +73,7 @@ pub(super) fn open_gguf(
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", e))?;
         let gguf = GgufFile::from_mmap(map)?;
         if opts.use_mlock {
-            // SAFETY: locks pages of a mapping the GgufFile owns for its whole length.
-            let bytes = gguf.file_bytes();
-            if unsafe { libc::mlock(bytes.as_ptr().cast(), bytes.len()) } != 0 {
-                return Err(io_err(
-                    "lock in memory (mlock; raise RLIMIT_MEMLOCK)",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            // The lock is released with the mapping (munmap) when the model is dropped.
+            lock(gguf.file_bytes()).map_err(|e| io_err(LOCK, e))?;
         }
         // Progress counts file bytes; the repack reports the rest.
         let mut done = 0;
@@ -105,16 +97,22 @@ pub(super) fn open_gguf(
     }
     let map = anon.make_read_only().map_err(|e| io_err("protect", e))?;
     if opts.use_mlock {
-        // SAFETY: locks pages of a mapping we own for its whole length.
-        if unsafe { libc::mlock(map.as_ptr().cast(), map.len()) } != 0 {
-            return Err(io_err(
-                "lock in memory (mlock; raise RLIMIT_MEMLOCK)",
-                std::io::Error::last_os_error(),
-            ));
-        }
+        lock(&map).map_err(|e| io_err(LOCK, e))?;
     }
     // Read in full: the repack's share of the progress is already counted.
     Ok((GgufFile::from_mmap(map)?, len))
+}
+
+const LOCK: &str = "lock in memory (mlock; raise RLIMIT_MEMLOCK)";
+
+/// Locks the pages of `bytes`, part of a mapping the model owns; the lock is released with the
+/// mapping (munmap) when the model is dropped.
+fn lock(bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: locks pages of a live mapping; no memory is read or written.
+    if unsafe { libc::mlock(bytes.as_ptr().cast(), bytes.len()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Byte ranges of the file read in place: everything but the data of tensors whose type is

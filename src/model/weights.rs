@@ -24,7 +24,8 @@ pub struct Linear {
     pub k: usize,
     start: usize,
     len: usize,
-    /// The same matrix repacked into 8-row groups (Q5_0, Q8_0), used instead of the file bytes.
+    /// The same matrix repacked into 8-row groups (the types [`kernels::repacks`] names), used
+    /// instead of the file bytes.
     pub packed: Option<Arc<PackedMatrix>>,
 }
 
@@ -116,19 +117,30 @@ fn repack_reporting(
     done: usize,
     progress: super::load::RepackProgress,
 ) -> Result<bool, ModelError> {
-    if lin.len < REPORT_WITHIN {
-        let repacked = lin.repack(gguf, &|_| {});
-        if repacked {
-            progress(done + lin.len)?;
-        }
-        return Ok(repacked);
+    let repacked = if lin.len < REPORT_WITHIN {
+        lin.repack(gguf, &|_| {})
+    } else {
+        repack_polling(lin, gguf, done, progress)?
+    };
+    if repacked {
+        progress(done + lin.len)?;
     }
+    Ok(repacked)
+}
+
+/// [`Linear::repack`] on a helper thread while this one reports the finished chunks.
+fn repack_polling(
+    lin: &mut Linear,
+    gguf: &GgufFile,
+    done: usize,
+    progress: super::load::RepackProgress,
+) -> Result<bool, ModelError> {
     let chunks = std::sync::atomic::AtomicUsize::new(0);
     let count = |n: usize| {
         chunks.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     };
     let loader = std::thread::current();
-    let repacked = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let worker = s.spawn(|| {
             let repacked = lin.repack(gguf, &count);
             loader.unpark(); // no waiting out the last poll interval
@@ -146,11 +158,7 @@ fn repack_reporting(
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         result.map(|()| repacked)
-    })?;
-    if repacked {
-        progress(done + lin.len)?;
-    }
-    Ok(repacked)
+    })
 }
 
 /// One transformer block. Shapes in comments: [out, in] for matrices.
