@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: formatting, lints, unit/property tests, the model-level suites against
-# llama.cpp's reference outputs (release profile; includes the C header drift check), then the
+# llama.cpp's reference outputs (release profile; includes the C header drift check; the greedy
+# suite once more on each forced kernel path), then the
 # C ABI end to end (scripts/test-capi.sh: examples, misuse, valgrind, sanitizers, bindings),
 # the HTTP server with the official openai client (scripts/test-server.sh), and the model-free suites on aarch64 under qemu (scripts/test-aarch64.sh).
 # Fetches the three real models if missing.
@@ -13,6 +14,16 @@ cargo clippy --release --all-targets -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --release --all-targets -- --test-threads=1 2>&1 | tee "$log"
+# The greedy fidelity suite again on every forced path below the dispatched one, and on the
+# in-place kernels (no repacking): each must match llama.cpp on its own.
+forced=("KOLIBRI_CPU=scalar" "KOLIBRI_REPACK=0")
+if grep -q avx512vnni /proc/cpuinfo 2>/dev/null; then
+  forced+=("KOLIBRI_CPU=avx2")
+fi
+for f in "${forced[@]}"; do
+  echo "reference_greedy with $f"
+  env "$f" cargo test --release --test reference_greedy -- --test-threads=1 2>&1 | tee -a "$log"
+done
 rust_ok=0
 awk '/^test result:/ { p += $4; f += $6 } END { exit (f > 0 || p == 0) }' "$log" || rust_ok=1
 capi_ok=0

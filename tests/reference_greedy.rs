@@ -1,14 +1,20 @@
 //! Greedy generation against llama.cpp's reference outputs (tests/data/greedy-*.json).
 //!
 //! Teacher forcing: the reference tokens are fed one by one. Where llama.cpp's top-1/top-2 gap
-//! is at least 0.1 nat our top-1 must be the same token; since we feed the same tokens, that
+//! is at least 0.3 nat our top-1 must be the same token; since we feed the same tokens, that
 //! makes our own greedy continuation identical up to the first close call.
 //!
-//! Log-probabilities: the reference was produced on an AVX-512 machine. llama.cpp itself
-//! (0c1e57098, the same commit) built on an AVX2-only CPU differs from it by up to 0.22 nat
-//! at single steps of these very cases and by 0.006-0.043 nat on average per case: these models
-//! amplify the last-bit differences between kernels. So each case must stay within 0.06 nat of
-//! the reference on average over its steps, and within 0.35 nat at every step.
+//! The tolerances sit above the noise floor of exact computation on these models. The
+//! reference was produced on an AVX-512 machine; llama.cpp itself (0c1e57098, the same commit)
+//! built on an AVX2-only CPU differs from it by up to 0.22 nat at single steps of these very
+//! cases. Our own paths, whose integer block sums are identical and which differ only in the
+//! order of f32 additions (scalar, in-place AVX2, interleaved AVX2), differ from each other by
+//! up to 0.69 nat on gemma and 0.19 nat on the 1.5B at single steps, and move a top-1/top-2 gap
+//! by up to 0.24 nat (1.5B, `def fibonacci`, step 9): a last-bit difference can flip the
+//! rounding of a quantized activation, and these models amplify it. The large log-probability
+//! differences all fall on unlikely tokens (p 0.02-0.07), where they are small in probability.
+//! So each case must stay within 0.06 nat of the reference on average over its steps, and at
+//! every step within 0.35 nat or, for an unlikely token, within 0.05 in probability.
 
 mod common;
 
@@ -18,9 +24,10 @@ use kolibri::model::{Context, ContextParams, Logits, Model};
 use kolibri::sampling::log_softmax;
 use serde_json::Value;
 
-const CLOSE_CALL_GAP: f64 = 0.1;
+const CLOSE_CALL_GAP: f64 = 0.3;
 const MEAN_LOGPROB_TOL: f64 = 0.06;
 const STEP_LOGPROB_TOL: f64 = 0.35;
+const STEP_PROB_TOL: f64 = 0.05;
 
 fn check_model(reference: &str) {
     let path = common::data_path(reference);
@@ -69,7 +76,8 @@ fn check_model(reference: &str) {
             let dev = (lp[ref_id] as f64 - ref_lp).abs();
             max_dev = max_dev.max(dev);
             sum_dev += dev;
-            if dev > STEP_LOGPROB_TOL {
+            let prob_dev = ((lp[ref_id] as f64).exp() - ref_lp.exp()).abs();
+            if dev > STEP_LOGPROB_TOL && prob_dev > STEP_PROB_TOL {
                 failures.push(format!(
                     "{prompt:?} step {i}: logprob of {ref_id} is {} vs {ref_lp}",
                     lp[ref_id]

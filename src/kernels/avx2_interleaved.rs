@@ -1,6 +1,5 @@
-//! AVX2 kernels over [`super::interleaved`] layouts: 8 rows × `T` tokens per call (Q5_0, Q8_0;
-//! Q4_K and Q6_K, which the loader uses only with `KOLIBRI_REPACK=all`: slower than the
-//! in-place tiles here).
+//! AVX2 kernels over [`super::interleaved`] layouts: 8 rows × `T` tokens per call (Q5_0, Q8_0,
+//! Q4_K, Q6_K).
 //!
 //! Per block and register: one broadcast of 4 activation bytes, one `vpmaddubsw` for 8 rows;
 //! four registers' i16 pair sums are added before one `vpmaddwd` (Q5_0: 4 · 2 · 31 · 127 <
@@ -140,9 +139,6 @@ pub unsafe fn q8_0x8_group<const T: usize>(
     rows_out(&acc)
 }
 
-/// Most tokens one K-quant call takes (its per-token accumulators live on the stack).
-pub const K_MAX_T: usize = 8;
-
 /// Activation bytes `4k..4k+4` of a Q8_K block, in every 32-bit lane.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -187,136 +183,170 @@ unsafe fn rows_f32(v: &[f16; GROUP]) -> __m256 {
     _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr() as *const __m128i))
 }
 
-/// Q4_K x8 rows of group `g` × `a.len()` tokens (at most [`K_MAX_T`]): `out[t][r]`.
+/// Q4_K x8 rows of group `g` × `T` tokens: `out[t][r]`.
 ///
-/// Each block is unpacked once (64 registers of quants, 8 scale and 8 min vectors, in L1) and
-/// then read by every token.
+/// Register-blocked: a quarter sub-block's 4 unpacked registers (8 rows × 16 quants) stay in
+/// registers while every token passes over them, so weights are read and unpacked once per
+/// `T` tokens, and the 8 registers of a sub-block are summed in i16 (8 · 2 · 15 · 127 <
+/// 2^15) before one `vpmaddwd` applies the 8 rows' scales. Up to 4 tokens keep their i16 sums
+/// over the whole sub-block; more apply the scales per half, so the accumulators still fit
+/// the 16 registers.
 ///
 /// # Safety
-/// See the module docs; `a.len() <= K_MAX_T` and `out.len() == a.len()`.
+/// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q4_kx8_group(
+pub unsafe fn q4_kx8_group<const T: usize>(
     w: &Grouped<BlockQ4Kx8>,
     g: usize,
-    a: &[&[BlockQ8K]],
-    out: &mut [[f32; GROUP]],
-) {
-    debug_assert!(a.len() <= K_MAX_T && out.len() == a.len());
+    a: [&[BlockQ8K]; T],
+) -> [[f32; GROUP]; T] {
     let m4 = _mm256_set1_epi8(15);
-    let mut acc = [_mm256_setzero_ps(); K_MAX_T];
-    let mut q = [_mm256_setzero_si256(); 64];
-    let mut sc = [_mm256_setzero_si256(); 8];
-    let mut mn = [_mm256_setzero_si256(); 8];
+    let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
         let x = w.block(g, b);
-        for (l, line) in x.qs.iter().enumerate() {
-            let v = _mm256_load_si256(line.0.as_ptr() as *const __m256i);
-            let (j, m) = (l / 4, l % 4);
-            q[8 * j + m] = _mm256_and_si256(v, m4);
-            q[8 * j + m + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        }
+        let y: [&BlockQ8K; T] = std::array::from_fn(|t| a[t].get_unchecked(b));
+        let line = |l: usize| _mm256_load_si256(x.qs[l].0.as_ptr() as *const __m256i);
+        let mut isum = [_mm256_setzero_si256(); T];
         for j in 0..8 {
-            // (s, s) pairs: both lanes of a row take the sub-block's scale (or min).
-            sc[j] = pairs_u8(&x.scales[j], &x.scales[j]);
-            mn[j] = pairs_u8(&x.mins[j], &x.mins[j]);
-        }
-        let (d, dmin) = (rows_f32(&x.d), rows_f32(&x.dmin));
-        for (t, y) in a.iter().enumerate() {
-            let y = y.get_unchecked(b);
-            let (mut isum, mut summ) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-            for j in 0..8 {
-                let p = |m: usize| _mm256_maddubs_epi16(q[8 * j + m], bcast4_k(y, 8 * j + m));
-                let s = _mm256_add_epi16(
-                    _mm256_add_epi16(_mm256_add_epi16(p(0), p(1)), _mm256_add_epi16(p(2), p(3))),
-                    _mm256_add_epi16(_mm256_add_epi16(p(4), p(5)), _mm256_add_epi16(p(6), p(7))),
-                );
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s, sc[j]));
-                summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mn[j], bsum_pair(y, j)));
+            let sc = pairs_u8(&x.scales[j], &x.scales[j]);
+            let mut s16 = [_mm256_setzero_si256(); T];
+            for h in 0..2 {
+                // Lines 4j + 2h and 4j + 2h + 1: registers 8j + 2h + {0, 1} (low nibbles)
+                // and 8j + 2h + {4, 5} (high nibbles).
+                let l = 4 * j + 2 * h;
+                let (v0, v1) = (line(l), line(l + 1));
+                let q = [
+                    _mm256_and_si256(v0, m4),
+                    _mm256_and_si256(v1, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4),
+                    _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4),
+                ];
+                let reg = [
+                    8 * j + 2 * h,
+                    8 * j + 2 * h + 1,
+                    8 * j + 2 * h + 4,
+                    8 * j + 2 * h + 5,
+                ];
+                for t in 0..T {
+                    let p = |k: usize| _mm256_maddubs_epi16(q[k], bcast4_k(y[t], reg[k]));
+                    let s = _mm256_add_epi16(
+                        _mm256_add_epi16(p(0), p(1)),
+                        _mm256_add_epi16(p(2), p(3)),
+                    );
+                    if T > 4 {
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s, sc));
+                    } else {
+                        s16[t] = _mm256_add_epi16(s16[t], s);
+                    }
+                }
             }
-            let dy = _mm256_set1_ps(y.d);
-            let acc_t = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc[t]);
+            if T <= 4 {
+                for t in 0..T {
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+                }
+            }
+        }
+        // Mins: row r subtracts dmin_r · Σ_j min[j][r] · (sum of sub-block j's activations).
+        // The 32-quant sums come from the 16-quant ones, packed to i16 pairs (S_2i, S_2i+1).
+        let mn: [__m256i; 4] =
+            std::array::from_fn(|i| pairs_u8(&x.mins[2 * i], &x.mins[2 * i + 1]));
+        let (d, dmin) = (rows_f32(&x.d), rows_f32(&x.dmin));
+        for t in 0..T {
+            let bs = _mm256_loadu_si256(y[t].bsums.as_ptr() as *const __m256i);
+            let s32 = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+            // Per 128-bit lane: [S0 S1 S2 S3 S0 S1 S2 S3 | S4 S5 S6 S7 S4 S5 S6 S7].
+            let s16 = _mm256_packs_epi32(s32, s32);
+            let pair = |i: i32| _mm256_permutevar8x32_epi32(s16, _mm256_set1_epi32(i));
+            let summ = _mm256_add_epi32(
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(mn[0], pair(0)),
+                    _mm256_madd_epi16(mn[1], pair(1)),
+                ),
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(mn[2], pair(4)),
+                    _mm256_madd_epi16(mn[3], pair(5)),
+                ),
+            );
+            let dy = _mm256_set1_ps(y[t].d);
+            let acc_t = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum[t]), acc[t]);
             acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(summ), acc_t);
         }
     }
-    for (o, acc) in out.iter_mut().zip(&acc) {
-        _mm256_storeu_ps(o.as_mut_ptr(), *acc);
-    }
+    rows_out(&acc)
 }
 
-/// Q6_K x8 rows of group `g` × `a.len()` tokens (at most [`K_MAX_T`]): `out[t][r]`.
+/// Q6_K x8 rows of group `g` × `T` tokens: `out[t][r]`.
+///
+/// Register-blocked like [`q4_kx8_group`]: per half sub-block, 4 unpacked registers (two of
+/// each 16-quant chunk) serve every token; each chunk's two `vpmaddubsw` results are summed
+/// in i16 before its `vpmaddwd`.
 ///
 /// # Safety
-/// See [`q4_kx8_group`].
+/// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q6_kx8_group(
+pub unsafe fn q6_kx8_group<const T: usize>(
     w: &Grouped<BlockQ6Kx8>,
     g: usize,
-    a: &[&[BlockQ8K]],
-    out: &mut [[f32; GROUP]],
-) {
-    debug_assert!(a.len() <= K_MAX_T && out.len() == a.len());
+    a: [&[BlockQ8K]; T],
+) -> [[f32; GROUP]; T] {
     let m4 = _mm256_set1_epi8(15);
     let m2 = _mm256_set1_epi8(0x30);
-    let mut acc = [_mm256_setzero_ps(); K_MAX_T];
-    let mut q = [_mm256_setzero_si256(); 64];
-    let mut sc = [_mm256_setzero_si256(); 16];
-    let mut sc_pairs = [_mm256_setzero_si256(); 8];
+    let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
         let x = w.block(g, b);
+        let y: [&BlockQ8K; T] = std::array::from_fn(|t| a[t].get_unchecked(b));
         let load = |l: &Line32| _mm256_load_si256(l.0.as_ptr() as *const __m256i);
+        // Bits 2m..2m+2 of each byte moved to bits 4..6 (16-bit shifts: the mask keeps
+        // in-byte bits).
+        let top = |h: __m256i, m: usize| {
+            _mm256_and_si256(
+                match m {
+                    0 => _mm256_slli_epi16(h, 4),
+                    1 => _mm256_slli_epi16(h, 2),
+                    2 => h,
+                    _ => _mm256_srli_epi16(h, 2),
+                },
+                m2,
+            )
+        };
+        let mut isum = [_mm256_setzero_si256(); T];
         for j in 0..8 {
-            let (h0, h1) = (load(&x.qh[2 * j]), load(&x.qh[2 * j + 1]));
-            // Bits 2m..2m+2 of each byte moved to bits 4..6 (16-bit shifts: the mask keeps
-            // in-byte bits).
-            let top = |h: __m256i, m: usize| {
-                _mm256_and_si256(
-                    match m {
-                        0 => _mm256_slli_epi16(h, 4),
-                        1 => _mm256_slli_epi16(h, 2),
-                        2 => h,
-                        _ => _mm256_srli_epi16(h, 2),
-                    },
-                    m2,
-                )
-            };
-            for m in 0..4 {
-                let v = load(&x.ql[4 * j + m]);
-                let lo = _mm256_and_si256(v, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                q[8 * j + m] = _mm256_or_si256(lo, top(h0, m));
-                q[8 * j + m + 4] = _mm256_or_si256(hi, top(h1, m));
+            // Chunks 2j (registers 8j..8j+4) and 2j+1 (8j+4..8j+8).
+            let sa = pairs_i8(&x.scales[2 * j], &x.scales[2 * j]);
+            let sb = pairs_i8(&x.scales[2 * j + 1], &x.scales[2 * j + 1]);
+            for h in 0..2 {
+                let (h0, h1) = (load(&x.lines[j][4]), load(&x.lines[j][5]));
+                let (m0, m1) = (2 * h, 2 * h + 1);
+                let (v0, v1) = (load(&x.lines[j][m0]), load(&x.lines[j][m1]));
+                let q = [
+                    _mm256_or_si256(_mm256_and_si256(v0, m4), top(h0, m0)),
+                    _mm256_or_si256(_mm256_and_si256(v1, m4), top(h0, m1)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), top(h1, m0)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), top(h1, m1)),
+                ];
+                let reg = [8 * j + m0, 8 * j + m1, 8 * j + m0 + 4, 8 * j + m1 + 4];
+                for t in 0..T {
+                    let p = |k: usize| _mm256_maddubs_epi16(q[k], bcast4_k(y[t], reg[k]));
+                    let s = _mm256_add_epi32(
+                        _mm256_madd_epi16(_mm256_add_epi16(p(0), p(1)), sa),
+                        _mm256_madd_epi16(_mm256_add_epi16(p(2), p(3)), sb),
+                    );
+                    isum[t] = _mm256_add_epi32(isum[t], s);
+                }
             }
-        }
-        for (sc, s) in sc.iter_mut().zip(&x.scales) {
-            *sc = pairs_i8(s, s);
-        }
-        for (c, sp) in sc_pairs.iter_mut().enumerate() {
-            *sp = pairs_i8(&x.scales[2 * c], &x.scales[2 * c + 1]);
         }
         let d = rows_f32(&x.d);
-        for (t, y) in a.iter().enumerate() {
-            let y = y.get_unchecked(b);
-            let mut isum = _mm256_setzero_si256();
-            for c in 0..16 {
-                let p = |k: usize| _mm256_maddubs_epi16(q[4 * c + k], bcast4_k(y, 4 * c + k));
-                let s01 = _mm256_add_epi16(p(0), p(1));
-                let s23 = _mm256_add_epi16(p(2), p(3));
-                isum = _mm256_add_epi32(
-                    isum,
-                    _mm256_add_epi32(_mm256_madd_epi16(s01, sc[c]), _mm256_madd_epi16(s23, sc[c])),
-                );
-            }
+        for t in 0..T {
             // The offset of 32: sum over chunks of scale · (32 · activation sum).
             let mut off = _mm256_setzero_si256();
-            for (c, sp) in sc_pairs.iter().enumerate() {
-                off = _mm256_add_epi32(off, _mm256_madd_epi16(*sp, bsum_pair(y, c)));
+            for c in 0..8 {
+                let sp = pairs_i8(&x.scales[2 * c], &x.scales[2 * c + 1]);
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(sp, bsum_pair(y[t], c)));
             }
-            let isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
-            let dy = _mm256_set1_ps(y.d);
+            let isum = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
+            let dy = _mm256_set1_ps(y[t].d);
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc[t]);
         }
     }
-    for (o, acc) in out.iter_mut().zip(&acc) {
-        _mm256_storeu_ps(o.as_mut_ptr(), *acc);
-    }
+    rows_out(&acc)
 }

@@ -822,33 +822,21 @@ pub fn matmul_with(
     Ok(())
 }
 
-/// Which weights are repacked at load into interleaved layouts ([`interleaved`]), from
-/// `KOLIBRI_REPACK`: `0` none (for comparing against the in-place kernels); unset or `1` the
-/// types where it pays (Q5_0, Q8_0); `all` also Q4_K and Q6_K, whose AVX2 x8 kernels measured
-/// slower than the in-place tiles (`cargo bench --bench interleaved`: the in-place kernels
-/// already spend one `vpmaddubsw` per 32 products; the x8 layout adds a broadcast).
+/// Which weights are repacked at load into interleaved layouts ([`interleaved`]): Q5_0, Q8_0,
+/// Q4_K and Q6_K on x86, unless `KOLIBRI_REPACK=0` keeps every weight in place (for comparing
+/// against the in-place kernels). `cargo bench --bench interleaved` measures both.
 pub fn repacks(ty: GgmlType) -> bool {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mode {
-        Off,
-        Paying,
-        All,
-    }
-    static MODE: OnceLock<Mode> = OnceLock::new();
-    let mode = *MODE.get_or_init(|| match std::env::var("KOLIBRI_REPACK") {
-        Ok(v) if v.trim() == "0" => Mode::Off,
-        Ok(v) if v.trim().eq_ignore_ascii_case("all") => Mode::All,
-        _ => Mode::Paying,
-    });
+    static ON: OnceLock<bool> = OnceLock::new();
+    let on =
+        *ON.get_or_init(|| !matches!(std::env::var("KOLIBRI_REPACK"), Ok(v) if v.trim() == "0"));
     if !cfg!(target_arch = "x86_64") {
         // The interleaved kernels exist for x86 only; elsewhere the scalar twin would run.
         return false;
     }
-    match ty {
-        GgmlType::Q5_0 | GgmlType::Q8_0 => mode != Mode::Off,
-        GgmlType::Q4_K | GgmlType::Q6_K => mode == Mode::All,
-        _ => false,
-    }
+    on && matches!(
+        ty,
+        GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K
+    )
 }
 
 /// Tokens per interleaved kernel call (measured: two 4-token calls beat one 8-token call).
@@ -909,8 +897,7 @@ pub fn matmul_packed_with(
     let chunk = task_rows(groups, GROUP * w.k() * n, threads);
     // Groups whose weights stay in L2 while each token chunk passes over them.
     let block = (ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1);
-    // Tokens per call: the K kernels take up to X8_T at run time; the others are compiled for
-    // X8_T or 1.
+    // Tokens per call: every kernel is compiled for X8_T and 1.
     let is_k = matches!(w, PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_));
     let ptr = OutPtr(out.as_mut_ptr());
     let task = move |c: usize| {
@@ -934,11 +921,7 @@ pub fn matmul_packed_with(
             let b1 = (b0 + block).min(g1);
             let mut t = 0;
             while t < n {
-                let step = if n - t >= X8_T || is_k {
-                    X8_T.min(n - t)
-                } else {
-                    1
-                };
+                let step = if n - t >= X8_T { X8_T } else { 1 };
                 let ar: [&[BlockQ8_0]; X8_T] = std::array::from_fn(|j| arow((t + j).min(n - 1)));
                 let kr: [&[BlockQ8K]; X8_T] = std::array::from_fn(|j| krow((t + j).min(n - 1)));
                 let sr: [&[i32]; X8_T] = std::array::from_fn(|j| srow((t + j).min(n - 1)));
@@ -955,7 +938,7 @@ pub fn matmul_packed_with(
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: `simd` means the dispatched path is AVX2 or better
                         // (self-tested); every token row has `nb` blocks and sums; step <=
-                        // X8_T <= K_MAX_T.
+                        // X8_T.
                         unsafe {
                             use avx2_interleaved::*;
                             match (w, step == X8_T) {
@@ -971,8 +954,18 @@ pub fn matmul_packed_with(
                                 (PackedMatrix::Q8_0(w), false) => {
                                     o.copy_from_slice(&q8_0x8_group::<1>(w, g, [ar[0]]))
                                 }
-                                (PackedMatrix::Q4K(w), _) => q4_kx8_group(w, g, &kr[..step], o),
-                                (PackedMatrix::Q6K(w), _) => q6_kx8_group(w, g, &kr[..step], o),
+                                (PackedMatrix::Q4K(w), true) => {
+                                    o.copy_from_slice(&q4_kx8_group::<X8_T>(w, g, kr))
+                                }
+                                (PackedMatrix::Q4K(w), false) => {
+                                    o.copy_from_slice(&q4_kx8_group::<1>(w, g, [kr[0]]))
+                                }
+                                (PackedMatrix::Q6K(w), true) => {
+                                    o.copy_from_slice(&q6_kx8_group::<X8_T>(w, g, kr))
+                                }
+                                (PackedMatrix::Q6K(w), false) => {
+                                    o.copy_from_slice(&q6_kx8_group::<1>(w, g, [kr[0]]))
+                                }
                             }
                         }
                     }

@@ -18,14 +18,15 @@ use crate::quant::types::QK_K;
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 pub struct BlockQ4Kx8 {
-    /// Nibble lines, see the module docs.
-    pub qs: [Line32; 32],
     /// `[sub-block][row]` 6-bit scales.
     pub scales: [[u8; GROUP]; 8],
     /// `[sub-block][row]` 6-bit mins.
     pub mins: [[u8; GROUP]; 8],
     pub d: [f16; GROUP],
     pub dmin: [f16; GROUP],
+    /// Nibble lines, see the module docs; after the scales, so a kernel reads the block front
+    /// to back (as Q6_K, where that order measured 2-4x faster on matrices beyond the caches).
+    pub qs: [Line32; 32],
 }
 
 // SAFETY: integers and f16 bit patterns only; all-zero is a valid value.
