@@ -32,7 +32,14 @@ pub struct BlockQ4Kx8 {
 // SAFETY: integers and f16 bit patterns only; all-zero is a valid value.
 unsafe impl Zeroable for BlockQ4Kx8 {}
 
+/// Four bytes as a little-endian word.
+#[inline]
+fn word(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
 /// Quant `p` (0..256, unsigned) of a file block.
+#[cfg(test)]
 fn file_quant(x: &BlockQ4K, p: usize) -> u8 {
     let (s, i) = (p / 32, p % 32);
     let byte = x.qs[32 * (s / 2) + i];
@@ -59,9 +66,16 @@ impl BlockQ4Kx8 {
         for j in 0..8 {
             (self.scales[j][r], self.mins[j][r]) = get_scale_min_k4(j, &x.scales);
         }
-        for p in 0..QK_K {
-            let (line, byte, shift) = position(r, p);
-            self.qs[line].0[byte] |= file_quant(x, p) << shift;
+        // Four quants at a time: sub-block j's quants 4m..4m+4 (low nibbles of line 4j + m)
+        // and 16+4m..16+4m+4 (high nibbles), from the file's nibbles of sub-block j.
+        for j in 0..8 {
+            let src = &x.qs[32 * (j / 2)..32 * (j / 2) + 32];
+            let shift = 4 * (j % 2);
+            let nibbles = |at: usize| (word(&src[at..]) >> shift) & 0x0f0f_0f0f;
+            for m in 0..4 {
+                let v = nibbles(4 * m) | nibbles(16 + 4 * m) << 4;
+                self.qs[4 * j + m].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+            }
         }
     }
 
@@ -97,4 +111,37 @@ pub(super) fn dot(x: &BlockQ4Kx8, y: &BlockQ8K, r: usize) -> f32 {
         .map(|c| y.bsums[c] as i32 * x.mins[c / 2][r] as i32)
         .sum();
     x.d[r].to_f32() * y.d * isum as f32 - x.dmin[r].to_f32() * y.d * summ as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-wise repack puts every quant where [`BlockQ4Kx8::quant`] reads it.
+    #[test]
+    fn put_places_every_quant() {
+        let mut seed = 7u32;
+        let mut byte = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 24) as u8
+        };
+        // SAFETY: all-zero is a valid BlockQ4Kx8 (integers and f16 bits).
+        let mut g: BlockQ4Kx8 = unsafe { std::mem::zeroed() };
+        let rows: Vec<BlockQ4K> = (0..GROUP)
+            .map(|_| BlockQ4K {
+                d: f16::from_f32(0.5),
+                dmin: f16::from_f32(0.25),
+                scales: std::array::from_fn(|_| byte()),
+                qs: std::array::from_fn(|_| byte()),
+            })
+            .collect();
+        for (r, x) in rows.iter().enumerate() {
+            g.put(r, x);
+        }
+        for (r, x) in rows.iter().enumerate() {
+            for p in 0..QK_K {
+                assert_eq!(g.quant(r, p), file_quant(x, p), "row {r} quant {p}");
+            }
+        }
+    }
 }

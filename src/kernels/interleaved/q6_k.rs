@@ -29,7 +29,14 @@ pub struct BlockQ6Kx8 {
 // SAFETY: integers and f16 bit patterns only; all-zero is a valid value.
 unsafe impl Zeroable for BlockQ6Kx8 {}
 
+/// Four bytes as a little-endian word.
+#[inline]
+fn word(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
 /// Quant `p` (0..256, unsigned 0..=63) of a file block.
+#[cfg(test)]
 fn file_quant(x: &BlockQ6K, p: usize) -> u8 {
     // Each half of 128 quants: four runs of 32 share the bytes `ql[l]`, `ql[l + 32]`, `qh[l]`.
     let (h, part, l) = (p / 128, (p % 128) / 32, p % 32);
@@ -60,11 +67,22 @@ impl BlockQ6Kx8 {
         for (c, s) in x.scales.iter().enumerate() {
             self.scales[c][r] = *s;
         }
-        for p in 0..QK_K {
-            let q = file_quant(x, p);
-            let (l, h, byte, ls, hs) = position(r, p);
-            self.lines[l / 4][l % 4].0[byte] |= (q & 15) << ls;
-            self.lines[h / 2][4 + h % 2].0[byte] |= (q >> 4) << hs;
+        // Four quants at a time. Sub-block j of the file: low 4 bits in a nibble of
+        // `ql[64 (j/4) + 32 (j%2)..][..32]`, top 2 bits at bit 2 (j%4) of `qh[32 (j/4)..][..32]`.
+        for j in 0..8 {
+            let ql = &x.ql[64 * (j / 4) + 32 * (j % 2)..][..32];
+            let qh = &x.qh[32 * (j / 4)..][..32];
+            let (ls, hs) = (4 * ((j % 4) / 2), 2 * (j % 4));
+            let low = |k: usize| (word(&ql[k..]) >> ls) & 0x0f0f_0f0f;
+            let top = |k: usize| (word(&qh[k..]) >> hs) & 0x0303_0303;
+            for mm in 0..4 {
+                let v = low(4 * mm) | low(16 + 4 * mm) << 4;
+                self.lines[j][mm].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            for half in 0..2 {
+                let v = (0..4).fold(0, |v, mm| v | top(16 * half + 4 * mm) << (2 * mm));
+                self.lines[j][4 + half].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+            }
         }
     }
 
@@ -98,4 +116,37 @@ pub(super) fn dot(x: &BlockQ6Kx8, y: &BlockQ8K, r: usize) -> f32 {
         })
         .sum();
     x.d[r].to_f32() * y.d * isum as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-wise repack puts every quant where [`BlockQ6Kx8::quant`] reads it.
+    #[test]
+    fn put_places_every_quant() {
+        let mut seed = 11u32;
+        let mut byte = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 24) as u8
+        };
+        // SAFETY: all-zero is a valid BlockQ6Kx8 (integers and f16 bits).
+        let mut g: BlockQ6Kx8 = unsafe { std::mem::zeroed() };
+        let rows: Vec<BlockQ6K> = (0..GROUP)
+            .map(|_| BlockQ6K {
+                ql: std::array::from_fn(|_| byte()),
+                qh: std::array::from_fn(|_| byte()),
+                scales: std::array::from_fn(|_| byte() as i8),
+                d: f16::from_f32(0.5),
+            })
+            .collect();
+        for (r, x) in rows.iter().enumerate() {
+            g.put(r, x);
+        }
+        for (r, x) in rows.iter().enumerate() {
+            for p in 0..QK_K {
+                assert_eq!(g.quant(r, p), file_quant(x, p), "row {r} quant {p}");
+            }
+        }
+    }
 }
