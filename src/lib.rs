@@ -5,6 +5,7 @@
 //! - [`quant`]: ggml block layouts, scalar dequantization, activation quantizers.
 //! - [`kernels`]: dot-product / matmul kernels (scalar reference + SIMD), runtime dispatch.
 //! - [`model`]: hyperparameters, weights, KV cache and the transformer forward pass.
+//! - [`parallel`]: the persistent worker pool (spinning between a token's parallel loops).
 //! - [`tokenizer`]: GPT-2 byte-level BPE and SentencePiece-style tokenizers.
 //! - [`sampling`]: logits processing and token sampling.
 //! - [`chat`]: the model's Jinja chat template, rendered like Hugging Face does.
@@ -17,6 +18,7 @@ pub mod chat;
 pub mod gguf;
 pub mod kernels;
 pub mod model;
+pub mod parallel;
 pub mod perplexity;
 pub mod quant;
 pub mod sampling;

@@ -489,8 +489,8 @@ unsafe fn dots_rows<const G: usize, const R: usize>(
         let v: [__m256; R] = std::array::from_fn(|r| _mm256_loadu_ps(rows.as_ptr().add(r * d + i)));
         for g in 0..G {
             let qv = _mm256_loadu_ps(q.as_ptr().add(g * d + i));
-            for r in 0..R {
-                acc[r][g] = _mm256_fmadd_ps(qv, v[r], acc[r][g]);
+            for (acc, v) in acc.iter_mut().zip(&v) {
+                acc[g] = _mm256_fmadd_ps(qv, *v, acc[g]);
             }
         }
         i += 8;
@@ -553,8 +553,9 @@ unsafe fn weighted_pass<const G: usize, const S: usize>(
     let p = acc.as_mut_ptr();
     while *i + 8 * S <= d {
         let c = *i;
-        let mut a: [[__m256; S]; G] =
-            std::array::from_fn(|g| std::array::from_fn(|s| _mm256_loadu_ps(p.add(g * d + c + 8 * s))));
+        let mut a: [[__m256; S]; G] = std::array::from_fn(|g| {
+            std::array::from_fn(|s| _mm256_loadu_ps(p.add(g * d + c + 8 * s)))
+        });
         for j in 0..n {
             let r = rows.as_ptr().add(j * d + c);
             let v: [__m256; S] = std::array::from_fn(|s| _mm256_loadu_ps(r.add(8 * s)));

@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 use crate::quant::activation::{quantize_row_q8_0, quantize_row_q8_k};
 use crate::quant::blocks::*;
@@ -471,9 +470,14 @@ fn for_rows<B: Send>(
     f: fn(&[f32], &mut [B]),
 ) {
     if parallel {
-        x.par_chunks(k)
-            .zip(out.par_chunks_mut(blocks_per_row))
-            .for_each(|(x, o)| f(x, o));
+        let n = x.len() / k.max(1);
+        let o = SendPtr(out.as_mut_ptr());
+        crate::parallel::for_each(n, |t| {
+            // SAFETY: row t's blocks are `out[t * blocks_per_row..][..blocks_per_row]`, in
+            // bounds (the caller sized `out` for every row) and written by this call only.
+            let row = unsafe { o.slice(t * blocks_per_row, blocks_per_row) };
+            f(&x[t * k..(t + 1) * k], row)
+        });
     } else {
         x.chunks(k)
             .zip(out.chunks_mut(blocks_per_row))
@@ -893,7 +897,7 @@ pub fn matmul_packed_with(
     };
     let groups = w.groups();
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
-    let threads = rayon::current_num_threads().max(1);
+    let threads = crate::parallel::threads();
     let chunk = task_rows(groups, GROUP * w.k() * n, threads);
     // Groups whose weights stay in L2 while each token chunk passes over them.
     let block = (ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1);
@@ -979,7 +983,7 @@ pub fn matmul_packed_with(
     if n_chunks <= 1 || threads == 1 {
         (0..n_chunks).for_each(task);
     } else {
-        (0..n_chunks).into_par_iter().for_each(task);
+        crate::parallel::for_each(n_chunks, task);
     }
     Ok(())
 }
@@ -998,6 +1002,29 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 // SAFETY: as above.
 unsafe impl Sync for OutPtr {}
+
+/// [`OutPtr`] for other element types (activation blocks).
+struct SendPtr<B>(*mut B);
+impl<B> Clone for SendPtr<B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B> Copy for SendPtr<B> {}
+impl<B> SendPtr<B> {
+    /// `len` elements from `at`.
+    ///
+    /// # Safety
+    /// In bounds of the buffer, and no other live reference to those elements.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice(&self, at: usize, len: usize) -> &mut [B] {
+        std::slice::from_raw_parts_mut(self.0.add(at), len)
+    }
+}
+// SAFETY: tasks write disjoint rows and the owner waits for all of them.
+unsafe impl<B: Send> Send for SendPtr<B> {}
+// SAFETY: as above.
+unsafe impl<B: Send> Sync for SendPtr<B> {}
 
 /// Bytes of weight rows in one row block: they stay in L2 while every token group passes
 /// over them, and a token group's activations stay in L1 while the block's rows stream by.
@@ -1067,7 +1094,7 @@ fn run<W: Sync, A: Sync>(
     let row_bytes = std::mem::size_of_val(w) / rows;
     let row_block = (ROW_BLOCK_BYTES / row_bytes.max(1)).next_multiple_of(MM_R);
 
-    let threads = rayon::current_num_threads().max(1);
+    let threads = crate::parallel::threads();
     let chunk = task_rows(rows, k * n_tokens, threads);
     let n_chunks = rows.div_ceil(chunk);
     let ptr = OutPtr(out.as_mut_ptr());
@@ -1119,7 +1146,7 @@ fn run<W: Sync, A: Sync>(
     if n_chunks == 1 || threads == 1 {
         (0..n_chunks).for_each(task);
     } else {
-        (0..n_chunks).into_par_iter().for_each(task);
+        crate::parallel::for_each(n_chunks, task);
     }
 }
 

@@ -6,9 +6,9 @@
 //! positions (causal, and the sliding window on local layers): memory per task is
 //! O(tile x n_kv), never n_ctx x n_ctx.
 
+use crate::parallel;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use rayon::prelude::*;
 
 use crate::kernels;
 
@@ -48,6 +48,25 @@ const TILE_QUERIES: usize = 16;
 /// query of the tile reads it.
 const TILE_ROWS: usize = 64;
 
+/// The output shared by parallel tasks that each write their own rows.
+#[derive(Clone, Copy)]
+struct OutRows(*mut f32);
+// SAFETY: tasks write disjoint rows and the owner waits for all of them.
+unsafe impl Send for OutRows {}
+// SAFETY: as above.
+unsafe impl Sync for OutRows {}
+
+impl OutRows {
+    /// `len` floats from `at`.
+    ///
+    /// # Safety
+    /// In bounds of the output, and no other live reference to those floats.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice(&self, at: usize, len: usize) -> &mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(at), len)
+    }
+}
+
 /// `q`: [n_tokens, n_head * head_dim_k] (already roped), one [`QueryPlace`] per token, whose
 /// keys/values are already in the cache. Writes `out`: [n_tokens, n_head * head_dim_v].
 pub fn attention(
@@ -65,21 +84,25 @@ pub fn attention(
     }
     let group = s.n_head / s.n_head_kv;
     // One task per (token, kv head): its output is the contiguous run of `group` heads.
-    out.par_chunks_mut(group * s.head_dim_v)
-        .enumerate()
-        .for_each(|(task, out_group)| {
-            let t = task / s.n_head_kv;
-            let kvh = task % s.n_head_kv;
-            let task = Task {
-                s,
-                q: &q[t * q_row + kvh * group * s.head_dim_k..][..group * s.head_dim_k],
-                keys,
-                values,
-                kvh,
-                rows: visible(s, places[t]),
-            };
-            attend_f16_accum(&task, out_group);
-        });
+    let chunk = group * s.head_dim_v;
+    let n_tasks = out.len() / chunk.max(1);
+    let out_ptr = OutRows(out.as_mut_ptr());
+    parallel::for_each(n_tasks, |task| {
+        // SAFETY: task `task` owns `out[task * chunk..][..chunk]` (in bounds: n_tasks
+        // whole chunks), and `for_each` returns only after every task.
+        let out_group = unsafe { out_ptr.slice(task * chunk, chunk) };
+        let t = task / s.n_head_kv;
+        let kvh = task % s.n_head_kv;
+        let task = Task {
+            s,
+            q: &q[t * q_row + kvh * group * s.head_dim_k..][..group * s.head_dim_k],
+            keys,
+            values,
+            kvh,
+            rows: visible(s, places[t]),
+        };
+        attend_f16_accum(&task, out_group);
+    });
 }
 
 /// Cache rows token `place` attends to: causal, and within the window on local layers.
@@ -114,14 +137,12 @@ fn attention_tiled(
             t0 = t;
         }
     }
-    let mut outs = Vec::with_capacity(tiles.len());
-    let mut rest = out;
-    for tile in &tiles {
-        let (head, tail) = rest.split_at_mut(tile.len() * out_row);
-        outs.push(head);
-        rest = tail;
-    }
-    tiles.into_par_iter().zip(outs).for_each(|(tile, out)| {
+    let out_ptr = OutRows(out.as_mut_ptr());
+    parallel::for_each(tiles.len(), |i| {
+        let tile = tiles[i].clone();
+        // SAFETY: tiles are disjoint runs of tokens in order, so tile i owns the output rows
+        // of its tokens (in bounds: one row per token); `for_each` returns after every tile.
+        let out = unsafe { out_ptr.slice(tile.start * out_row, tile.len() * out_row) };
         // Scratch shared by the tile's kv heads (scores can be hundreds of KiB).
         let mut scratch = Vec::new();
         for kvh in 0..s.n_head_kv {
