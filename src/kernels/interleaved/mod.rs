@@ -353,3 +353,32 @@ impl PackedMatrix {
         }
     }
 }
+
+/// Test helper: `GROUP` random file blocks (`make` draws their bytes) put into one zeroed
+/// group block; every quant must read back (`quant(group, row, p)`) as the file has it
+/// (`file_quant(block, p)`).
+#[cfg(test)]
+fn check_put<S: Zeroable, B>(
+    seed: u32,
+    make: impl Fn(&mut dyn FnMut() -> u8) -> B,
+    put: impl Fn(&mut S, usize, &B),
+    quant: impl Fn(&S, usize, usize) -> u8,
+    file_quant: impl Fn(&B, usize) -> u8,
+) {
+    let mut seed = seed;
+    let mut byte = || {
+        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (seed >> 24) as u8
+    };
+    let rows: Vec<B> = (0..GROUP).map(|_| make(&mut byte)).collect();
+    // SAFETY: `Zeroable` promises all-zero is a valid `S`.
+    let mut g: S = unsafe { std::mem::zeroed() };
+    for (r, x) in rows.iter().enumerate() {
+        put(&mut g, r, x);
+    }
+    for (r, x) in rows.iter().enumerate() {
+        for p in 0..QK_K {
+            assert_eq!(quant(&g, r, p), file_quant(x, p), "row {r} quant {p}");
+        }
+    }
+}

@@ -120,28 +120,17 @@ mod tests {
     /// The word-wise repack puts every quant where [`BlockQ4Kx8::quant`] reads it.
     #[test]
     fn put_places_every_quant() {
-        let mut seed = 7u32;
-        let mut byte = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 24) as u8
-        };
-        // SAFETY: all-zero is a valid BlockQ4Kx8 (integers and f16 bits).
-        let mut g: BlockQ4Kx8 = unsafe { std::mem::zeroed() };
-        let rows: Vec<BlockQ4K> = (0..GROUP)
-            .map(|_| BlockQ4K {
+        super::super::check_put(
+            7,
+            |byte| BlockQ4K {
                 d: f16::from_f32(0.5),
                 dmin: f16::from_f32(0.25),
                 scales: std::array::from_fn(|_| byte()),
                 qs: std::array::from_fn(|_| byte()),
-            })
-            .collect();
-        for (r, x) in rows.iter().enumerate() {
-            g.put(r, x);
-        }
-        for (r, x) in rows.iter().enumerate() {
-            for p in 0..QK_K {
-                assert_eq!(g.quant(r, p), file_quant(x, p), "row {r} quant {p}");
-            }
-        }
+            },
+            BlockQ4Kx8::put,
+            BlockQ4Kx8::quant,
+            file_quant,
+        );
     }
 }

@@ -125,28 +125,17 @@ mod tests {
     /// The word-wise repack puts every quant where [`BlockQ6Kx8::quant`] reads it.
     #[test]
     fn put_places_every_quant() {
-        let mut seed = 11u32;
-        let mut byte = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 24) as u8
-        };
-        // SAFETY: all-zero is a valid BlockQ6Kx8 (integers and f16 bits).
-        let mut g: BlockQ6Kx8 = unsafe { std::mem::zeroed() };
-        let rows: Vec<BlockQ6K> = (0..GROUP)
-            .map(|_| BlockQ6K {
+        super::super::check_put(
+            11,
+            |byte| BlockQ6K {
                 ql: std::array::from_fn(|_| byte()),
                 qh: std::array::from_fn(|_| byte()),
                 scales: std::array::from_fn(|_| byte() as i8),
                 d: f16::from_f32(0.5),
-            })
-            .collect();
-        for (r, x) in rows.iter().enumerate() {
-            g.put(r, x);
-        }
-        for (r, x) in rows.iter().enumerate() {
-            for p in 0..QK_K {
-                assert_eq!(g.quant(r, p), file_quant(x, p), "row {r} quant {p}");
-            }
-        }
+            },
+            BlockQ6Kx8::put,
+            BlockQ6Kx8::quant,
+            file_quant,
+        );
     }
 }
