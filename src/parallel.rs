@@ -269,6 +269,46 @@ pub fn for_each(n: usize, f: impl Fn(usize) + Sync) {
     unsafe { &*pool }.run(n, &f);
 }
 
+/// A buffer that parallel tasks write at disjoint places (each task its own rows): a raw
+/// pointer, since the borrow checker cannot see that the tasks' ranges do not overlap.
+pub struct Disjoint<T>(*mut T);
+
+impl<T> Clone for Disjoint<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Disjoint<T> {}
+// SAFETY: tasks touch disjoint elements (the callers' contracts below) and the owner of the
+// buffer waits for every task before using it again.
+unsafe impl<T: Send> Send for Disjoint<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Disjoint<T> {}
+
+impl<T> Disjoint<T> {
+    pub fn new(buf: &mut [T]) -> Self {
+        Disjoint(buf.as_mut_ptr())
+    }
+
+    /// `len` elements from `at`.
+    ///
+    /// # Safety
+    /// In bounds of the buffer, which outlives the use, and no other live reference to those
+    /// elements.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice(&self, at: usize, len: usize) -> &mut [T] {
+        std::slice::from_raw_parts_mut(self.0.add(at), len)
+    }
+
+    /// Writes element `at`.
+    ///
+    /// # Safety
+    /// As [`Disjoint::slice`] for one element.
+    pub unsafe fn write(&self, at: usize, v: T) {
+        self.0.add(at).write(v)
+    }
+}
+
 /// Threads [`for_each`] would use on this thread.
 pub fn threads() -> usize {
     if IN_CHUNK.with(|c| c.get()) {

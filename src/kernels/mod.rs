@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
+use crate::parallel::Disjoint;
 use crate::quant::activation::{quantize_row_q8_0, quantize_row_q8_k};
 use crate::quant::blocks::*;
 use crate::quant::types::{GgmlType, QK_K};
@@ -471,7 +472,7 @@ fn for_rows<B: Send>(
 ) {
     if parallel {
         let n = x.len() / k.max(1);
-        let o = SendPtr(out.as_mut_ptr());
+        let o = Disjoint::new(out);
         crate::parallel::for_each(n, |t| {
             // SAFETY: row t's blocks are `out[t * blocks_per_row..][..blocks_per_row]`, in
             // bounds (the caller sized `out` for every row) and written by this call only.
@@ -903,16 +904,15 @@ pub fn matmul_packed_with(
     let block = (ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1);
     // Tokens per call: every kernel is compiled for X8_T and 1.
     let is_k = matches!(w, PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_));
-    let ptr = OutPtr(out.as_mut_ptr());
+    let ptr = Disjoint::new(out);
     let task = move |c: usize| {
-        let ptr = ptr;
         let (g0, g1) = (c * chunk, ((c + 1) * chunk).min(groups));
         let put = |g: usize, t: usize, o: &[f32; GROUP]| {
             for (r, &v) in o.iter().enumerate() {
                 let row = g * GROUP + r;
                 if row < rows {
                     // SAFETY: t < n and row < rows index `out`; the group is this task's.
-                    unsafe { *ptr.0.add(t * rows + row) = v };
+                    unsafe { ptr.write(t * rows + row, v) };
                 }
             }
         };
@@ -980,11 +980,8 @@ pub fn matmul_packed_with(
         }
     };
     let n_chunks = groups.div_ceil(chunk.max(1));
-    if n_chunks <= 1 || threads == 1 {
-        (0..n_chunks).for_each(task);
-    } else {
-        crate::parallel::for_each(n_chunks, task);
-    }
+    // Serial for one chunk or one thread.
+    crate::parallel::for_each(n_chunks, task);
     Ok(())
 }
 
@@ -994,37 +991,6 @@ struct Shape {
     n_tokens: usize,
     k: usize,
 }
-
-/// Output pointer shared by the row tasks.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: tasks write disjoint elements (distinct rows) and the owner waits for all of them.
-unsafe impl Send for OutPtr {}
-// SAFETY: as above.
-unsafe impl Sync for OutPtr {}
-
-/// [`OutPtr`] for other element types (activation blocks).
-struct SendPtr<B>(*mut B);
-impl<B> Clone for SendPtr<B> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<B> Copy for SendPtr<B> {}
-impl<B> SendPtr<B> {
-    /// `len` elements from `at`.
-    ///
-    /// # Safety
-    /// In bounds of the buffer, and no other live reference to those elements.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn slice(&self, at: usize, len: usize) -> &mut [B] {
-        std::slice::from_raw_parts_mut(self.0.add(at), len)
-    }
-}
-// SAFETY: tasks write disjoint rows and the owner waits for all of them.
-unsafe impl<B: Send> Send for SendPtr<B> {}
-// SAFETY: as above.
-unsafe impl<B: Send> Sync for SendPtr<B> {}
 
 /// Bytes of weight rows in one row block: they stay in L2 while every token group passes
 /// over them, and a token group's activations stay in L1 while the block's rows stream by.
@@ -1060,7 +1026,7 @@ fn tile_pass<W, A, const T: usize>(
     rows: usize,
     (b0, b1): (usize, usize),
     t: usize,
-    out: OutPtr,
+    out: Disjoint<f32>,
 ) {
     let ar: [&[A]; T] = std::array::from_fn(|j| &a[(t + j) * nb..(t + j + 1) * nb]);
     let mut r = b0;
@@ -1073,7 +1039,7 @@ fn tile_pass<W, A, const T: usize>(
             for (j, &x) in vr.iter().enumerate() {
                 // SAFETY: r + i < rows and t + j < n_tokens (callers pass whole tiles), so
                 // the index is in bounds of the output; these rows belong to the caller's task.
-                unsafe { *out.0.add((t + j) * rows + r + i) = x };
+                unsafe { out.write((t + j) * rows + r + i, x) };
             }
         }
         r += MM_R;
@@ -1097,17 +1063,16 @@ fn run<W: Sync, A: Sync>(
     let threads = crate::parallel::threads();
     let chunk = task_rows(rows, k * n_tokens, threads);
     let n_chunks = rows.div_ceil(chunk);
-    let ptr = OutPtr(out.as_mut_ptr());
+    let ptr = Disjoint::new(out);
     let wrow = |r: usize| &w[r * nb..(r + 1) * nb];
     let arow = |t: usize| &a[t * nb..(t + 1) * nb];
 
     let task = move |c: usize| {
         let r0 = c * chunk;
         let r1 = (r0 + chunk).min(rows);
-        let ptr = ptr;
         // SAFETY (for every write below): t < n_tokens and r < rows, so the index is in
         // bounds of `out` (len rows * n_tokens), and row r belongs to this task only.
-        let put = |r: usize, t: usize, v: f32| unsafe { *ptr.0.add(t * rows + r) = v };
+        let put = |r: usize, t: usize, v: f32| unsafe { ptr.write(t * rows + r, v) };
         for b0 in (r0..r1).step_by(row_block) {
             let b1 = (b0 + row_block).min(r1);
             let mut t = 0;
@@ -1143,11 +1108,8 @@ fn run<W: Sync, A: Sync>(
             }
         }
     };
-    if n_chunks == 1 || threads == 1 {
-        (0..n_chunks).for_each(task);
-    } else {
-        crate::parallel::for_each(n_chunks, task);
-    }
+    // Serial for one chunk or one thread.
+    crate::parallel::for_each(n_chunks, task);
 }
 
 #[cfg(test)]

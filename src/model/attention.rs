@@ -6,11 +6,11 @@
 //! positions (causal, and the sliding window on local layers): memory per task is
 //! O(tile x n_kv), never n_ctx x n_ctx.
 
-use crate::parallel;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use crate::kernels;
+use crate::parallel::{self, Disjoint};
 
 type Rows = std::ops::Range<usize>;
 
@@ -48,25 +48,6 @@ const TILE_QUERIES: usize = 16;
 /// query of the tile reads it.
 const TILE_ROWS: usize = 64;
 
-/// The output shared by parallel tasks that each write their own rows.
-#[derive(Clone, Copy)]
-struct OutRows(*mut f32);
-// SAFETY: tasks write disjoint rows and the owner waits for all of them.
-unsafe impl Send for OutRows {}
-// SAFETY: as above.
-unsafe impl Sync for OutRows {}
-
-impl OutRows {
-    /// `len` floats from `at`.
-    ///
-    /// # Safety
-    /// In bounds of the output, and no other live reference to those floats.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn slice(&self, at: usize, len: usize) -> &mut [f32] {
-        std::slice::from_raw_parts_mut(self.0.add(at), len)
-    }
-}
-
 /// `q`: [n_tokens, n_head * head_dim_k] (already roped), one [`QueryPlace`] per token, whose
 /// keys/values are already in the cache. Writes `out`: [n_tokens, n_head * head_dim_v].
 pub fn attention(
@@ -86,7 +67,7 @@ pub fn attention(
     // One task per (token, kv head): its output is the contiguous run of `group` heads.
     let chunk = group * s.head_dim_v;
     let n_tasks = out.len() / chunk.max(1);
-    let out_ptr = OutRows(out.as_mut_ptr());
+    let out_ptr = Disjoint::new(out);
     parallel::for_each(n_tasks, |task| {
         // SAFETY: task `task` owns `out[task * chunk..][..chunk]` (in bounds: n_tasks
         // whole chunks), and `for_each` returns only after every task.
@@ -137,7 +118,7 @@ fn attention_tiled(
             t0 = t;
         }
     }
-    let out_ptr = OutRows(out.as_mut_ptr());
+    let out_ptr = Disjoint::new(out);
     parallel::for_each(tiles.len(), |i| {
         let tile = tiles[i].clone();
         // SAFETY: tiles are disjoint runs of tokens in order, so tile i owns the output rows
