@@ -1,6 +1,6 @@
 //! In-place kernels (`kernels::matmul`: dot per row for one token, 1×8 tiles for batches)
-//! against the 8-row interleaved layouts (`kernels::matmul_packed`), one thread, AVX2, for 1, 4
-//! 8 and 64 tokens: Q5_0 and Q8_0 on a 4864 × 896 matrix (the 0.5B model's FFN), Q4_K and Q6_K on
+//! against the 8-row interleaved layouts (`kernels::matmul_packed`), one thread, AVX2, for 1, 4,
+//! 5, 8 and 64 tokens: Q5_0 and Q8_0 on a 4864 × 896 matrix (the 0.5B model's FFN), Q4_K and Q6_K on
 //! 8960 × 1536 (the 1.5B model's).
 //! `cargo bench --bench interleaved`; prints ms per matmul (best of 20).
 
@@ -56,7 +56,7 @@ fn main() {
         let data = unsafe { std::slice::from_raw_parts(store.as_ptr() as *const u8, raw.len()) };
         let wm = WeightMatrix { ty, rows, k, data };
         let packed = PackedMatrix::repack(ty, data, rows, k, &|_| {}).unwrap();
-        for n in [1usize, 4, 8, 64] {
+        for n in [1usize, 4, 5, 8, 64] {
             let x: Vec<f32> = (0..n * k)
                 .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
                 .collect();
