@@ -669,6 +669,110 @@ fn tiled_matmul_matches_scalar_dot_per_pair() {
     );
 }
 
+/// The key dot of the per-query attention kernel: the scalar twin is the documented sum order
+/// (eight partial sums, unfused products, then the tail), and every path reproduces it.
+#[test]
+fn f16_key_dot_matches_scalar_bit_for_bit() {
+    let mut rng = Rng(11);
+    for len in (0..=40).chain([64, 128, 256, 263]) {
+        let q = rng.floats(len, 3.0);
+        let k: Vec<f16> = rng
+            .floats(len, 3.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let want = scalar::f16_dot(&q, &k);
+        let body = len / 8 * 8;
+        let mut lanes = [0f32; 8];
+        for i in 0..body {
+            lanes[i % 8] += q[i] * k[i].to_f32();
+        }
+        let tail: f32 = (body..len).map(|i| q[i] * k[i].to_f32()).sum();
+        assert_eq!(want.to_bits(), (lanes.iter().sum::<f32>() + tail).to_bits());
+        for path in CpuPath::available() {
+            let got = kernels::f16_dot_with(path, &q, &k);
+            assert_eq!(got.to_bits(), want.to_bits(), "{path} f16_dot at len {len}");
+        }
+    }
+}
+
+/// One head's online-softmax pass over strided f16 cache rows: every path gives the scalar
+/// twin's bits, and the result is a softmax-weighted mean of the values (checked in f64 with
+/// the f16 accumulator's tolerance).
+#[test]
+fn f16_attend_matches_scalar_and_softmax() {
+    let mut rng = Rng(12);
+    for (hd, n_kv, kvh, rows) in [(64, 2, 1, 0..37), (256, 1, 0, 5..9), (80, 3, 2, 0..1)] {
+        let n_rows = rows.end + 2;
+        let cache = |rng: &mut Rng| -> Vec<f16> {
+            rng.floats(n_rows * n_kv * hd, 2.0)
+                .into_iter()
+                .map(f16::from_f32)
+                .collect()
+        };
+        let (keys, values) = (cache(&mut rng), cache(&mut rng));
+        let q16: Vec<f32> = rng
+            .floats(hd, 1.0)
+            .into_iter()
+            .map(|x| f16::from_f32(x).to_f32())
+            .collect();
+        let (k0, v0, stride) = (
+            &keys[kvh * hd..],
+            &values[kvh * hd..],
+            (n_kv * hd, n_kv * hd),
+        );
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut want = vec![0f32; hd];
+        kernels::f16_attend_with(
+            CpuPath::Scalar,
+            &q16,
+            k0,
+            v0,
+            stride,
+            rows.clone(),
+            scale,
+            &mut want,
+        );
+        let scores: Vec<f64> = rows
+            .clone()
+            .map(|p| {
+                let k = &k0[p * stride.0..][..hd];
+                q16.iter()
+                    .zip(k)
+                    .map(|(a, b)| *a as f64 * b.to_f64())
+                    .sum::<f64>()
+                    * scale as f64
+            })
+            .collect();
+        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let total: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+        for d in 0..hd {
+            let exact: f64 = rows
+                .clone()
+                .zip(&scores)
+                .map(|(p, s)| (s - max).exp() / total * v0[p * stride.1 + d].to_f64())
+                .sum();
+            assert!(
+                (want[d] as f64 - exact).abs() < 0.02,
+                "dim {d}: {} vs {exact}",
+                want[d]
+            );
+        }
+        for path in CpuPath::available() {
+            let mut got = vec![f32::NAN; hd];
+            kernels::f16_attend_with(path, &q16, k0, v0, stride, rows.clone(), scale, &mut got);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{path} f16_attend differs from scalar at head dim {hd}"
+            );
+        }
+    }
+}
+
 #[test]
 fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
     let mut rng = Rng(7);

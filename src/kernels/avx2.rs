@@ -637,6 +637,29 @@ pub unsafe fn f16_mad(acc: &mut [f16], v: &[f16], w: f32) {
     scalar::f16_mad(&mut acc[i..n], &v[i..n], w);
 }
 
+/// [`scalar::f16_dot`] eight lanes at a time (multiply, then add: no FMA); bit-identical to it.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f16_dot(q: &[f32], k: &[f16]) -> f32 {
+    let n = q.len().min(k.len());
+    let body = n / 8 * 8;
+    let mut acc = _mm256_setzero_ps();
+    for i in (0..body).step_by(8) {
+        let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.as_ptr().add(i) as *const __m128i));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q.as_ptr().add(i)), kv));
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+    let sum = lanes.iter().sum::<f32>();
+    if body == n {
+        sum
+    } else {
+        sum + scalar::f16_dot(&q[body..n], &k[body..n])
+    }
+}
+
 /// [`scalar::f16_scale`] eight lanes at a time; bit-identical to it.
 ///
 /// # Safety

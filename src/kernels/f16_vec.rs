@@ -1,5 +1,6 @@
-//! Vector operations for attention (the f16 value accumulator of the per-query kernel, f32 dot
-//! and multiply-add rows of the tiled one), dispatched like the matmul kernels.
+//! Vector operations for attention (f16 key dots and the f16 value accumulator of the
+//! per-query kernel, f32 dot and multiply-add rows of the tiled one), dispatched like the
+//! matmul kernels.
 
 use half::f16;
 
@@ -27,6 +28,176 @@ pub fn f16_scale_with(path: CpuPath, acc: &mut [f16], s: f32) {
             unsafe { super::avx2::f16_scale(acc, s) }
         }
         _ => scalar::f16_scale(acc, s),
+    }
+}
+
+/// `q · k` for an f16 row `k` on `path`, exactly [`scalar::f16_dot`].
+pub fn f16_dot_with(path: CpuPath, q: &[f32], k: &[f16]) -> f32 {
+    assert_eq!(q.len(), k.len(), "f16_dot: lengths differ");
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        CpuPath::Avx2 | CpuPath::Avx512 if super::avx2::detected() => {
+            // SAFETY: AVX2, FMA and F16C were detected.
+            unsafe { super::avx2::f16_dot(q, k) }
+        }
+        _ => scalar::f16_dot(q, k),
+    }
+}
+
+/// [`f16_dot_with`] on the dispatched path.
+pub fn f16_dot(q: &[f32], k: &[f16]) -> f32 {
+    f16_dot_with(cpu_path(), q, k)
+}
+
+/// One query head's pass over cache rows `rows` with an online softmax, the way ggml's
+/// per-query flash-attention kernel computes: `q16` already rounded to f16, the value
+/// accumulator held in f16, rescaled whenever a new maximum score appears. Key row `p` is
+/// `keys[p * stride_k..][..q16.len()]`, value row `p` is `values[p * stride_v..][..out.len()]`.
+/// Writes the attention output (f32) to `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn f16_attend_with(
+    path: CpuPath,
+    q16: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    (stride_k, stride_v): (usize, usize),
+    rows: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let (hk, hv) = (q16.len(), out.len());
+    assert!(
+        rows.is_empty()
+            || ((rows.end - 1) * stride_k + hk <= keys.len()
+                && (rows.end - 1) * stride_v + hv <= values.len()),
+        "f16_attend: rows beyond the cache"
+    );
+    let cache = Cache {
+        keys,
+        values,
+        stride_k,
+        stride_v,
+    };
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        CpuPath::Avx2 | CpuPath::Avx512 if super::avx2::detected() => {
+            // SAFETY: AVX2, FMA and F16C were detected; rows checked above.
+            unsafe { attend_avx2(q16, &cache, rows, scale, out) }
+        }
+        _ => online_attend::<ScalarOps>(q16, &cache, rows, scale, out),
+    }
+}
+
+/// [`f16_attend_with`] on the dispatched path.
+pub fn f16_attend(
+    q16: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    strides: (usize, usize),
+    rows: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    f16_attend_with(cpu_path(), q16, keys, values, strides, rows, scale, out)
+}
+
+/// One kv head's rows of the cache.
+struct Cache<'a> {
+    keys: &'a [f16],
+    values: &'a [f16],
+    stride_k: usize,
+    stride_v: usize,
+}
+
+/// The three vector steps of [`online_attend`], per instruction set.
+trait AttendOps {
+    fn dot(q: &[f32], k: &[f16]) -> f32;
+    fn scale(acc: &mut [f16], s: f32);
+    fn mad(acc: &mut [f16], v: &[f16], w: f32);
+}
+
+struct ScalarOps;
+
+impl AttendOps for ScalarOps {
+    fn dot(q: &[f32], k: &[f16]) -> f32 {
+        scalar::f16_dot(q, k)
+    }
+    fn scale(acc: &mut [f16], s: f32) {
+        scalar::f16_scale(acc, s)
+    }
+    fn mad(acc: &mut [f16], v: &[f16], w: f32) {
+        scalar::f16_mad(acc, v, w)
+    }
+}
+
+/// Only used inside [`attend_avx2`], which checked the features.
+#[cfg(target_arch = "x86_64")]
+struct Avx2Ops;
+
+#[cfg(target_arch = "x86_64")]
+impl AttendOps for Avx2Ops {
+    #[inline(always)]
+    fn dot(q: &[f32], k: &[f16]) -> f32 {
+        // SAFETY: reached only from `attend_avx2` (AVX2, FMA and F16C detected).
+        unsafe { super::avx2::f16_dot(q, k) }
+    }
+    #[inline(always)]
+    fn scale(acc: &mut [f16], s: f32) {
+        // SAFETY: as above.
+        unsafe { super::avx2::f16_scale(acc, s) }
+    }
+    #[inline(always)]
+    fn mad(acc: &mut [f16], v: &[f16], w: f32) {
+        // SAFETY: as above.
+        unsafe { super::avx2::f16_mad(acc, v, w) }
+    }
+}
+
+/// [`online_attend`] compiled with AVX2, so the vector steps inline into the row loop.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn attend_avx2(
+    q16: &[f32],
+    cache: &Cache,
+    rows: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    online_attend::<Avx2Ops>(q16, cache, rows, scale, out)
+}
+
+#[inline(always)]
+fn online_attend<O: AttendOps>(
+    q16: &[f32],
+    cache: &Cache,
+    rows: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let (hk, hv) = (q16.len(), out.len());
+    let mut acc = vec![f16::ZERO; hv];
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    for p in rows {
+        let score = O::dot(q16, &cache.keys[p * cache.stride_k..][..hk]) * scale;
+        // A new maximum rescales what was accumulated; otherwise this value is weighted down.
+        let (rescale, weight) = if score > max {
+            let r = (max - score).exp();
+            max = score;
+            (r, 1.0)
+        } else {
+            (1.0, (score - max).exp())
+        };
+        if rescale != 1.0 {
+            O::scale(&mut acc, rescale);
+        }
+        O::mad(&mut acc, &cache.values[p * cache.stride_v..][..hv], weight);
+        sum = sum * rescale + weight;
+    }
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = a.to_f32() / sum;
     }
 }
 

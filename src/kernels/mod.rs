@@ -32,7 +32,10 @@ pub mod interleaved;
 pub mod neon;
 pub mod scalar;
 
-pub use f16_vec::{f16_mad, f16_mad_with, f16_scale, f16_scale_with, f32_dots, f32_weighted_sum};
+pub use f16_vec::{
+    f16_attend, f16_attend_with, f16_dot, f16_dot_with, f16_mad, f16_mad_with, f16_scale,
+    f16_scale_with, f32_dots, f32_weighted_sum,
+};
 pub use info::{cpu_features, system_info};
 
 /// Errors the model can check for at load time (types, shapes) or hit on a malformed call.

@@ -281,6 +281,27 @@ pub fn f16_mad(acc: &mut [f16], v: &[f16], w: f32) {
     }
 }
 
+/// `q · k` with the f16 row `k` widened exactly: eight partial sums (sum `i` takes the
+/// elements `≡ i (mod 8)`), each product rounded before its add (no fused multiply-add),
+/// then the eight summed in order, then the tail's products. The SIMD twins reproduce it bit
+/// for bit.
+pub fn f16_dot(q: &[f32], k: &[f16]) -> f32 {
+    let n = q.len().min(k.len());
+    let body = n / 8 * 8;
+    let mut acc = [0f32; 8];
+    for (cq, ck) in q[..body].chunks_exact(8).zip(k[..body].chunks_exact(8)) {
+        for i in 0..8 {
+            acc[i] += cq[i] * ck[i].to_f32();
+        }
+    }
+    let tail: f32 = q[body..n]
+        .iter()
+        .zip(&k[body..n])
+        .map(|(x, y)| x * y.to_f32())
+        .sum();
+    acc.iter().sum::<f32>() + tail
+}
+
 /// `acc[i] = f16(acc[i] * s)`, as ggml's `ggml_vec_scale_f16`.
 pub fn f16_scale(acc: &mut [f16], s: f32) {
     for a in acc.iter_mut() {

@@ -29,7 +29,7 @@ pub struct AttentionShape {
 }
 
 /// Batches of fewer queries than this use ggml's per-query kernel precision (see
-/// [`attend_f16_accum`]); larger ones its f32 tiled kernel. Following the same rule keeps our
+/// [`kernels::f16_attend`]); larger ones its f32 tiled kernel. Following the same rule keeps our
 /// logits within llama.cpp's, which some models are sensitive to at the 0.1-nat level.
 const F16_ACCUM_BELOW: usize = 64;
 
@@ -64,25 +64,31 @@ pub fn attention(
         return attention_tiled(s, q, keys, values, places, out);
     }
     let group = s.n_head / s.n_head_kv;
-    // One task per (token, kv head): its output is the contiguous run of `group` heads.
-    let chunk = group * s.head_dim_v;
-    let n_tasks = out.len() / chunk.max(1);
+    // One task per (token, query head), so a single kv head (Gemma 3) still spreads over
+    // the threads: its output is the head's `head_dim_v` run.
+    let hv = s.head_dim_v;
+    let n_tasks = out.len() / hv.max(1);
     let out_ptr = Disjoint::new(out);
     parallel::for_each(n_tasks, |task| {
-        // SAFETY: task `task` owns `out[task * chunk..][..chunk]` (in bounds: n_tasks
-        // whole chunks), and `for_each` returns only after every task.
-        let out_group = unsafe { out_ptr.slice(task * chunk, chunk) };
-        let t = task / s.n_head_kv;
-        let kvh = task % s.n_head_kv;
-        let task = Task {
-            s,
-            q: &q[t * q_row + kvh * group * s.head_dim_k..][..group * s.head_dim_k],
-            keys,
-            values,
-            kvh,
-            rows: visible(s, places[t]),
-        };
-        attend_f16_accum(&task, out_group);
+        // SAFETY: task `task` owns `out[task * hv..][..hv]` (in bounds: n_tasks whole
+        // heads), and `for_each` returns only after every task.
+        let out_head = unsafe { out_ptr.slice(task * hv, hv) };
+        let (t, h) = (task / s.n_head, task % s.n_head);
+        let q16: Vec<f32> = q[t * q_row + h * s.head_dim_k..][..s.head_dim_k]
+            .iter()
+            .map(|&x| f16::from_f32(x).to_f32())
+            .collect();
+        // Row p of kv head `kvh` starts at (p * n_head_kv + kvh) * head_dim.
+        let kvh = h / group;
+        kernels::f16_attend(
+            &q16,
+            &keys[kvh * s.head_dim_k..],
+            &values[kvh * hv..],
+            (s.n_head_kv * s.head_dim_k, s.n_head_kv * hv),
+            visible(s, places[t]),
+            s.scale,
+            out_head,
+        );
     });
 }
 
@@ -217,82 +223,6 @@ fn attend_tile(
         let o = &mut out[ti * out_row + kvh * group * hv..][..group * hv];
         kernels::f32_weighted_sum(o, hv, rows, w, n_rows);
     });
-}
-
-/// The queries of one token's heads that share kv head `kvh`, and the cache rows they see.
-struct Task<'a> {
-    s: &'a AttentionShape,
-    /// [group, head_dim_k]
-    q: &'a [f32],
-    keys: &'a [f16],
-    values: &'a [f16],
-    kvh: usize,
-    rows: Rows,
-}
-
-impl Task<'_> {
-    fn key(&self, p: usize, buf: &mut [f32]) {
-        let off = (p * self.s.n_head_kv + self.kvh) * self.s.head_dim_k;
-        self.keys[off..off + self.s.head_dim_k].convert_to_f32_slice(buf);
-    }
-
-    fn value(&self, p: usize) -> &[f16] {
-        let off = (p * self.s.n_head_kv + self.kvh) * self.s.head_dim_v;
-        &self.values[off..off + self.s.head_dim_v]
-    }
-}
-
-/// One streaming pass with an online softmax, the way ggml's per-query flash-attention kernel
-/// computes: the query rounded to f16 and the value accumulator held in f16.
-fn attend_f16_accum(task: &Task, out: &mut [f32]) {
-    let s = task.s;
-    let mut k = vec![0f32; s.head_dim_k];
-    for (qh, o) in task
-        .q
-        .chunks_exact(s.head_dim_k)
-        .zip(out.chunks_exact_mut(s.head_dim_v))
-    {
-        let q16: Vec<f32> = qh.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
-        let mut acc = vec![f16::ZERO; s.head_dim_v];
-        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-        for p in task.rows.clone() {
-            task.key(p, &mut k);
-            let score = dot(&q16, &k) * s.scale;
-            // A new maximum rescales what was accumulated; otherwise this value is weighted down.
-            let (rescale, weight) = if score > max {
-                let r = (max - score).exp();
-                max = score;
-                (r, 1.0)
-            } else {
-                (1.0, (score - max).exp())
-            };
-            if rescale != 1.0 {
-                kernels::f16_scale(&mut acc, rescale);
-            }
-            kernels::f16_mad(&mut acc, task.value(p), weight);
-            sum = sum * rescale + weight;
-        }
-        for (o, a) in o.iter_mut().zip(&acc) {
-            *o = a.to_f32() / sum;
-        }
-    }
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight partial sums let the compiler vectorise without reassociating a single chain.
-    let mut acc = [0f32; 8];
-    let chunks = a.len() / 8 * 8;
-    for (ca, cb) in a[..chunks].chunks_exact(8).zip(b[..chunks].chunks_exact(8)) {
-        for i in 0..8 {
-            acc[i] += ca[i] * cb[i];
-        }
-    }
-    let tail: f32 = a[chunks..]
-        .iter()
-        .zip(&b[chunks..])
-        .map(|(x, y)| x * y)
-        .sum();
-    acc.iter().sum::<f32>() + tail
 }
 
 fn softmax_inplace(x: &mut [f32]) {
