@@ -8,14 +8,14 @@
 //!
 //! # Safety
 //! Every `pub unsafe fn` here requires AVX2, FMA and F16C ([`super::avx2::detected`]),
-//! activations from the crate's quantizers and `a`/`sums` with at least `w.nb` entries per
+//! activations from the crate's quantizers and `a`/`sides` with at least `w.nb` entries per
 //! token.
 
 use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8_0x8, GROUP};
+use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8Side, Q8_0x8, GROUP};
 use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 
 /// Activation bytes `4k..4k+4` of a block, in every 32-bit lane.
@@ -75,7 +75,7 @@ pub unsafe fn q5_0x8_group<const T: usize>(
     w: &Q5_0x8,
     g: usize,
     a: [&[BlockQ8_0]; T],
-    sums: [&[i32]; T],
+    sides: [&[Q8Side]; T],
 ) -> [[f32; GROUP]; T] {
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
@@ -93,9 +93,11 @@ pub unsafe fn q5_0x8_group<const T: usize>(
                 );
                 _mm256_madd_epi16(s, ones)
             };
-            let off = _mm256_set1_epi32(16 * *sums[t].get_unchecked(b));
+            // Broadcasts straight from memory: no scalar work per token and block.
+            let side = sides[t].get_unchecked(b);
+            let off = _mm256_set1_epi32(side.offset16);
             let sumi = _mm256_sub_epi32(_mm256_add_epi32(half(0), half(4)), off);
-            let dy = _mm256_set1_ps(super::avx2::f16_to_f32(y.d));
+            let dy = _mm256_set1_ps(side.d);
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
         }
     }
@@ -113,6 +115,7 @@ pub unsafe fn q8_0x8_group<const T: usize>(
     w: &Q8_0x8,
     g: usize,
     a: [&[BlockQ8_0]; T],
+    sides: [&[Q8Side]; T],
 ) -> [[f32; GROUP]; T] {
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
@@ -132,7 +135,7 @@ pub unsafe fn q8_0x8_group<const T: usize>(
                 _mm256_add_epi32(_mm256_add_epi32(p(0), p(1)), _mm256_add_epi32(p(2), p(3))),
                 _mm256_add_epi32(_mm256_add_epi32(p(4), p(5)), _mm256_add_epi32(p(6), p(7))),
             );
-            let dy = _mm256_set1_ps(super::avx2::f16_to_f32(y.d));
+            let dy = _mm256_set1_ps(sides[t].get_unchecked(b).d);
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
         }
     }

@@ -368,9 +368,9 @@ enum ActData {
 /// needs, so several matmuls reading the same input (Q, K, V; gate, up) share it.
 pub struct QuantizedActivations {
     data: ActData,
-    /// Q8_0 only: each block's quant sum, shared by every interleaved matmul reading these
-    /// activations (the unsigned Q5_0 layout applies its offset with them).
-    block_sums: Vec<i32>,
+    /// Q8_0 only, where Q5_0 or Q8_0 weights are repacked: each block's
+    /// [`interleaved::Q8Side`], shared by every interleaved matmul reading these activations.
+    block_sides: Vec<interleaved::Q8Side>,
     n_tokens: usize,
     k: usize,
 }
@@ -399,7 +399,7 @@ impl QuantizedActivations {
         }
         // Per-token rows are independent; only split across threads when there are several.
         let rows_par = n_tokens >= 4;
-        let mut block_sums = Vec::new();
+        let mut block_sides = Vec::new();
         let data = match format {
             ActFormat::Q8_0 => {
                 let mut v = vec![
@@ -410,9 +410,9 @@ impl QuantizedActivations {
                     x.len() / 32
                 ];
                 for_rows(x, &mut v, k, k / 32, rows_par, quantize_row_q8_0);
-                // Only the repacked Q5_0 kernels read them.
-                if repacks(GgmlType::Q5_0) {
-                    block_sums = interleaved::block_sums(&v);
+                // Only the interleaved kernels read them.
+                if repacks(GgmlType::Q5_0) || repacks(GgmlType::Q8_0) {
+                    block_sides = interleaved::block_sides(&v);
                 }
                 ActData::Q8_0(v)
             }
@@ -440,7 +440,7 @@ impl QuantizedActivations {
         };
         Ok(QuantizedActivations {
             data,
-            block_sums,
+            block_sides,
             n_tokens,
             k,
         })
@@ -865,7 +865,7 @@ fn x8_width(w: &interleaved::PackedMatrix) -> usize {
 #[cfg(target_arch = "x86_64")]
 struct X8Rows<'a> {
     a: &'a [&'a [BlockQ8_0]; X8_T],
-    sums: &'a [&'a [i32]; X8_T],
+    sides: &'a [&'a [interleaved::Q8Side]; X8_T],
     k: &'a [&'a [BlockQ8K]; X8_T],
 }
 
@@ -874,7 +874,7 @@ impl X8Rows<'_> {
     /// Rows of group `g` × the first `T` tokens into `out[..T]`.
     ///
     /// # Safety
-    /// AVX2, FMA and F16C; every token row has `w.nb()` blocks (and sums, for Q5_0).
+    /// AVX2, FMA and F16C; every token row has `w.nb()` blocks (and sides, for Q8_0 rows).
     #[inline]
     unsafe fn group<const T: usize>(
         &self,
@@ -885,11 +885,11 @@ impl X8Rows<'_> {
         use avx2_interleaved::*;
         use interleaved::PackedMatrix;
         let a: [&[BlockQ8_0]; T] = std::array::from_fn(|j| self.a[j]);
-        let s: [&[i32]; T] = std::array::from_fn(|j| self.sums[j]);
+        let s: [&[interleaved::Q8Side]; T] = std::array::from_fn(|j| self.sides[j]);
         let k: [&[BlockQ8K]; T] = std::array::from_fn(|j| self.k[j]);
         let rows = match w {
             PackedMatrix::Q5_0(w) => q5_0x8_group::<T>(w, g, a, s),
-            PackedMatrix::Q8_0(w) => q8_0x8_group::<T>(w, g, a),
+            PackedMatrix::Q8_0(w) => q8_0x8_group::<T>(w, g, a, s),
             PackedMatrix::Q4K(w) => q4_kx8_group::<T>(w, g, k),
             PackedMatrix::Q6K(w) => q6_kx8_group::<T>(w, g, k),
         };
@@ -936,15 +936,15 @@ pub fn matmul_packed_with(
         ActData::Q8K(a) => (&[], a),
         _ => return Err(wrong_format()),
     };
-    // Q5_0's offset of 16 goes through them; Q8_0 ignores them. The quantizer skips them
-    // where nothing is repacked; a caller repacking by hand gets them here.
+    // The kernels read each Q8_0 block's scale and offset from them. The quantizer skips
+    // them where nothing is repacked; a caller repacking by hand gets them here.
     let owned;
-    let sums = match w {
-        PackedMatrix::Q5_0(_) if act.block_sums.len() != a8.len() => {
-            owned = interleaved::block_sums(a8);
+    let sides = match w {
+        PackedMatrix::Q5_0(_) | PackedMatrix::Q8_0(_) if act.block_sides.len() != a8.len() => {
+            owned = interleaved::block_sides(a8);
             &owned
         }
-        _ => &act.block_sums,
+        _ => &act.block_sides,
     };
     let groups = w.groups();
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
@@ -969,7 +969,7 @@ pub fn matmul_packed_with(
         // Token rows of whichever format these activations have (empty for the other).
         let arow = |t: usize| a8.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
         let krow = |t: usize| ak.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
-        let srow = |t: usize| sums.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
+        let srow = |t: usize| sides.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
         let mut o = [[0f32; GROUP]; X8_T];
         for b0 in (g0..g1).step_by(block) {
             let b1 = (b0 + block).min(g1);
@@ -978,7 +978,8 @@ pub fn matmul_packed_with(
                 let step = (n - t).min(width);
                 let ar: [&[BlockQ8_0]; X8_T] = std::array::from_fn(|j| arow((t + j).min(n - 1)));
                 let kr: [&[BlockQ8K]; X8_T] = std::array::from_fn(|j| krow((t + j).min(n - 1)));
-                let sr: [&[i32]; X8_T] = std::array::from_fn(|j| srow((t + j).min(n - 1)));
+                let sr: [&[interleaved::Q8Side]; X8_T] =
+                    std::array::from_fn(|j| srow((t + j).min(n - 1)));
                 for g in b0..b1 {
                     let o = &mut o[..step];
                     if !simd {
@@ -995,7 +996,7 @@ pub fn matmul_packed_with(
                         unsafe {
                             let rows = X8Rows {
                                 a: &ar,
-                                sums: &sr,
+                                sides: &sr,
                                 k: &kr,
                             };
                             match step {

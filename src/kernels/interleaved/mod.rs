@@ -20,7 +20,7 @@ mod q6_k;
 mod q8_0;
 
 pub use q4_k::BlockQ4Kx8;
-pub use q5_0::{block_sums, Q5_0x8};
+pub use q5_0::{block_sides, Q5_0x8, Q8Side};
 pub use q6_k::BlockQ6Kx8;
 pub use q8_0::Q8_0x8;
 
@@ -210,8 +210,8 @@ pub enum PackedMatrix {
 
 /// The activations one group call reads: a slice of blocks per token.
 pub enum TokenRows<'a> {
-    /// Q8_0 blocks and each block's quant sum ([`block_sums`]), for Q5_0 and Q8_0 weights.
-    Q8_0(&'a [&'a [BlockQ8_0]], &'a [&'a [i32]]),
+    /// Q8_0 blocks and their [`block_sides`], for Q5_0 and Q8_0 weights.
+    Q8_0(&'a [&'a [BlockQ8_0]], &'a [&'a [Q8Side]]),
     /// Q8_K blocks, for the K-quants.
     Q8K(&'a [&'a [BlockQ8K]]),
 }
@@ -343,8 +343,8 @@ impl PackedMatrix {
     /// If the activations are not in the format the weight type reads.
     pub fn scalar_group(&self, g: usize, a: TokenRows, out: &mut [[f32; GROUP]]) {
         match (self, a) {
-            (PackedMatrix::Q5_0(w), TokenRows::Q8_0(a, sums)) => {
-                q5_0::q5_0x8_group(w, g, a, sums, out)
+            (PackedMatrix::Q5_0(w), TokenRows::Q8_0(a, sides)) => {
+                q5_0::q5_0x8_group(w, g, a, sides, out)
             }
             (PackedMatrix::Q8_0(w), TokenRows::Q8_0(a, _)) => q8_0::q8_0x8_group(w, g, a, out),
             (PackedMatrix::Q4K(w), TokenRows::Q8K(a)) => w.scalar_group(g, a, out, q4_k::dot),

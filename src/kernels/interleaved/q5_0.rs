@@ -1,5 +1,5 @@
 //! Q5_0 in 8-row groups: unsigned quants (0..=31) as nibble lines plus a high-bit line; the
-//! file's offset of 16 is applied per block through the activation block sums.
+//! file's offset of 16 is applied per block through the activations' [`Q8Side`].
 //!
 //! Storage per (group, block), no bigger than the 8 original blocks (176 bytes):
 //! - `qs`: 128 bytes, registers `k` and `k + 4` as low and high nibbles of the same 32 bytes;
@@ -112,10 +112,23 @@ fn or_u32(line: &mut Line32, r: usize, v: u32) {
     b.copy_from_slice(&(cur | v).to_le_bytes());
 }
 
-/// Sum of each activation block's quants: the kernels apply Q5_0's offset of 16 with it.
-pub fn block_sums(a: &[BlockQ8_0]) -> Vec<i32> {
+/// What the x8 kernels read per Q8_0 activation block besides its quants, computed once per
+/// quantization rather than once per row group: the scale widened to f32, and 16 × the quant
+/// sum (the offset the unsigned Q5_0 layout subtracts).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Q8Side {
+    pub d: f32,
+    pub offset16: i32,
+}
+
+/// [`Q8Side`] of every block.
+pub fn block_sides(a: &[BlockQ8_0]) -> Vec<Q8Side> {
     a.iter()
-        .map(|y| y.qs.iter().map(|&q| q as i32).sum())
+        .map(|y| Q8Side {
+            d: y.d.to_f32(),
+            offset16: 16 * y.qs.iter().map(|&q| q as i32).sum::<i32>(),
+        })
         .collect()
 }
 
@@ -125,10 +138,10 @@ pub fn q5_0x8_group(
     w: &Q5_0x8,
     g: usize,
     a: &[&[BlockQ8_0]],
-    sums: &[&[i32]],
+    sides: &[&[Q8Side]],
     out: &mut [[f32; GROUP]],
 ) {
-    for ((y, s), o) in a.iter().zip(sums).zip(out.iter_mut()) {
+    for ((y, s), o) in a.iter().zip(sides).zip(out.iter_mut()) {
         let mut acc = [0f32; GROUP];
         for b in 0..w.nb {
             let (yb, gb) = (&y[b], g * w.nb + b);
@@ -138,7 +151,7 @@ pub fn q5_0x8_group(
                 for i in 0..32 {
                     sumi += w.quant(g, b, r, i) as i32 * yb.qs[i] as i32;
                 }
-                let sumi = sumi - 16 * s[b];
+                let sumi = sumi - s[b].offset16;
                 *acc += sumi as f32 * (w.d[gb][r].to_f32() * dy);
             }
         }
