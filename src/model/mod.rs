@@ -65,15 +65,30 @@ impl Model {
             .get_str("general.architecture")
             .ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
         let arch = Arch::from_name(arch_name)?;
-        let tokenizer =
-            Tokenizer::from_gguf(&gguf).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        let mut hparams = HParams::from_gguf(&gguf, arch, tokenizer.n_vocab())?;
-        if arch == Arch::Gemma3 && hparams.n_layer == 62 {
-            // Gemma 3 27B scales queries by 1/sqrt(n_embd/n_head) (query_pre_attn_scalar),
-            // which GGUF does not record; llama.cpp keys it on the model size the same way.
-            hparams.attn_scale = 1.0 / ((hparams.n_embd / hparams.n_head) as f32).sqrt();
-        }
-        let weights = Weights::load(&gguf, arch, &hparams, repacked)?;
+        // The tokenizer (vocabulary maps, BPE merges: 0.1-0.2 s for a 150-260k vocabulary)
+        // builds on its own thread while the weights are checked and repacked. Its error, if
+        // any, is still the one reported first, as when it was built first.
+        let n_vocab = Tokenizer::vocab_len(&gguf);
+        let (tokenizer, rest) = std::thread::scope(|s| {
+            let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
+            let rest = (|| {
+                let mut hparams = HParams::from_gguf(&gguf, arch, n_vocab)?;
+                if arch == Arch::Gemma3 && hparams.n_layer == 62 {
+                    // Gemma 3 27B scales queries by 1/sqrt(n_embd/n_head)
+                    // (query_pre_attn_scalar), which GGUF does not record; llama.cpp keys it
+                    // on the model size the same way.
+                    hparams.attn_scale = 1.0 / ((hparams.n_embd / hparams.n_head) as f32).sqrt();
+                }
+                let weights = Weights::load(&gguf, arch, &hparams, repacked)?;
+                Ok::<_, ModelError>((hparams, weights))
+            })();
+            let tokenizer = tokenizer
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (tokenizer, rest)
+        });
+        let tokenizer = tokenizer.map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        let (hparams, weights) = rest?;
         Ok(Model {
             arch,
             hparams,

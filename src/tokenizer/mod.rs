@@ -117,6 +117,12 @@ impl Tokenizer {
         self.vocab.n_vocab()
     }
 
+    /// The vocabulary size `gguf` declares (0 without a token list), read without building
+    /// the tokenizer: what [`Tokenizer::n_vocab`] will be if [`Tokenizer::from_gguf`] succeeds.
+    pub fn vocab_len(gguf: &GgufFile) -> usize {
+        vocab::Vocab::declared_len(gguf)
+    }
+
     pub fn bos(&self) -> Option<TokenId> {
         self.vocab.bos
     }

@@ -218,6 +218,13 @@ impl Vocab {
         self.tokens.len()
     }
 
+    /// Length of the token list in `gguf` (0 where it is missing or not an array).
+    pub fn declared_len(gguf: &GgufFile) -> usize {
+        gguf.get(KEY_TOKENS)
+            .and_then(|v| v.as_array())
+            .map_or(0, |a| a.len())
+    }
+
     pub fn token(&self, id: TokenId) -> Option<&TokenData> {
         self.tokens.get(id as usize)
     }

@@ -54,21 +54,13 @@ impl Q5_0x8 {
                     for b in 0..nb {
                         let (x, gb) = (&w[row * nb + b], gl * nb + b);
                         d[gb][r] = x.d;
-                        let hbits = u32::from_le_bytes(x.qh);
-                        // Quant i's low 4 bits, in order: low nibbles, then high nibbles.
-                        let mut nib = [0u8; 32];
-                        for (i, &q) in x.qs.iter().enumerate() {
-                            (nib[i], nib[i + 16]) = (q & 15, q >> 4);
+                        // Line m holds registers m (low nibbles: quants 4m..4m+4) and m + 4
+                        // (high nibbles: quants 16+4m..), which is file bytes 4m..4m+4 as
+                        // they are.
+                        for (m, line) in qs[gb * 4..gb * 4 + 4].iter_mut().enumerate() {
+                            line.0[4 * r..4 * r + 4].copy_from_slice(&x.qs[4 * m..4 * m + 4]);
                         }
-                        for reg in 0..8 {
-                            let v =
-                                u32::from_le_bytes(nib[4 * reg..4 * reg + 4].try_into().unwrap());
-                            or_u32(&mut qs[gb * 4 + reg % 4], r, v << (4 * (reg / 4)));
-                            // The 4 fifth bits of this register, one per byte, at bit `reg`.
-                            let h = (hbits >> (4 * reg)) & 15;
-                            let spread = (h & 1) | (h & 2) << 7 | (h & 4) << 14 | (h & 8) << 21;
-                            or_u32(&mut qh[gb], r, spread << reg);
-                        }
+                        qh[gb].0[4 * r..4 * r + 4].copy_from_slice(&high_bits(x.qh).to_le_bytes());
                     }
                 }
                 done(as_bytes(&w[r0 * nb..r1 * nb]));
@@ -104,12 +96,19 @@ impl Q5_0x8 {
     }
 }
 
-/// ORs `v` into row `r`'s 4 bytes of `line` (little-endian).
+/// A row's 4 bytes of the high-bit line from the file's 32 fifth bits (bit `i` for quant `i`):
+/// bit `k` of byte `j` is the fifth bit of quant `4k + j` (register `k`'s byte `j`).
 #[inline]
-fn or_u32(line: &mut Line32, r: usize, v: u32) {
-    let b = &mut line.0[4 * r..4 * r + 4];
-    let cur = u32::from_le_bytes((&*b).try_into().unwrap());
-    b.copy_from_slice(&(cur | v).to_le_bytes());
+fn high_bits(qh: [u8; 4]) -> u32 {
+    let bits = u32::from_le_bytes(qh);
+    let mut word = 0;
+    for k in 0..8 {
+        // Quants 4k..4k+4, one bit per byte.
+        let h = (bits >> (4 * k)) & 15;
+        let spread = (h & 1) | (h & 2) << 7 | (h & 4) << 14 | (h & 8) << 21;
+        word |= spread << k;
+    }
+    word
 }
 
 /// What the x8 kernels read per Q8_0 activation block besides its quants, computed once per
