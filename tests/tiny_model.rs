@@ -452,3 +452,74 @@ fn sequences_in_one_batch_match_separate_contexts() {
     ));
     assert_eq!((0..3).map(|s| multi.seq_len(s)).collect::<Vec<_>>(), lens);
 }
+
+/// The repack cache: the first load writes it, the second maps it (same logits, bit for bit),
+/// and a corrupted, truncated or stale cache is a miss that repacks and rewrites it.
+#[test]
+fn repack_cache_round_trips_and_rejects_bad_files() {
+    use kolibri::model::LoadOptions;
+    if !kolibri::kernels::repacks(GgmlType::Q8_0) {
+        return; // nothing is repacked on this target
+    }
+    let dir = std::env::temp_dir().join(format!("kolibri-repack-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let model_path = dir.join("tiny.gguf");
+    std::fs::write(&model_path, tiny_model_bytes().0).unwrap();
+    let load = || {
+        let mut opts = LoadOptions {
+            repack_cache: Some(dir.join("cache")),
+            ..Default::default()
+        };
+        Arc::new(Model::load_with(&model_path, &mut opts).unwrap())
+    };
+    let logits = |m: &Arc<Model>| {
+        let mut ctx = Context::new(Arc::clone(m), &params(32)).unwrap();
+        ctx.eval(&[1, 5, 9, 3, 7], Logits::All).unwrap()
+    };
+    let cache_file = || {
+        let files: Vec<_> = std::fs::read_dir(dir.join("cache"))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        assert!(files.len() <= 1, "one cache file per model: {files:?}");
+        files.into_iter().next()
+    };
+
+    let first = load();
+    assert!(!first.repacked_from_cache);
+    let want = logits(&first);
+    let path = cache_file().expect("the first load writes the cache");
+    let second = load();
+    assert!(second.repacked_from_cache);
+    assert_eq!(logits(&second), want);
+
+    // Damage: one flipped byte in the last array, then a truncation. Each is a miss with the
+    // same results, and the rewritten cache is used again.
+    let damage: [fn(&mut Vec<u8>); 2] = [
+        |b| {
+            let at = b.len() - 3;
+            b[at] ^= 0x10;
+        },
+        |b| b.truncate(b.len() / 2),
+    ];
+    for d in damage {
+        let mut bytes = std::fs::read(&path).unwrap();
+        d(&mut bytes);
+        std::fs::write(&path, &bytes).unwrap();
+        let m = load();
+        assert!(!m.repacked_from_cache);
+        assert_eq!(logits(&m), want);
+        assert!(load().repacked_from_cache);
+    }
+
+    // A different model at the same path is not served the old weights.
+    let (mut other, _) = tiny_model_bytes();
+    let n = other.len();
+    other[n - 40] ^= 0x01; // inside the last tensor (an f32 norm), file length unchanged
+    std::fs::write(&model_path, &other).unwrap();
+    let m = load();
+    assert!(!m.repacked_from_cache);
+    assert!(load().repacked_from_cache);
+    assert_eq!(cache_file(), Some(path));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -137,6 +137,8 @@ pub unsafe extern "C" fn kolibri_model_load(
             use_mmap: p.use_mmap,
             use_mlock: p.use_mlock,
             progress: Some(&mut report),
+            // No repack cache through the C API yet: a library writes no files unasked.
+            ..Default::default()
         };
         let model = Model::load_with(&path, &mut opts)?;
         let default_threads = match p.n_threads {

@@ -23,6 +23,11 @@ pub struct LoadOptions<'a> {
     pub use_mlock: bool,
     /// Called with the fraction loaded, in `[0, 1]`; returning `false` cancels the load.
     pub progress: Option<&'a mut dyn FnMut(f32) -> bool>,
+    /// Directory of the repack cache ([`super::repack_cache`]): repacked weights are mapped
+    /// from there when a valid copy exists, and written there after a repack otherwise (a
+    /// failed write only costs the next load its speed). `None` repacks at every load and
+    /// writes nothing.
+    pub repack_cache: Option<std::path::PathBuf>,
 }
 
 impl Default for LoadOptions<'_> {
@@ -31,6 +36,7 @@ impl Default for LoadOptions<'_> {
             use_mmap: true,
             use_mlock: false,
             progress: None,
+            repack_cache: None,
         }
     }
 }

@@ -11,6 +11,7 @@ mod hparams;
 mod kv_cache;
 mod load;
 mod ops;
+pub mod repack_cache;
 mod weights;
 mod workers;
 
@@ -33,6 +34,8 @@ pub struct Model {
     pub tokenizer: Tokenizer,
     /// The mapped file the weights point into.
     pub gguf: GgufFile,
+    /// Whether the repacked weights came from the repack cache ([`LoadOptions::repack_cache`]).
+    pub repacked_from_cache: bool,
 }
 
 impl Model {
@@ -45,9 +48,13 @@ impl Model {
     /// [`Model::load`] with a choice of mapping, locking and a cancellable progress callback.
     pub fn load_with(path: impl AsRef<Path>, opts: &mut LoadOptions) -> Result<Model, ModelError> {
         let (gguf, read) = load::open_gguf(path.as_ref(), opts)?;
+        let cache = opts
+            .repack_cache
+            .as_deref()
+            .and_then(|dir| repack_cache::RepackCache::new(dir, path.as_ref(), gguf.file_bytes()));
         // Progress in file bytes: those read in place, then those repacked, tensor by tensor.
         let len = gguf.file_bytes().len().max(1) as f32;
-        let model = Self::build(gguf, &mut |repacked| {
+        let model = Self::build(gguf, cache.as_ref(), &mut |repacked| {
             opts.report((read + repacked) as f32 / len)
         })?;
         opts.report(1.0)?;
@@ -55,12 +62,16 @@ impl Model {
     }
 
     pub fn from_gguf(gguf: GgufFile) -> Result<Model, ModelError> {
-        Self::build(gguf, &mut |_| Ok(()))
+        Self::build(gguf, None, &mut |_| Ok(()))
     }
 
     /// `repacked` is told the bytes repacked so far, after each tensor; an error stops the
     /// load.
-    fn build(gguf: GgufFile, repacked: load::RepackProgress) -> Result<Model, ModelError> {
+    fn build(
+        gguf: GgufFile,
+        cache: Option<&repack_cache::RepackCache>,
+        repacked: load::RepackProgress,
+    ) -> Result<Model, ModelError> {
         let arch_name = gguf
             .get_str("general.architecture")
             .ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
@@ -79,8 +90,8 @@ impl Model {
                     // on the model size the same way.
                     hparams.attn_scale = 1.0 / ((hparams.n_embd / hparams.n_head) as f32).sqrt();
                 }
-                let weights = Weights::load(&gguf, arch, &hparams, repacked)?;
-                Ok::<_, ModelError>((hparams, weights))
+                let loaded = Weights::load(&gguf, arch, &hparams, cache, repacked)?;
+                Ok::<_, ModelError>((hparams, loaded))
             })();
             let tokenizer = tokenizer
                 .join()
@@ -88,13 +99,14 @@ impl Model {
             (tokenizer, rest)
         });
         let tokenizer = tokenizer.map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        let (hparams, weights) = rest?;
+        let (hparams, (weights, repacked_from_cache)) = rest?;
         Ok(Model {
             arch,
             hparams,
             weights,
             tokenizer,
             gguf,
+            repacked_from_cache,
         })
     }
 

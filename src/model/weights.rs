@@ -6,6 +6,7 @@
 use super::arch::Arch;
 use super::error::ModelError;
 use super::hparams::HParams;
+use super::repack_cache::{RepackCache, Wanted};
 use crate::gguf::{GgufFile, TensorInfo};
 use std::sync::Arc;
 
@@ -285,13 +286,16 @@ impl Loader<'_> {
 
 impl Weights {
     /// Locates and checks every tensor and repacks those with an interleaved layout, telling
-    /// `progress` the bytes repacked after each tensor.
+    /// `progress` the bytes repacked after each tensor. With a `cache`, the repacked matrices
+    /// come from it when it holds them (then the second value is true), and are written to it
+    /// otherwise.
     pub fn load(
         gguf: &GgufFile,
         arch: Arch,
         hp: &HParams,
+        cache: Option<&RepackCache>,
         progress: super::load::RepackProgress,
-    ) -> Result<Weights, ModelError> {
+    ) -> Result<(Weights, bool), ModelError> {
         let l = Loader { gguf };
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = l.linear("token_embd.weight", e, v)?;
@@ -337,7 +341,14 @@ impl Weights {
             None => token_embd.clone(),
         };
         let tied = output.start == token_embd.start;
-        let mut repack: Vec<&mut Linear> = layers
+        // One tensor at a time (each repacks in parallel chunks); progress and cancellation
+        // go through the loading thread between tensors. A tied output head is the token
+        // embedding: repacked once, shared, and looked up from the repacked copy (an embedding
+        // that is only looked up stays in the file). It goes last: by then the layers' file
+        // pages (some faulted in beside the prefaulted tensors) are released, so the biggest
+        // matrix never has both copies resident with them.
+        let mut token_embd = token_embd;
+        let mut targets: Vec<&mut Linear> = layers
             .iter_mut()
             .flat_map(|l: &mut LayerWeights| {
                 [
@@ -351,32 +362,55 @@ impl Weights {
                 ]
             })
             .collect();
-        if !tied {
-            repack.push(&mut output);
-        }
-        // One tensor at a time (each repacks in parallel chunks); progress and cancellation
-        // go through the loading thread between tensors. A tied output head is the token
-        // embedding: repacked once, shared, and looked up from the repacked copy (an embedding
-        // that is only looked up stays in the file). It goes last: by then the layers' file
-        // pages (some faulted in beside the prefaulted tensors) are released, so the biggest
-        // matrix never has both copies resident with them.
-        let mut token_embd = token_embd;
-        let mut done = 0;
-        for lin in repack {
-            if repack_reporting(lin, gguf, done, progress)? {
-                done += lin.len;
+        targets.push(if tied { &mut token_embd } else { &mut output });
+        targets.retain(|l| kernels::repacks(l.ty) && PackedMatrix::has_layout(l.ty, l.k));
+        let names: Vec<String> = targets.iter().map(|l| l.name.clone()).collect();
+        let wanted: Vec<Wanted> = targets
+            .iter()
+            .zip(&names)
+            .map(|(l, name)| Wanted {
+                name,
+                ty: l.ty,
+                rows: l.rows,
+                k: l.k,
+            })
+            .collect();
+        // Nothing to repack (an architecture without interleaved kernels): no cache file.
+        let cache = cache.filter(|_| !wanted.is_empty());
+        let cached = cache.and_then(|c| c.load(&wanted));
+        let from_cache = cached.is_some();
+        if let Some(mats) = cached {
+            for (lin, m) in targets.iter_mut().zip(mats) {
+                lin.packed = Some(Arc::new(m));
+            }
+            progress(targets.iter().map(|l| l.len).sum())?;
+        } else {
+            let mut done = 0;
+            for lin in targets.iter_mut() {
+                if repack_reporting(lin, gguf, done, progress)? {
+                    done += lin.len;
+                }
+            }
+            if let Some(c) = cache {
+                let mats: Vec<&PackedMatrix> =
+                    targets.iter().filter_map(|l| l.packed.as_deref()).collect();
+                if mats.len() == wanted.len() {
+                    // A cache that cannot be written only costs the next load its speed.
+                    let _ = c.store(&wanted, &mats);
+                }
             }
         }
+        drop(targets);
         if tied {
-            repack_reporting(&mut token_embd, gguf, done, progress)?;
             output = token_embd.clone();
         }
-        Ok(Weights {
+        let weights = Weights {
             output_norm: l.vector("output_norm.weight", e)?,
             output,
             token_embd,
             layers,
             rope_freqs: l.vector_opt("rope_freqs.weight", hp.rope_dims / 2)?,
-        })
+        };
+        Ok((weights, from_cache))
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kolibri::model::{Context, ContextParams, Logits, Model};
+use kolibri::model::{Context, ContextParams, Logits};
 
 use crate::args::Args;
 
@@ -101,7 +101,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
 
     let mut rows = Vec::new();
     for path in models {
-        let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
+        let model = Arc::new(crate::load_model(path)?);
         let name = std::path::Path::new(path)
             .file_name()
             .map_or(path.to_string(), |f| f.to_string_lossy().into_owned());

@@ -60,6 +60,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// Loads a model for a command, with the repack cache of [`repack_cache_dir`].
+pub fn load_model(path: &str) -> Result<kolibri::model::Model, String> {
+    let mut opts = kolibri::model::LoadOptions {
+        repack_cache: repack_cache_dir(),
+        ..Default::default()
+    };
+    kolibri::model::Model::load_with(path, &mut opts).map_err(|e| e.to_string())
+}
+
+/// Where the commands keep repacked weights: `KOLIBRI_REPACK_CACHE` (a directory, or `0` to
+/// keep none), else `$XDG_CACHE_HOME/kolibri/repacked`, else `~/.cache/kolibri/repacked`.
+pub fn repack_cache_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    match std::env::var_os("KOLIBRI_REPACK_CACHE") {
+        Some(v) if v == "0" || v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|c| c.join("kolibri").join("repacked")),
+    }
+}
+
 /// Default worker threads: the machine's available parallelism.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kolibri::model::{Context, ContextParams, Model};
+use kolibri::model::{Context, ContextParams};
 use kolibri::perplexity::{perplexity, tokenize_for_perplexity};
 
 use crate::args::Args;
@@ -36,7 +36,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .map_err(|_| "bad --chunks")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
 
-    let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
+    let model = Arc::new(crate::load_model(path)?);
     let params = ContextParams {
         n_ctx,
         n_threads,

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kolibri::model::{Context, ContextParams, Logits, Model};
+use kolibri::model::{Context, ContextParams, Logits};
 use kolibri::sampling::{Sampler, SamplerParams};
 use kolibri::tokenizer::StreamDecoder;
 
@@ -49,7 +49,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     };
 
     let t_load = Instant::now();
-    let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
+    let model = Arc::new(crate::load_model(path)?);
     let tokens = model.tokenizer.encode(prompt, true, true);
     let n_ctx_default = (tokens.len() + n_predict)
         .max(512)

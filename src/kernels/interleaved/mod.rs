@@ -18,11 +18,13 @@ mod q4_k;
 mod q5_0;
 mod q6_k;
 mod q8_0;
+mod storage;
 
 pub use q4_k::BlockQ4Kx8;
 pub use q5_0::{block_sides, Q5_0x8, Q8Side};
 pub use q6_k::BlockQ6Kx8;
 pub use q8_0::Q8_0x8;
+pub use storage::{Zeroable, Zeroed};
 
 use half::f16;
 use rayon::prelude::*;
@@ -45,73 +47,10 @@ fn chunk_groups(group_bytes: usize) -> usize {
     ((256 << 10) / group_bytes.max(1)).max(1)
 }
 
-/// Types whose all-zero bit pattern is a valid value.
-///
-/// # Safety
-/// Implement only for plain data (integers, f16 bits, arrays and `repr(C)` structs of them).
-pub unsafe trait Zeroable: Copy {}
 // SAFETY: bytes.
 unsafe impl Zeroable for Line32 {}
 // SAFETY: f16 bit patterns.
 unsafe impl Zeroable for [f16; GROUP] {}
-
-/// `n` zeros in a fresh anonymous mapping: page-aligned, and its pages stay untouched (not
-/// resident) until the repack writes them, so the resident total grows only as fast as the
-/// source is released. (The heap's zeroed allocations write every byte for alignments over
-/// 16.)
-pub struct Zeroed<T> {
-    map: Option<memmap2::MmapMut>,
-    len: usize,
-    _t: std::marker::PhantomData<T>,
-}
-
-impl<T: Zeroable> Zeroed<T> {
-    fn new(len: usize) -> Zeroed<T> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .expect("repacked matrix too large");
-        let map = (bytes > 0).then(|| {
-            let map = memmap2::MmapMut::map_anon(bytes).unwrap_or_else(|e| {
-                panic!("cannot allocate {bytes} bytes for repacked weights: {e}")
-            });
-            // Transparent huge pages where the system allows them: 512 times fewer page faults
-            // while the repack fills the mapping (its page zeroing dominated load time), and
-            // fewer TLB misses for the kernels streaming the weights. Only advice.
-            #[cfg(target_os = "linux")]
-            let _ = map.advise(memmap2::Advice::HugePage);
-            map
-        });
-        Zeroed {
-            map,
-            len,
-            _t: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<T: Zeroable> std::ops::Deref for Zeroed<T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        match &self.map {
-            // SAFETY: the mapping holds len Ts, page-aligned (>= align_of::<T>()), all-zero or
-            // written as T; Zeroable says zero bits are a valid T.
-            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr() as *const T, self.len) },
-            None => &[],
-        }
-    }
-}
-
-impl<T: Zeroable> std::ops::DerefMut for Zeroed<T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        match &mut self.map {
-            // SAFETY: as in deref; the mapping is uniquely borrowed.
-            Some(m) => unsafe {
-                std::slice::from_raw_parts_mut(m.as_mut_ptr() as *mut T, self.len)
-            },
-            None => &mut [],
-        }
-    }
-}
 
 fn as_bytes<B>(blocks: &[B]) -> &[u8] {
     // SAFETY: ggml blocks are repr(C) plain data without padding.
@@ -239,15 +178,10 @@ impl PackedMatrix {
         k: usize,
         done: &Release<'_>,
     ) -> Option<PackedMatrix> {
-        let block_len = match ty {
-            GgmlType::Q5_0 | GgmlType::Q8_0 => 32,
-            GgmlType::Q4_K | GgmlType::Q6_K => QK_K,
-            _ => return None,
-        };
-        if !k.is_multiple_of(block_len) {
+        if !Self::has_layout(ty, k) {
             return None;
         }
-        let nb = k / block_len;
+        let nb = k / Self::block_len(ty)?;
         let fits = |n: usize| n == rows * nb;
         Some(match ty {
             GgmlType::Q5_0 => {
@@ -268,6 +202,21 @@ impl PackedMatrix {
             }
             _ => return None,
         })
+    }
+
+    /// Quants per block of the types with an interleaved layout.
+    fn block_len(ty: GgmlType) -> Option<usize> {
+        match ty {
+            GgmlType::Q5_0 | GgmlType::Q8_0 => Some(32),
+            GgmlType::Q4_K | GgmlType::Q6_K => Some(QK_K),
+            _ => None,
+        }
+    }
+
+    /// Whether rows of `k` weights of type `ty` have an interleaved layout (the type has
+    /// one and `k` is whole blocks).
+    pub fn has_layout(ty: GgmlType, k: usize) -> bool {
+        Self::block_len(ty).is_some_and(|bl| k > 0 && k.is_multiple_of(bl))
     }
 
     pub fn ty(&self) -> GgmlType {

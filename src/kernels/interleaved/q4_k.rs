@@ -29,7 +29,7 @@ pub struct BlockQ4Kx8 {
     pub qs: [Line32; 32],
 }
 
-// SAFETY: integers and f16 bit patterns only; all-zero is a valid value.
+// SAFETY: integers and f16 bit patterns only; every bit pattern is a valid value.
 unsafe impl Zeroable for BlockQ4Kx8 {}
 
 /// Four bytes as a little-endian word.

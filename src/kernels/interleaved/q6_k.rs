@@ -26,7 +26,7 @@ pub struct BlockQ6Kx8 {
     pub lines: [[Line32; 6]; 8],
 }
 
-// SAFETY: integers and f16 bit patterns only; all-zero is a valid value.
+// SAFETY: integers and f16 bit patterns only; every bit pattern is a valid value.
 unsafe impl Zeroable for BlockQ6Kx8 {}
 
 /// Four bytes as a little-endian word.

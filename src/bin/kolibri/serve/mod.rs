@@ -25,7 +25,6 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use kolibri::batching::{Scheduler, SchedulerParams};
-use kolibri::model::Model;
 
 use crate::args::Args;
 use state::AppState;
@@ -80,7 +79,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let max_body: usize = a.parse_or(&["--max-body"], 4 << 20)?;
     let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
 
-    let model = Arc::new(Model::load(path).map_err(|e| e.to_string())?);
+    let model = Arc::new(crate::load_model(path)?);
     let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?;
     let model_id = a.get(&["--alias"]).map(str::to_string).unwrap_or_else(|| {
         let name = std::path::Path::new(path)

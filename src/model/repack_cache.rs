@@ -1,0 +1,233 @@
+//! Repacked weights kept on disk, so a model loads without repacking the second time: the
+//! cache file is mapped read-only like the model (its pages shared with the page cache)
+//! instead of filling fresh memory, whose page zeroing and copying dominate a cold load.
+//!
+//! One file per model path, `<dir>/<model stem>-<hash of the path>.kpack`:
+//! - a 64-byte header: magic, the layout version (`LAYOUT_VERSION`), the model file's length,
+//!   modification time and a hash of its first 64 KiB (GGUF metadata and tensor index), the
+//!   entry count, a checksum of the entries, the file length;
+//! - one entry per repacked tensor, in load order: a hash of its name, its type and shape, and
+//!   per array its offset, length and checksum;
+//! - the arrays, each on a 4 KiB boundary.
+//!
+//! Anything that does not match (another layout version, a changed model, a truncated or
+//! corrupted file) is a miss: the loader repacks and rewrites the file. Writes go to a
+//! temporary file renamed into place, so a reader never maps a partial file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::kernels::interleaved::PackedMatrix;
+use crate::quant::GgmlType;
+
+/// Bumped whenever an interleaved layout (`kernels::interleaved`) changes.
+const LAYOUT_VERSION: u64 = 1;
+
+const MAGIC: &[u8; 8] = b"KLBRPACK";
+const HEADER: usize = 64;
+/// Name hash, type, rows, k, array count, then (offset, length, checksum) for 3 arrays.
+const ENTRY: usize = 8 * (5 + 3 * 3);
+const MAX_ARRAYS: usize = 3;
+const ALIGN: usize = 4096;
+/// Bytes of the model file hashed into its identity.
+const FINGERPRINT_BYTES: usize = 64 << 10;
+
+/// One tensor the loader wants repacked.
+#[derive(Clone, Copy, Debug)]
+pub struct Wanted<'a> {
+    pub name: &'a str,
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub k: usize,
+}
+
+/// The cache file of one model.
+#[derive(Debug)]
+pub struct RepackCache {
+    path: PathBuf,
+    /// Length, modification time (ns) and fingerprint of the model file.
+    source: [u64; 3],
+}
+
+impl RepackCache {
+    /// The cache file in `dir` for the model at `model_path`, whose bytes are `file`; `None`
+    /// if the model file's metadata cannot be read.
+    pub fn new(dir: &Path, model_path: &Path, file: &[u8]) -> Option<RepackCache> {
+        let meta = std::fs::metadata(model_path).ok()?;
+        let mtime = meta
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let canonical = std::fs::canonicalize(model_path).ok()?;
+        let stem = model_path
+            .file_stem()
+            .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+        let name = format!(
+            "{stem}-{:016x}.kpack",
+            checksum(canonical.to_string_lossy().as_bytes())
+        );
+        let head = &file[..file.len().min(FINGERPRINT_BYTES)];
+        Some(RepackCache {
+            path: dir.join(name),
+            source: [meta.len(), mtime, checksum(head)],
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The cached matrices for `wanted`, in its order, if the file is this model's, was
+    /// written for exactly these tensors, and every array checks out.
+    pub fn load(&self, wanted: &[Wanted]) -> Option<Vec<PackedMatrix>> {
+        let file = std::fs::File::open(&self.path).ok()?;
+        // SAFETY: read-only mapping of a file only this module writes, always through a
+        // rename; every byte is checked below before it is used.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.ok()?;
+        let map = Arc::new(map);
+        let word = |at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(map.get(at..at + 8)?.try_into().ok()?))
+        };
+        let index_end = HEADER.checked_add(wanted.len().checked_mul(ENTRY)?)?;
+        let header_ok = map.get(..8)? == MAGIC
+            && word(8)? == LAYOUT_VERSION
+            && [word(16)?, word(24)?, word(32)?] == self.source
+            && word(40)? == wanted.len() as u64
+            && word(56)? == map.len() as u64
+            && word(48)? == checksum(map.get(HEADER..index_end)?);
+        if !header_ok {
+            return None;
+        }
+        let mut mats = Vec::with_capacity(wanted.len());
+        let mut arrays = Vec::new();
+        for (i, w) in wanted.iter().enumerate() {
+            let e = |f: usize| word(HEADER + i * ENTRY + 8 * f);
+            let n_arrays = e(4)? as usize;
+            let same = e(0)? == checksum(w.name.as_bytes())
+                && e(1)? == w.ty.id() as u64
+                && e(2)? == w.rows as u64
+                && e(3)? == w.k as u64
+                && n_arrays <= MAX_ARRAYS;
+            if !same {
+                return None;
+            }
+            let mut offsets = Vec::with_capacity(n_arrays);
+            for a in 0..n_arrays {
+                let (off, len, sum) = (e(5 + 3 * a)?, e(6 + 3 * a)?, e(7 + 3 * a)?);
+                offsets.push(off as usize);
+                arrays.push((off as usize, len as usize, sum));
+            }
+            let m = PackedMatrix::from_mapped(w.ty, w.rows, w.k, &map, &offsets)?;
+            // The lengths the shape implies must be the lengths recorded (and checksummed).
+            let recorded = &arrays[arrays.len() - n_arrays..];
+            let lens_match = m
+                .arrays()
+                .iter()
+                .zip(recorded)
+                .all(|(a, &(_, len, _))| a.len() == len);
+            if !lens_match {
+                return None;
+            }
+            mats.push(m);
+        }
+        let intact = arrays.par_iter().all(|&(off, len, sum)| {
+            off.checked_add(len)
+                .and_then(|end| map.get(off..end))
+                .is_some_and(|bytes| checksum(bytes) == sum)
+        });
+        intact.then_some(mats)
+    }
+
+    /// Writes `mats` (the matrices of `wanted`, in its order) as this model's cache file.
+    pub fn store(&self, wanted: &[Wanted], mats: &[&PackedMatrix]) -> std::io::Result<()> {
+        assert_eq!(wanted.len(), mats.len(), "one matrix per wanted tensor");
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        // Entries and their arrays' places; arrays start on ALIGN boundaries.
+        let mut index = Vec::with_capacity(wanted.len() * ENTRY);
+        let mut places = Vec::new();
+        let mut at = (HEADER + wanted.len() * ENTRY).next_multiple_of(ALIGN);
+        for (w, m) in wanted.iter().zip(mats) {
+            let arrays = m.arrays();
+            let mut fields = vec![
+                checksum(w.name.as_bytes()),
+                w.ty.id() as u64,
+                w.rows as u64,
+                w.k as u64,
+                arrays.len() as u64,
+            ];
+            let sums: Vec<u64> = arrays.par_iter().map(|a| checksum(a)).collect();
+            for (bytes, sum) in arrays.iter().zip(&sums) {
+                fields.extend([at as u64, bytes.len() as u64, *sum]);
+                places.push((at, *bytes));
+                at = (at + bytes.len()).next_multiple_of(ALIGN);
+            }
+            // Unused array slots stay zero.
+            fields.resize(5 + 3 * MAX_ARRAYS, 0);
+            index.extend(fields.iter().flat_map(|f| f.to_le_bytes()));
+        }
+        let total = places.last().map_or(at, |(off, b)| off + b.len());
+        let mut header = Vec::with_capacity(HEADER);
+        header.extend_from_slice(MAGIC);
+        for f in [
+            LAYOUT_VERSION,
+            self.source[0],
+            self.source[1],
+            self.source[2],
+            wanted.len() as u64,
+            checksum(&index),
+            total as u64,
+        ] {
+            header.extend_from_slice(&f.to_le_bytes());
+        }
+        let tmp = self
+            .path
+            .with_extension(format!("kpack.tmp{}", std::process::id()));
+        let written = (|| {
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+            out.write_all(&header)?;
+            out.write_all(&index)?;
+            let mut pos = HEADER + index.len();
+            for (off, bytes) in places {
+                out.write_all(&vec![0u8; off - pos])?;
+                out.write_all(bytes)?;
+                pos = off + bytes.len();
+            }
+            // No fsync: it cost a cold 1.5B load 4 s more, and a file torn by a crash fails
+            // its length or checksum test and is rewritten.
+            out.flush()?;
+            drop(out);
+            std::fs::rename(&tmp, &self.path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    }
+}
+
+/// A fast 64-bit checksum (four multiply-rotate lanes over little-endian words, then the
+/// tail and the length): catches torn or corrupted cache data, not adversaries.
+pub fn checksum(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut lanes = [K, K.rotate_left(16), K.rotate_left(32), K.rotate_left(48)];
+    let mut chunks = bytes.chunks_exact(32);
+    for c in &mut chunks {
+        for (i, h) in lanes.iter_mut().enumerate() {
+            let w = u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            *h = (*h ^ w).wrapping_mul(K).rotate_left(29);
+        }
+    }
+    let mut h = bytes.len() as u64;
+    for (i, &b) in chunks.remainder().iter().enumerate() {
+        h = (h ^ (b as u64) << (8 * (i % 8))).wrapping_mul(K);
+    }
+    for l in lanes {
+        h = (h ^ l).wrapping_mul(K).rotate_left(31);
+    }
+    h
+}
