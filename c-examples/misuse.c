@@ -6,9 +6,12 @@
  * Prints one "ok"/"FAIL" line per check; exits 0 only if every check passed. */
 #include <kolibri.h>
 
+#include <dirent.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures = 0;
 
@@ -95,6 +98,42 @@ static void model_loading(const char *model_path) {
     calls = 0;
     expect("cancel a non-mmap load", kolibri_model_load(model_path, &mp, &m),
            KOLIBRI_STATUS_CANCELLED, NULL);
+
+    /* A caller built against the first version of the struct (it ended before
+       repack_cache_dir): the library reads only those bytes and defaults the rest. */
+    kolibri_model_params_init(&mp, offsetof(kolibri_model_params, repack_cache_dir));
+    mp.repack_cache_dir = (const char *)0x1; /* past that struct's end: never read */
+    expect("load with first-version params", kolibri_model_load(model_path, &mp, &m),
+           KOLIBRI_STATUS_OK, NULL);
+    kolibri_model_free(m);
+
+    /* A repack cache: written by the first load, used by the second, one file per model. */
+    const char *cache = "misuse-repack-cache";
+    kolibri_model_params_init(&mp, sizeof mp);
+    mp.repack_cache_dir = cache;
+    for (int i = 0; i < 2; i++) {
+        m = NULL;
+        expect("load with a repack cache", kolibri_model_load(model_path, &mp, &m),
+               KOLIBRI_STATUS_OK, NULL);
+        kolibri_model_free(m);
+    }
+    int files = 0;
+    DIR *d = opendir(cache);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        files++;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", cache, e->d_name);
+        remove(path);
+    }
+    if (d) closedir(d);
+    rmdir(cache);
+#if defined(__x86_64__) || defined(_M_X64)
+    expect_true("the repack cache directory holds one file", files == 1);
+#else
+    /* No weights are repacked on this architecture, so there is nothing to cache. */
+    expect_true("no repack cache file where nothing is repacked", files == 0);
+#endif
 }
 
 static void null_handles(void) {

@@ -174,6 +174,16 @@ typedef struct kolibri_model_params {
      * Passed to `progress_callback` unchanged. Default NULL.
      */
     void *progress_user_data;
+    /**
+     * Directory of the repack cache (appended after the first version of this struct:
+     * callers built against that one get the default). Weights repacked at load are mapped
+     * from a cache file there when a valid one exists, and written there otherwise, so the
+     * next load skips the repack (README, "Numerics"). A NUL-terminated path, read only
+     * during kolibri_model_load; the directory is created if needed, and a cache that cannot
+     * be written only costs later loads their speed. NULL repacks at every load and writes
+     * no files. Default NULL.
+     */
+    const char *repack_cache_dir;
 } kolibri_model_params;
 
 /**
@@ -587,8 +597,8 @@ kolibri_status kolibri_model_params_init(struct kolibri_model_params *params, si
  * **Thread safety:** callable from any thread; loads may run concurrently.
  *
  * # Safety
- * `path` is NULL or a NUL-terminated string; `params` is NULL or initialised as documented;
- * `out_model` is NULL or writable.
+ * `path` is NULL or a NUL-terminated string; `params` is NULL or initialised as documented
+ * (`repack_cache_dir` NULL or a NUL-terminated string); `out_model` is NULL or writable.
  */
 kolibri_status kolibri_model_load(const char *path,
                                   const struct kolibri_model_params *params,

@@ -309,6 +309,47 @@ impl<T> Disjoint<T> {
     }
 }
 
+/// Elements below which [`for_each_row`] stays serial: smaller element-wise passes (one
+/// token's norm or RoPE) take less than a parallel loop's hand-off.
+const ROWS_PARALLEL_MIN: usize = 1 << 15;
+
+/// `f(i, a_row, b_row)` for row `i` of both `a` (rows of `a_len`) and `b` (rows of `b_len`,
+/// or none if `b` is empty), in parallel chunks of rows when there is enough work: the
+/// per-token element-wise passes of a prompt (norms, RoPE, activations).
+pub fn for_each_row<A: Send, B: Send>(
+    a: &mut [A],
+    a_len: usize,
+    b: &mut [B],
+    b_len: usize,
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    let n = a.len() / a_len.max(1);
+    assert!(
+        a.len() == n * a_len && (b.is_empty() || b.len() == n * b_len),
+        "for_each_row: row counts differ"
+    );
+    let b_len = if b.is_empty() { 0 } else { b_len };
+    let threads = threads();
+    if threads <= 1 || n < 2 || a.len() + b.len() < ROWS_PARALLEL_MIN {
+        for i in 0..n {
+            let (ra, rb) = (&mut a[i * a_len..][..a_len], &mut b[i * b_len..][..b_len]);
+            f(i, ra, rb);
+        }
+        return;
+    }
+    // A few chunks per thread, so an uneven one does not leave the others waiting long.
+    let chunk = n.div_ceil(4 * threads);
+    let (pa, pb) = (Disjoint::new(a), Disjoint::new(b));
+    for_each(n.div_ceil(chunk), |c| {
+        for i in c * chunk..((c + 1) * chunk).min(n) {
+            // SAFETY: row i of each buffer is in bounds (checked above) and only this task
+            // touches it; `for_each` returns after every task.
+            let (ra, rb) = unsafe { (pa.slice(i * a_len, a_len), pb.slice(i * b_len, b_len)) };
+            f(i, ra, rb);
+        }
+    });
+}
+
 /// Threads [`for_each`] would use on this thread.
 pub fn threads() -> usize {
     if IN_CHUNK.with(|c| c.get()) {
@@ -362,5 +403,35 @@ mod tests {
         });
         assert_eq!(threads(), rayon::current_num_threads().max(1));
         drop(pool);
+    }
+
+    /// Every row of both matrices gets its own call with its own index, in the serial
+    /// fallback (small) and in parallel chunks (big, uneven row count), with and without a
+    /// second matrix.
+    #[test]
+    fn for_each_row_visits_each_row_once_with_its_index() {
+        let pool = Pool::new(2).unwrap();
+        pool.install(|| {
+            for (n, a_len) in [(3usize, 4usize), (1001, 64)] {
+                let mut a = vec![0u32; n * a_len];
+                let mut b = vec![0u64; n * 3];
+                for_each_row(&mut a, a_len, &mut b, 3, |i, ra, rb| {
+                    ra.iter_mut().for_each(|v| *v += i as u32 + 1);
+                    rb.iter_mut().for_each(|v| *v += 2 * i as u64 + 1);
+                });
+                for i in 0..n {
+                    assert!(a[i * a_len..(i + 1) * a_len]
+                        .iter()
+                        .all(|&v| v == i as u32 + 1));
+                    assert!(b[i * 3..(i + 1) * 3].iter().all(|&v| v == 2 * i as u64 + 1));
+                }
+                let mut none: [u8; 0] = [];
+                for_each_row(&mut a, a_len, &mut none, 0, |i, ra, rb| {
+                    assert!(rb.is_empty());
+                    ra.iter_mut().for_each(|v| *v -= i as u32 + 1);
+                });
+                assert!(a.iter().all(|&v| v == 0));
+            }
+        });
     }
 }

@@ -56,6 +56,14 @@ pub struct kolibri_model_params {
     pub progress_callback: kolibri_progress_callback,
     /// Passed to `progress_callback` unchanged. Default NULL.
     pub progress_user_data: *mut c_void,
+    /// Directory of the repack cache (appended after the first version of this struct:
+    /// callers built against that one get the default). Weights repacked at load are mapped
+    /// from a cache file there when a valid one exists, and written there otherwise, so the
+    /// next load skips the repack (README, "Numerics"). A NUL-terminated path, read only
+    /// during kolibri_model_load; the directory is created if needed, and a cache that cannot
+    /// be written only costs later loads their speed. NULL repacks at every load and writes
+    /// no files. Default NULL.
+    pub repack_cache_dir: *const c_char,
 }
 
 // SAFETY: repr(C), starts with `struct_size: usize`, both bool fields listed.
@@ -65,6 +73,7 @@ unsafe impl VersionedParams for kolibri_model_params {
         offset_of!(kolibri_model_params, use_mmap),
         offset_of!(kolibri_model_params, use_mlock),
     ];
+    const FIRST_SIZE: usize = offset_of!(kolibri_model_params, repack_cache_dir);
     fn defaults() -> Self {
         kolibri_model_params {
             struct_size: std::mem::size_of::<Self>(),
@@ -73,6 +82,7 @@ unsafe impl VersionedParams for kolibri_model_params {
             use_mlock: false,
             progress_callback: None,
             progress_user_data: std::ptr::null_mut(),
+            repack_cache_dir: std::ptr::null(),
         }
     }
 }
@@ -111,8 +121,8 @@ pub unsafe extern "C" fn kolibri_model_params_init(
 /// **Thread safety:** callable from any thread; loads may run concurrently.
 ///
 /// # Safety
-/// `path` is NULL or a NUL-terminated string; `params` is NULL or initialised as documented;
-/// `out_model` is NULL or writable.
+/// `path` is NULL or a NUL-terminated string; `params` is NULL or initialised as documented
+/// (`repack_cache_dir` NULL or a NUL-terminated string); `out_model` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn kolibri_model_load(
     path: *const c_char,
@@ -133,12 +143,15 @@ pub unsafe extern "C" fn kolibri_model_load(
             Some(cb) => unsafe { cb(fraction, p.progress_user_data) },
             None => true,
         };
+        let repack_cache = (!p.repack_cache_dir.is_null()).then(|| {
+            // SAFETY: per this function's contract (params initialised as documented).
+            path_from_c(unsafe { std::ffi::CStr::from_ptr(p.repack_cache_dir) })
+        });
         let mut opts = LoadOptions {
             use_mmap: p.use_mmap,
             use_mlock: p.use_mlock,
             progress: Some(&mut report),
-            // No repack cache through the C API yet: a library writes no files unasked.
-            ..Default::default()
+            repack_cache,
         };
         let model = Model::load_with(&path, &mut opts)?;
         let default_threads = match p.n_threads {

@@ -3,7 +3,7 @@
 //! reads exactly that many bytes, so a caller built against an older or newer header never
 //! reads or writes past what it allocated.
 
-use std::mem::{size_of, MaybeUninit};
+use std::mem::size_of;
 
 use super::guard::FfiResult;
 use super::status::Failure;
@@ -16,12 +16,16 @@ use super::status::Failure;
 pub(crate) unsafe trait VersionedParams: Copy {
     const NAME: &'static str;
     const BOOL_FIELDS: &'static [usize];
+    /// `sizeof` the struct's first published version (the offset of the first field appended
+    /// since); callers built against it get the defaults for every later field.
+    const FIRST_SIZE: usize = size_of::<Self>();
     fn defaults() -> Self;
 }
 
-/// Reads the caller's params (NULL means defaults). Sizes smaller than this version's are
-/// refused (there is no older version yet); larger ones are accepted when every byte this
-/// version does not know is zero (fields added later, left at their zero default).
+/// Reads the caller's params (NULL means defaults). A caller built against an older version
+/// (down to [`VersionedParams::FIRST_SIZE`]) gets the defaults for the fields it does not
+/// have; smaller sizes are refused. Larger ones are accepted when every byte this version does
+/// not know is zero (fields added later, left at their zero default).
 ///
 /// # Safety
 /// `ptr` is NULL or points to at least `(*ptr).struct_size` readable bytes.
@@ -32,37 +36,46 @@ pub(crate) unsafe fn read_params<T: VersionedParams>(ptr: *const T) -> FfiResult
     // SAFETY: every version of the struct starts with `size_t struct_size`.
     let declared = unsafe { ptr.cast::<usize>().read_unaligned() };
     let ours = size_of::<T>();
-    if declared < ours {
+    // This version's size or larger, or exactly the first version's (the only older one).
+    if declared < ours && declared != T::FIRST_SIZE {
         return Err(Failure::invalid(format!(
-            "{}.struct_size is {declared}, expected {ours}: initialise it with the matching \
-             _init function",
-            T::NAME
+            "{}.struct_size is {declared}, expected {ours} (or {} from the first version): \
+             initialise it with the matching _init function",
+            T::NAME,
+            T::FIRST_SIZE
         )));
     }
-    // SAFETY: the caller promised `declared` readable bytes.
-    let extra = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>().add(ours), declared - ours) };
-    if extra.iter().any(|&b| b != 0) {
-        return Err(Failure::invalid(format!(
-            "{} has fields this library version does not know (struct_size {declared}, \
-             known {ours}); upgrade the library",
-            T::NAME
-        )));
+    if declared > ours {
+        // SAFETY: the caller promised `declared` readable bytes.
+        let extra =
+            unsafe { std::slice::from_raw_parts(ptr.cast::<u8>().add(ours), declared - ours) };
+        if extra.iter().any(|&b| b != 0) {
+            return Err(Failure::invalid(format!(
+                "{} has fields this library version does not know (struct_size {declared}, \
+                 known {ours}); upgrade the library",
+                T::NAME
+            )));
+        }
     }
-    let mut value = MaybeUninit::<T>::uninit();
-    // SAFETY: copies `ours` readable bytes into storage of the same size.
-    let bytes = unsafe {
-        std::ptr::copy_nonoverlapping(ptr.cast::<u8>(), value.as_mut_ptr().cast::<u8>(), ours);
-        std::slice::from_raw_parts(value.as_ptr().cast::<u8>(), ours)
-    };
-    if let Some(&off) = T::BOOL_FIELDS.iter().find(|&&off| bytes[off] > 1) {
+    // The caller's bytes over the defaults: an older caller's struct ends early.
+    let n = declared.min(ours);
+    // SAFETY: the caller has `declared >= n` readable bytes.
+    let caller = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), n) };
+    if let Some(&off) = T::BOOL_FIELDS
+        .iter()
+        .find(|&&off| off < n && caller[off] > 1)
+    {
         return Err(Failure::invalid(format!(
             "{}: the bool at offset {off} holds {}, not 0 or 1",
             T::NAME,
-            bytes[off]
+            caller[off]
         )));
     }
-    // SAFETY: all bytes copied; bools checked; every other field accepts any bit pattern.
-    Ok(unsafe { value.assume_init() })
+    let mut value = T::defaults();
+    // SAFETY: `n <= size_of::<T>()` bytes over a valid T, ending on a field boundary (a
+    // version's size); bools checked, every other field accepts any bit pattern.
+    unsafe { std::ptr::copy_nonoverlapping(caller.as_ptr(), (&mut value as *mut T).cast(), n) };
+    Ok(value)
 }
 
 /// Writes the defaults into the caller's struct of `size` bytes (its `sizeof`): the fields this
@@ -75,20 +88,23 @@ pub(crate) unsafe fn init_params<T: VersionedParams>(ptr: *mut T, size: usize) -
         return Err(Failure::invalid(format!("{} pointer is NULL", T::NAME)));
     }
     let ours = size_of::<T>();
-    if size < ours {
+    if size < ours && size != T::FIRST_SIZE {
         return Err(Failure::invalid(format!(
-            "struct_size {size} is smaller than {} ({ours} bytes)",
-            T::NAME
+            "struct_size {size} is smaller than {} ({} bytes)",
+            T::NAME,
+            T::FIRST_SIZE
         )));
     }
     let mut defaults = T::defaults();
     // SAFETY: every params struct starts with `struct_size: usize`.
     unsafe { (&mut defaults as *mut T).cast::<usize>().write(size) };
-    // SAFETY: the caller's struct has `size >= ours` writable bytes.
+    // SAFETY: the caller's struct has `size` writable bytes: the defaults' first
+    // `min(size, ours)` bytes (an older caller's struct ends early), zeros past ours.
     unsafe {
         let dst = ptr.cast::<u8>();
-        std::ptr::copy_nonoverlapping((&defaults as *const T).cast::<u8>(), dst, ours);
-        std::ptr::write_bytes(dst.add(ours), 0, size - ours);
+        let n = size.min(ours);
+        std::ptr::copy_nonoverlapping((&defaults as *const T).cast::<u8>(), dst, n);
+        std::ptr::write_bytes(dst.add(n), 0, size - n);
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ use super::weights::Linear;
 use super::workers::Workers;
 use super::Model;
 use crate::kernels::{self, QuantizedActivations};
+use crate::parallel;
 use crate::tokenizer::TokenId;
 
 /// Which logits a forward pass returns.
@@ -276,6 +277,7 @@ impl Context {
         }
 
         let mut xn = vec![0f32; n * e];
+        let mut none: [f32; 0] = [];
         for (il, lw) in w.layers.iter().enumerate() {
             if let Some(abort) = &mut self.abort {
                 if abort() {
@@ -283,23 +285,16 @@ impl Context {
                 }
             }
             // --- attention block ---
-            for t in 0..n {
-                ops::rms_norm(
-                    &x[t * e..(t + 1) * e],
-                    &lw.attn_norm,
-                    hp.rms_eps,
-                    &mut xn[t * e..(t + 1) * e],
-                );
-            }
+            // Per-token element-wise passes run in parallel row chunks for prompts
+            // (`parallel::for_each_row`); `none` stands for "no second matrix".
+            parallel::for_each_row(&mut xn, e, &mut none, 0, |t, xn_t, _| {
+                ops::rms_norm(&x[t * e..(t + 1) * e], &lw.attn_norm, hp.rms_eps, xn_t)
+            });
             let [mut q, mut k, mut v] = project(gguf, &xn, n, [&lw.wq, &lw.wk, &lw.wv])?;
             for (rows, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
                 if let Some(b) = bias {
                     ops::add_bias(rows, b);
                 }
-            }
-            if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
-                ops::rms_norm_rows_inplace(&mut q, qn, hp.rms_eps);
-                ops::rms_norm_rows_inplace(&mut k, kn, hp.rms_eps);
             }
             let sliding = hp.is_sliding(il);
             let rope = if sliding {
@@ -307,15 +302,23 @@ impl Context {
             } else {
                 &self.rope_global
             };
-            for t in 0..n {
-                let (qd, kd) = (hp.q_dim(), hp.k_dim());
-                let mut rows = [&mut q[t * qd..(t + 1) * qd], &mut k[t * kd..(t + 1) * kd]];
-                rope.apply(&mut rows, hp.head_dim_k, places[t].pos);
-            }
             // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
             // rounding of small query values in its attention kernel depends on it).
-            let scale = if model.arch.scales_queries_before_attention() {
-                q.iter_mut().for_each(|v| *v *= hp.attn_scale);
+            let q_scale = model
+                .arch
+                .scales_queries_before_attention()
+                .then_some(hp.attn_scale);
+            parallel::for_each_row(&mut q, hp.q_dim(), &mut k, hp.k_dim(), |t, q_t, k_t| {
+                if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
+                    ops::rms_norm_rows_inplace(q_t, qn, hp.rms_eps);
+                    ops::rms_norm_rows_inplace(k_t, kn, hp.rms_eps);
+                }
+                rope.apply(&mut [&mut *q_t, &mut *k_t], hp.head_dim_k, places[t].pos);
+                if let Some(s) = q_scale {
+                    q_t.iter_mut().for_each(|v| *v *= s);
+                }
+            });
+            let scale = if q_scale.is_some() {
                 1.0
             } else {
                 hp.attn_scale
@@ -347,30 +350,36 @@ impl Context {
             if let Some(b) = &lw.bo {
                 ops::add_bias(&mut o, b);
             }
-            if let Some(pn) = &lw.post_attn_norm {
-                ops::rms_norm_rows_inplace(&mut o, pn, hp.rms_eps);
-            }
-            ops::add_inplace(&mut x, &o);
+            let post = lw.post_attn_norm.as_deref();
+            parallel::for_each_row(&mut x, e, &mut o, e, |_, x_t, o_t| {
+                if let Some(pn) = post {
+                    ops::rms_norm_rows_inplace(o_t, pn, hp.rms_eps);
+                }
+                ops::add_inplace(x_t, o_t);
+            });
 
             // --- feed-forward block ---
-            for t in 0..n {
-                ops::rms_norm(
-                    &x[t * e..(t + 1) * e],
-                    &lw.ffn_norm,
-                    hp.rms_eps,
-                    &mut xn[t * e..(t + 1) * e],
-                );
-            }
+            parallel::for_each_row(&mut xn, e, &mut none, 0, |t, xn_t, _| {
+                ops::rms_norm(&x[t * e..(t + 1) * e], &lw.ffn_norm, hp.rms_eps, xn_t)
+            });
             let [mut gate, up] = project(gguf, &xn, n, [&lw.ffn_gate, &lw.ffn_up])?;
-            match model.arch.activation() {
-                Activation::SwiGlu => ops::swiglu_inplace(&mut gate, &up),
-                Activation::GeGlu => ops::geglu_inplace(&mut gate, &up),
-            }
+            let act = model.arch.activation();
+            let n_ff = hp.n_ff;
+            parallel::for_each_row(&mut gate, n_ff, &mut none, 0, |t, g_t, _| {
+                let up_t = &up[t * n_ff..(t + 1) * n_ff];
+                match act {
+                    Activation::SwiGlu => ops::swiglu_inplace(g_t, up_t),
+                    Activation::GeGlu => ops::geglu_inplace(g_t, up_t),
+                }
+            });
             let [mut down] = project(gguf, &gate, n, [&lw.ffn_down])?;
-            if let Some(pn) = &lw.post_ffn_norm {
-                ops::rms_norm_rows_inplace(&mut down, pn, hp.rms_eps);
-            }
-            ops::add_inplace(&mut x, &down);
+            let post = lw.post_ffn_norm.as_deref();
+            parallel::for_each_row(&mut x, e, &mut down, e, |_, x_t, d_t| {
+                if let Some(pn) = post {
+                    ops::rms_norm_rows_inplace(d_t, pn, hp.rms_eps);
+                }
+                ops::add_inplace(x_t, d_t);
+            });
         }
 
         // Output head: only the rows whose logits are wanted.

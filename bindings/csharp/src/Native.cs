@@ -124,7 +124,9 @@ namespace Kolibri
         public uint NLayer;
     }
 
-    /// <summary>kolibri_model_params; internal because the callback fields are managed by Model.Load.</summary>
+    /// <summary>kolibri_model_params; internal because the callback fields are managed by Model.Load.
+    /// This is the struct's first version: the library defaults the fields appended since
+    /// (repack_cache_dir).</summary>
     [StructLayout(LayoutKind.Sequential)]
     internal struct ModelParams
     {
