@@ -669,6 +669,11 @@ fn tiled_matmul_matches_scalar_dot_per_pair() {
     );
 }
 
+/// Whether two slices hold the same bit patterns (exact, NaN-safe equality).
+fn same_bits<T: Copy, B: PartialEq>(a: &[T], b: &[T], bits: fn(T) -> B) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| bits(*x) == bits(*y))
+}
+
 /// The key dot of the per-query attention kernel: the scalar twin is the documented sum order
 /// (eight partial sums, unfused products, then the tail), and every path reproduces it.
 #[test]
@@ -761,12 +766,8 @@ fn f16_attend_matches_scalar_and_softmax() {
         for path in CpuPath::available() {
             let mut got = vec![f32::NAN; hd];
             kernels::f16_attend_with(path, &q16, k0, v0, stride, rows.clone(), scale, &mut got);
-            let same = got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(
-                same,
+                same_bits(&got, &want, f32::to_bits),
                 "{path} f16_attend differs from scalar at head dim {hd}"
             );
         }
@@ -800,12 +801,8 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
             let mut got = start.clone();
             kernels::f16_mad_with(path, &mut got, &v, w);
             kernels::f16_scale_with(path, &mut got, s);
-            let same = got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(
-                same,
+                same_bits(&got, &want, f16::to_bits),
                 "{path} f16 accumulator kernels differ from scalar at len {len}"
             );
         }

@@ -739,9 +739,10 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
         } else {
             "avx2"
         };
+        let width = x8_width(ty);
         return Some(format!(
             "activations {act}; repacked into 8-row groups at load; {simd} x8 kernels, \
-             {X8_T}-token calls for batches (KOLIBRI_REPACK=0: in place)"
+             calls of up to {width} tokens (KOLIBRI_REPACK=0: in place)"
         ));
     }
     let batches = if tiles {
@@ -854,9 +855,9 @@ const X8_T: usize = 8;
 /// Widest call per layout. Measured on one thread, 4096 × 1536, the two splits alternated in
 /// one run: one call of 5-8 tokens beat a 4-token call plus the rest by 5-14% for Q4_K, Q5_0
 /// and Q8_0; Q6_K gained 10% at 5 tokens and lost 28% at 6 (its accumulators spill).
-fn x8_width(w: &interleaved::PackedMatrix) -> usize {
-    match w {
-        interleaved::PackedMatrix::Q6K(_) => 5,
+fn x8_width(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q6_K => 5,
         _ => X8_T,
     }
 }
@@ -953,7 +954,7 @@ pub fn matmul_packed_with(
     // Groups whose weights stay in L2 while each token chunk passes over them.
     let block = (ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1);
     let is_k = matches!(w, PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_));
-    let width = x8_width(w);
+    let width = x8_width(w.ty());
     let ptr = Disjoint::new(out);
     let task = move |c: usize| {
         let (g0, g1) = (c * chunk, ((c + 1) * chunk).min(groups));
