@@ -106,25 +106,108 @@ pub(crate) fn top_k(cands: &mut Vec<Candidate>, k: usize) {
     if k == 0 || k >= cands.len() {
         return;
     }
-    if k.saturating_mul(16) < cands.len() {
-        // Small k: a bounded heap costs about one comparison per token, since few tokens
-        // beat the current k-th best; this is several times faster than quickselect.
-        let mut heap = BinaryHeap::with_capacity(k + 1);
-        for &c in cands.iter() {
-            if heap.len() < k {
-                heap.push(Worst(c));
-            } else if let Some(mut worst) = heap.peek_mut() {
-                if cmp_desc(&c, &worst.0) == Ordering::Less {
-                    *worst = Worst(c);
-                }
-            }
-        }
+    if heap_pays(k, cands.len()) {
+        let mut best = KBest::new(k);
+        cands.iter().for_each(|&c| best.offer(c));
         cands.clear();
-        cands.extend(heap.into_iter().map(|w| w.0));
+        cands.extend(best.into_candidates());
     } else {
         cands.select_nth_unstable_by(k - 1, cmp_desc);
         cands.truncate(k);
     }
+}
+
+/// Small k: a bounded heap costs about one comparison per token, since few tokens beat the
+/// current k-th best; this is several times faster than quickselect.
+fn heap_pays(k: usize, n: usize) -> bool {
+    k.saturating_mul(16) < n
+}
+
+/// The `k` best candidates offered so far (k > 0), by [`cmp_desc`].
+struct KBest {
+    heap: BinaryHeap<Worst>,
+    k: usize,
+    /// The k-th best so far, once there are k: nothing with a lower logit can get in.
+    worst: Option<Candidate>,
+}
+
+impl KBest {
+    fn new(k: usize) -> KBest {
+        KBest {
+            heap: BinaryHeap::with_capacity(k + 1),
+            k,
+            worst: None,
+        }
+    }
+
+    /// The lowest logit that can still get in (IEEE `>=`, so -0.0 and +0.0 both pass:
+    /// a superset of what [`cmp_desc`] admits); `None` while fewer than k are kept.
+    fn threshold(&self) -> Option<f32> {
+        self.worst.map(|w| w.logit)
+    }
+
+    fn offer(&mut self, c: Candidate) {
+        match self.worst {
+            None => {
+                self.heap.push(Worst(c));
+                if self.heap.len() == self.k {
+                    self.worst = self.heap.peek().map(|w| w.0);
+                }
+            }
+            Some(w) => {
+                if c.logit >= w.logit && cmp_desc(&c, &w) == Ordering::Less {
+                    if let Some(mut top) = self.heap.peek_mut() {
+                        *top = Worst(c);
+                    }
+                    self.worst = self.heap.peek().map(|w| w.0);
+                }
+            }
+        }
+    }
+
+    /// The kept candidates, in heap order.
+    fn into_candidates(self) -> impl Iterator<Item = Candidate> {
+        self.heap.into_iter().map(|w| w.0)
+    }
+}
+
+/// [`fill_candidates`], dropping impossible (-inf) tokens, then [`top_k`], in one pass over
+/// `logits` without writing out the whole vocabulary: the same candidates in the same order.
+/// Falls back to those steps where `top_k` would not take its heap path.
+pub(crate) fn top_k_of_logits(cands: &mut Vec<Candidate>, logits: &[f32], k: usize) {
+    cands.clear();
+    let possible = |&l: &f32| sanitize(l) > f32::NEG_INFINITY;
+    let n_possible = logits
+        .iter()
+        .filter(|l| possible(l))
+        .take(k.saturating_mul(16) + 1)
+        .count();
+    if k == 0 || !heap_pays(k, n_possible) {
+        fill_candidates(cands, logits);
+        cands.retain(|c| c.logit > f32::NEG_INFINITY);
+        return top_k(cands, k);
+    }
+    // Chunks whose logits all fall below the current k-th best are skipped with one
+    // vectorised comparison per element (NaN compares false, as its -inf would).
+    const CHUNK: usize = 16;
+    let mut best = KBest::new(k);
+    for (c, chunk) in logits.chunks(CHUNK).enumerate() {
+        if let Some(t) = best.threshold() {
+            if !chunk.iter().fold(false, |any, &l| any | (l >= t)) {
+                continue;
+            }
+        }
+        for (j, &l) in chunk.iter().enumerate() {
+            if possible(&l) {
+                best.offer(Candidate {
+                    id: (c * CHUNK + j) as TokenId,
+                    logit: sanitize(l),
+                    p: 0.0,
+                });
+            }
+        }
+    }
+    cands.extend(best.into_candidates());
 }
 
 /// Nucleus (`top_p`) then `min_p` truncation, on the softmax of the current candidates.
@@ -290,6 +373,48 @@ mod tests {
             want.sort_by(cmp_desc);
             want.truncate(k);
             assert_eq!(ids(&c), ids(&want), "k = {k}");
+        }
+    }
+
+    #[test]
+    fn top_k_of_logits_matches_step_by_step() {
+        // Coarse values (ties), NaN and -inf sprinkled in; sizes on both sides of the
+        // heap threshold, and vocabularies with fewer finite logits than 16k.
+        let mut s = 11u64;
+        let mut next = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+            s >> 40
+        };
+        for (n, k, impossible) in [
+            (10_000, 40, 7),
+            (10_000, 40, 2),
+            (10_000, 1, 3),
+            (10_000, 600, 5),
+            (700, 40, 2),
+            (100, 40, 9),
+            (30, 40, 3),
+            (5, 0, 2),
+        ] {
+            let l: Vec<f32> = (0..n)
+                .map(|_| match next() % impossible {
+                    0 => f32::NEG_INFINITY,
+                    1 if impossible > 2 => f32::NAN,
+                    _ => (next() % 50) as f32 - 25.0,
+                })
+                .collect();
+            let mut want = cands(&l);
+            want.retain(|c| c.logit > f32::NEG_INFINITY);
+            top_k(&mut want, k);
+            let mut got = vec![Candidate {
+                id: 1,
+                logit: 0.0,
+                p: 0.0,
+            }];
+            top_k_of_logits(&mut got, &l, k);
+            let key = |c: &[Candidate]| -> Vec<(TokenId, u32)> {
+                c.iter().map(|c| (c.id, c.logit.to_bits())).collect()
+            };
+            assert_eq!(key(&got), key(&want), "n = {n}, k = {k}");
         }
     }
 

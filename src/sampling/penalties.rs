@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::chain::Candidate;
+use super::chain::sanitize;
 use super::params::SamplerParams;
 use super::TokenId;
 
@@ -30,7 +30,7 @@ impl Penalties {
         }
     }
 
-    fn active(&self) -> bool {
+    pub fn active(&self) -> bool {
         self.last_n > 0 && (self.repeat != 1.0 || self.frequency != 0.0 || self.presence != 0.0)
     }
 
@@ -57,18 +57,18 @@ impl Penalties {
         self.counts.clear();
     }
 
-    /// Applies the penalties in place. `cands` must still be in id order (`cands[i].id == i`),
-    /// so each seen token is a direct index; ids outside the vocabulary are ignored.
-    pub fn apply(&self, cands: &mut [Candidate]) {
+    /// Applies the penalties in place to a copy of the raw logits (indexed by token id);
+    /// ids outside the vocabulary are ignored. Penalised logits are sanitised (NaN → -inf,
+    /// +inf → f32::MAX) before and after, as every candidate logit is.
+    pub fn apply(&self, logits: &mut [f32]) {
         if !self.active() {
             return;
         }
         for (&tok, &count) in &self.counts {
-            let Some(c) = cands.get_mut(tok as usize) else {
+            let Some(logit) = logits.get_mut(tok as usize) else {
                 continue;
             };
-            debug_assert_eq!(c.id, tok);
-            let mut l = c.logit;
+            let mut l = sanitize(*logit);
             // Same rule as llama.cpp: a zero logit is "non-positive" and gets multiplied.
             if l <= 0.0 {
                 l *= self.repeat;
@@ -77,7 +77,7 @@ impl Penalties {
             }
             l -= count as f32 * self.frequency + self.presence;
             // A penalty < 1 can overflow a huge logit; keep the "finite or -inf" invariant.
-            c.logit = super::chain::sanitize(l);
+            *logit = sanitize(l);
         }
     }
 }
@@ -85,7 +85,6 @@ impl Penalties {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::chain::fill_candidates;
 
     fn params(repeat: f32, freq: f32, pres: f32, last_n: usize) -> SamplerParams {
         SamplerParams {
@@ -98,10 +97,9 @@ mod tests {
     }
 
     fn apply(p: &Penalties, logits: &[f32]) -> Vec<f32> {
-        let mut c = Vec::new();
-        fill_candidates(&mut c, logits);
-        p.apply(&mut c);
-        c.iter().map(|c| c.logit).collect()
+        let mut out = logits.to_vec();
+        p.apply(&mut out);
+        out
     }
 
     #[test]
@@ -156,6 +154,9 @@ mod tests {
         p.accept(0);
         p.accept(1);
         let out = apply(&p, &[f32::MAX, f32::NEG_INFINITY]);
+        assert_eq!(out, [f32::MAX, f32::NEG_INFINITY]);
+        // Raw +inf and NaN are sanitised before the penalty, as candidates are.
+        let out = apply(&p, &[f32::INFINITY, f32::NAN]);
         assert_eq!(out, [f32::MAX, f32::NEG_INFINITY]);
     }
 }

@@ -14,6 +14,8 @@ pub struct Sampler {
     rng: Xoshiro256StarStar,
     /// Reused between calls so a 262k vocabulary costs no allocation per token.
     cands: Vec<Candidate>,
+    /// The logits with penalties applied, when any are active (reused likewise).
+    penalised: Vec<f32>,
 }
 
 impl Sampler {
@@ -23,6 +25,7 @@ impl Sampler {
             penalties: Penalties::new(&params),
             rng: Xoshiro256StarStar::seed_from_u64(params.seed),
             cands: Vec::new(),
+            penalised: Vec::new(),
             params,
         })
     }
@@ -79,21 +82,28 @@ impl Sampler {
         self.rng = Xoshiro256StarStar::seed_from_u64(self.params.seed);
     }
 
-    /// Fills the candidate buffer and applies penalties; in sampling mode also truncation
-    /// and temperature. Returns false when no candidate has a finite logit.
+    /// Applies penalties and keeps the best candidates: the argmax in greedy mode, else
+    /// top-k, top-p, min-p and temperature. Returns false when no candidate has a finite
+    /// logit. Never writes out the whole vocabulary as candidates when top-k bounds it.
     fn prepare(&mut self, logits: &[f32]) -> bool {
-        chain::fill_candidates(&mut self.cands, logits);
-        self.penalties.apply(&mut self.cands);
-        if self.params.is_greedy() {
-            return true;
-        }
-        // Impossible tokens would only slow down selection and sorting.
-        self.cands.retain(|c| c.logit > f32::NEG_INFINITY);
+        let logits = if self.penalties.active() {
+            self.penalised.clear();
+            self.penalised.extend_from_slice(logits);
+            self.penalties.apply(&mut self.penalised);
+            &self.penalised[..]
+        } else {
+            logits
+        };
+        let p = &self.params;
+        // Greedy is top-1 under the same order (highest logit, lowest id on ties).
+        let k = if p.is_greedy() { 1 } else { p.top_k };
+        chain::top_k_of_logits(&mut self.cands, logits, k);
         if self.cands.is_empty() {
             return false;
         }
-        let p = &self.params;
-        chain::top_k(&mut self.cands, p.top_k);
+        if p.is_greedy() {
+            return true;
+        }
         chain::top_p_min_p(&mut self.cands, p.top_p, p.min_p);
         chain::softmax_with_temperature(&mut self.cands, p.temperature);
         true
