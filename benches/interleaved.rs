@@ -1,6 +1,6 @@
 //! In-place kernels (`kernels::matmul`: dot per row for one token, 1×8 tiles for batches)
-//! against the 8-row interleaved layouts (`kernels::matmul_packed`), one thread, AVX2, for 1, 4,
-//! 5, 8 and 64 tokens: Q5_0 and Q8_0 on a 4864 × 896 matrix (the 0.5B model's FFN), Q4_K and Q6_K on
+//! against the 8-row interleaved layouts (`kernels::matmul_packed`), one thread, AVX2, and the
+//! AVX-512 VNNI two-group kernels where the CPU has them, for 1, 4, 5, 8 and 64 tokens: Q5_0 and Q8_0 on a 4864 × 896 matrix (the 0.5B model's FFN), Q4_K and Q6_K on
 //! 8960 × 1536 (the 1.5B model's).
 //! `cargo bench --bench interleaved`; prints ms per matmul (best of 20).
 
@@ -27,8 +27,11 @@ fn main() {
         .build()
         .unwrap();
     println!("one thread, ms per matmul (best of 20)");
-    println!("| type | rows x k | tokens | in place | interleaved x8 | speedup |");
-    println!("|---|---|---|---|---|---|");
+    let wide = CpuPath::Avx512.is_available();
+    println!(
+        "| type | rows x k | tokens | in place | interleaved x8 | speedup | avx512 x16 | vs x8 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     // (type, rows, k, byte offsets of the block's f16 scales)
     let cases: [(GgmlType, usize, usize, &[usize]); 4] = [
         (GgmlType::Q5_0, 4864, 896, &[0]),
@@ -56,7 +59,7 @@ fn main() {
         let data = unsafe { std::slice::from_raw_parts(store.as_ptr() as *const u8, raw.len()) };
         let wm = WeightMatrix { ty, rows, k, data };
         let packed = PackedMatrix::repack(ty, data, rows, k, &|_| {}).unwrap();
-        for n in [1usize, 4, 5, 8, 64] {
+        for n in [1usize, 2, 4, 5, 6, 8, 64] {
             let x: Vec<f32> = (0..n * k)
                 .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
                 .collect();
@@ -76,8 +79,21 @@ fn main() {
                 .map(|(a, b)| (a - b).abs() / a.abs().max(1.0))
                 .fold(0f32, f32::max);
             assert!(err < 1e-3, "results differ: {err}");
+            let mut wide_got = vec![0f32; n * rows];
+            let x16 = if wide {
+                let ms = best(|| {
+                    pool.install(|| {
+                        kernels::matmul_packed_with(CpuPath::Avx512, &packed, &act, &mut wide_got)
+                    })
+                    .unwrap()
+                });
+                assert!(wide_got == got, "avx512 and avx2 results differ");
+                format!("{ms:.3} | {:.2}x", new / ms)
+            } else {
+                "- | -".to_string()
+            };
             println!(
-                "| {ty} | {rows} x {k} | {n} | {old:.3} | {new:.3} | {:.2}x |",
+                "| {ty} | {rows} x {k} | {n} | {old:.3} | {new:.3} | {:.2}x | {x16} |",
                 old / new
             );
         }

@@ -836,6 +836,8 @@ fn interleaved_layouts_match_in_place_dot() {
                 (11, 512, 7),
                 (8, 256, 8),
                 (5, 256, 19),
+                (200, 512, 8),
+                (97, 256, 13),
             ],
             _ => &[
                 (8, 32, 1),
@@ -848,6 +850,8 @@ fn interleaved_layouts_match_in_place_dot() {
                 (11, 128, 7),
                 (8, 64, 8),
                 (5, 64, 19),
+                (200, 512, 8),
+                (97, 256, 13),
             ],
         };
         for &(rows, k, n) in shapes {
@@ -878,9 +882,11 @@ fn interleaved_layouts_match_in_place_dot() {
                     _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), a),
                 }
             };
+            let mut by_path = Vec::new();
             for path in CpuPath::available() {
                 let mut got = vec![f32::NAN; n * rows];
                 kernels::matmul_packed_with(path, &packed, &act, &mut got).unwrap();
+                by_path.push((path, got.clone()));
                 for t in 0..n {
                     for r in 0..rows {
                         let (g, want) = (got[t * rows + r], dot(r, t));
@@ -890,6 +896,14 @@ fn interleaved_layouts_match_in_place_dot() {
                         );
                     }
                 }
+            }
+            // The AVX-512 two-group kernels sum the same integers and round the same way.
+            let of = |p: CpuPath| by_path.iter().find(|(q, _)| *q == p).map(|(_, o)| o);
+            if let (Some(wide), Some(narrow)) = (of(CpuPath::Avx512), of(CpuPath::Avx2)) {
+                assert!(
+                    same_bits(wide, narrow, f32::to_bits),
+                    "{ty} rows {rows} k {k} n {n}: avx512 differs from avx2"
+                );
             }
             for r in [0, rows / 2, rows - 1] {
                 let (mut got, mut want) = (vec![0f32; k], vec![0f32; k]);

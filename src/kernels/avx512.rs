@@ -24,12 +24,14 @@ pub fn detected() -> bool {
         && super::avx2::detected()
 }
 
+/// Compiles each item for this path's features ([`detected`]).
 macro_rules! tf {
     ($($item:item)*) => {$(
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         $item
     )*};
 }
+pub(super) use tf;
 
 tf! {
 #[inline]
@@ -44,7 +46,7 @@ unsafe fn load512(p: *const u8) -> __m512i {
 
 /// Two 32-byte runs as one vector.
 #[inline]
-unsafe fn load2x256(p0: *const u8, p1: *const u8) -> __m512i {
+pub(super) unsafe fn load2x256(p0: *const u8, p1: *const u8) -> __m512i {
     _mm512_inserti64x4(_mm512_castsi256_si512(load256(p0)), load256(p1), 1)
 }
 

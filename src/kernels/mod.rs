@@ -25,6 +25,8 @@ pub mod avx2_interleaved;
 mod avx2_tiles;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_interleaved;
 mod f16_vec;
 mod info;
 pub mod interleaved;
@@ -734,14 +736,20 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
         ActFormat::F32 => "f32",
     };
     if repacks(ty) {
-        let simd = if path == CpuPath::Scalar {
-            "scalar"
-        } else {
-            "avx2"
+        let simd = match path {
+            CpuPath::Scalar => "scalar x8 kernels".to_string(),
+            CpuPath::Avx512 => match pair_min_tokens(ty) {
+                1 => "avx512 vnni kernels on two groups (16 rows) per call".to_string(),
+                m => format!(
+                    "avx512 vnni kernels on two groups (16 rows) per call of {m}+ tokens, \
+                     avx2 x8 kernels below"
+                ),
+            },
+            _ => "avx2 x8 kernels".to_string(),
         };
         let width = x8_width(ty);
         return Some(format!(
-            "activations {act}; repacked into 8-row groups at load; {simd} x8 kernels, \
+            "activations {act}; repacked into 8-row groups at load; {simd}, \
              calls of up to {width} tokens (KOLIBRI_REPACK=0: in place)"
         ));
     }
@@ -862,6 +870,34 @@ fn x8_width(ty: GgmlType) -> usize {
     }
 }
 
+/// Fewest tokens per call at which the AVX-512 two-group kernels beat the AVX2 one-group
+/// ones (`cargo bench --bench interleaved`, one thread): Q4_K and Q6_K from one token
+/// (1.1-1.7x); Q5_0 and Q8_0 from 6 (1.2-1.9x), below that joining the two groups' lines costs
+/// more than the wider multiply-adds save (0.55-1.0x at 1-4 tokens).
+fn pair_min_tokens(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q5_0 | GgmlType::Q8_0 => 6,
+        _ => 1,
+    }
+}
+
+/// `$rows.$f::<T>(args)` with the const `T` = `$step` (1..=8).
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_width {
+    ($step:expr, $rows:ident . $f:ident ($($arg:expr),*)) => {
+        match $step {
+            8 => $rows.$f::<8>($($arg),*),
+            7 => $rows.$f::<7>($($arg),*),
+            6 => $rows.$f::<6>($($arg),*),
+            5 => $rows.$f::<5>($($arg),*),
+            4 => $rows.$f::<4>($($arg),*),
+            3 => $rows.$f::<3>($($arg),*),
+            2 => $rows.$f::<2>($($arg),*),
+            _ => $rows.$f::<1>($($arg),*),
+        }
+    };
+}
+
 /// Up to [`X8_T`] token rows of quantized activations, in both formats (one of them empty).
 #[cfg(target_arch = "x86_64")]
 struct X8Rows<'a> {
@@ -893,6 +929,31 @@ impl X8Rows<'_> {
             PackedMatrix::Q8_0(w) => q8_0x8_group::<T>(w, g, a, s),
             PackedMatrix::Q4K(w) => q4_kx8_group::<T>(w, g, k),
             PackedMatrix::Q6K(w) => q6_kx8_group::<T>(w, g, k),
+        };
+        out[..T].copy_from_slice(&rows);
+    }
+
+    /// Rows of groups `g` and `g + 1` × the first `T` tokens into `out[..T]`.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C; both groups exist; rows as for `group`.
+    #[inline]
+    unsafe fn pair<const T: usize>(
+        &self,
+        w: &interleaved::PackedMatrix,
+        g: usize,
+        out: &mut [[f32; avx512_interleaved::PAIR]],
+    ) {
+        use avx512_interleaved::*;
+        use interleaved::PackedMatrix;
+        let a: [&[BlockQ8_0]; T] = std::array::from_fn(|j| self.a[j]);
+        let s: [&[interleaved::Q8Side]; T] = std::array::from_fn(|j| self.sides[j]);
+        let k: [&[BlockQ8K]; T] = std::array::from_fn(|j| self.k[j]);
+        let rows = match w {
+            PackedMatrix::Q5_0(w) => q5_0x8_pair::<T>(w, g, a, s),
+            PackedMatrix::Q8_0(w) => q8_0x8_pair::<T>(w, g, a, s),
+            PackedMatrix::Q4K(w) => q4_kx8_pair::<T>(w, g, k),
+            PackedMatrix::Q6K(w) => q6_kx8_pair::<T>(w, g, k),
         };
         out[..T].copy_from_slice(&rows);
     }
@@ -949,16 +1010,27 @@ pub fn matmul_packed_with(
     };
     let groups = w.groups();
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
+    // Two groups per call on AVX-512; tasks and row blocks hold whole pairs where they can.
+    let wide = simd && path == CpuPath::Avx512;
+    let pairs = |groups: usize| {
+        if wide {
+            groups.next_multiple_of(2)
+        } else {
+            groups
+        }
+    };
     let threads = crate::parallel::threads();
-    let chunk = task_rows(groups, GROUP * w.k() * n, threads);
+    let chunk = pairs(task_rows(groups, GROUP * w.k() * n, threads));
     // Groups whose weights stay in L2 while each token chunk passes over them.
-    let block = (ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1);
+    let block = pairs((ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1));
     let is_k = matches!(w, PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_));
     let width = x8_width(w.ty());
+    #[cfg(target_arch = "x86_64")]
+    let pair_min = pair_min_tokens(w.ty());
     let ptr = Disjoint::new(out);
     let task = move |c: usize| {
         let (g0, g1) = (c * chunk, ((c + 1) * chunk).min(groups));
-        let put = |g: usize, t: usize, o: &[f32; GROUP]| {
+        let put = |g: usize, t: usize, o: &[f32]| {
             for (r, &v) in o.iter().enumerate() {
                 let row = g * GROUP + r;
                 if row < rows {
@@ -972,6 +1044,8 @@ pub fn matmul_packed_with(
         let krow = |t: usize| ak.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
         let srow = |t: usize| sides.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
         let mut o = [[0f32; GROUP]; X8_T];
+        #[cfg(target_arch = "x86_64")]
+        let mut o2 = [[0f32; avx512_interleaved::PAIR]; X8_T];
         for b0 in (g0..g1).step_by(block) {
             let b1 = (b0 + block).min(g1);
             let mut t = 0;
@@ -981,7 +1055,28 @@ pub fn matmul_packed_with(
                 let kr: [&[BlockQ8K]; X8_T] = std::array::from_fn(|j| krow((t + j).min(n - 1)));
                 let sr: [&[interleaved::Q8Side]; X8_T] =
                     std::array::from_fn(|j| srow((t + j).min(n - 1)));
-                for g in b0..b1 {
+                let mut g = b0;
+                while g < b1 {
+                    #[cfg(target_arch = "x86_64")]
+                    if wide && step >= pair_min && g + 1 < b1 {
+                        let o = &mut o2[..step];
+                        // SAFETY: `wide` means the dispatched path is AVX-512 (self-tested);
+                        // groups g and g + 1 exist; every token row has `nb` blocks and sums.
+                        unsafe {
+                            let rows = X8Rows {
+                                a: &ar,
+                                sides: &sr,
+                                k: &kr,
+                            };
+                            by_width!(step, rows.pair(w, g, o));
+                        }
+                        for (j, o) in o.iter().enumerate() {
+                            put(g, t + j, &o[..GROUP]);
+                            put(g + 1, t + j, &o[GROUP..]);
+                        }
+                        g += 2;
+                        continue;
+                    }
                     let o = &mut o[..step];
                     if !simd {
                         let rows = if is_k {
@@ -1000,19 +1095,11 @@ pub fn matmul_packed_with(
                                 sides: &sr,
                                 k: &kr,
                             };
-                            match step {
-                                8 => rows.group::<8>(w, g, o),
-                                7 => rows.group::<7>(w, g, o),
-                                6 => rows.group::<6>(w, g, o),
-                                5 => rows.group::<5>(w, g, o),
-                                4 => rows.group::<4>(w, g, o),
-                                3 => rows.group::<3>(w, g, o),
-                                2 => rows.group::<2>(w, g, o),
-                                _ => rows.group::<1>(w, g, o),
-                            }
+                            by_width!(step, rows.group(w, g, o));
                         }
                     }
                     o.iter().enumerate().for_each(|(j, o)| put(g, t + j, o));
+                    g += 1;
                 }
                 t += step;
             }
