@@ -25,7 +25,7 @@ use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8Side
 use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 
 /// Rows per call: two groups.
-pub const PAIR: usize = 2 * GROUP;
+pub(crate) const PAIR: usize = 2 * GROUP;
 
 tf! {
 /// The same line of both groups.
