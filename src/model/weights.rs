@@ -377,6 +377,14 @@ impl Weights {
             .collect();
         // Nothing to repack (an architecture without interleaved kernels): no cache file.
         let cache = cache.filter(|_| !wanted.is_empty());
+        if cache.is_some() {
+            // Prefaulting the in-place tensors maps whole page-cache folios around them, most
+            // of them these tensors' file pages (gemma: 67 MB). Dropped before the cached copy
+            // is mapped, so the peak holds one copy; a miss re-reads them from the page cache.
+            for lin in &targets {
+                release_pages(lin.matrix(gguf).data);
+            }
+        }
         let cached = cache.and_then(|c| c.load(&wanted));
         let from_cache = cached.is_some();
         if let Some(mats) = cached {
