@@ -122,8 +122,8 @@ pub unsafe fn q8_0x8_group<const T: usize>(
     for b in 0..w.nb {
         let gb = g * w.nb + b;
         let p = w.qs.as_ptr().add(gb * 8) as *const __m256i;
-        let q: [__m256i; 8] = std::array::from_fn(|k| _mm256_load_si256(p.add(k)));
-        let aq: [__m256i; 8] = std::array::from_fn(|k| _mm256_abs_epi8(q[k]));
+        let q = each!(8, _mm256_setzero_si256(), |k| _mm256_load_si256(p.add(k)));
+        let aq = each!(8, _mm256_setzero_si256(), |k| _mm256_abs_epi8(q[k]));
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(w.d.as_ptr().add(gb) as *const __m128i));
         for t in 0..T {
             let y = a[t].get_unchecked(b);
@@ -207,7 +207,7 @@ pub unsafe fn q4_kx8_group<const T: usize>(
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
         let x = w.block(g, b);
-        let y: [&BlockQ8K; T] = std::array::from_fn(|t| a[t].get_unchecked(b));
+        let y = each!(T, a[0].get_unchecked(b), |t| a[t].get_unchecked(b));
         let line = |l: usize| _mm256_load_si256(x.qs[l].0.as_ptr() as *const __m256i);
         let mut isum = [_mm256_setzero_si256(); T];
         for j in 0..8 {
@@ -251,8 +251,10 @@ pub unsafe fn q4_kx8_group<const T: usize>(
         }
         // Mins: row r subtracts dmin_r · Σ_j min[j][r] · (sum of sub-block j's activations).
         // The 32-quant sums come from the 16-quant ones, packed to i16 pairs (S_2i, S_2i+1).
-        let mn: [__m256i; 4] =
-            std::array::from_fn(|i| pairs_u8(&x.mins[2 * i], &x.mins[2 * i + 1]));
+        let mn = each!(4, _mm256_setzero_si256(), |i| pairs_u8(
+            &x.mins[2 * i],
+            &x.mins[2 * i + 1]
+        ));
         let (d, dmin) = (rows_f32(&x.d), rows_f32(&x.dmin));
         for t in 0..T {
             let bs = _mm256_loadu_si256(y[t].bsums.as_ptr() as *const __m256i);
@@ -297,7 +299,7 @@ pub unsafe fn q6_kx8_group<const T: usize>(
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
         let x = w.block(g, b);
-        let y: [&BlockQ8K; T] = std::array::from_fn(|t| a[t].get_unchecked(b));
+        let y = each!(T, a[0].get_unchecked(b), |t| a[t].get_unchecked(b));
         let load = |l: &Line32| _mm256_load_si256(l.0.as_ptr() as *const __m256i);
         // Bits 2m..2m+2 of each byte moved to bits 4..6 (16-bit shifts: the mask keeps
         // in-byte bits).

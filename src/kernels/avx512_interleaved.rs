@@ -112,11 +112,11 @@ pub unsafe fn q5_0x8_pair<const T: usize>(
     let m4 = _mm512_set1_epi8(15);
     let b4 = _mm512_set1_epi8(16);
     let mut acc = [_mm512_setzero_ps(); T];
+    let (qs, qh, wd) = (&w.qs[..], &w.qh[..], &w.d[..]);
     for b in 0..w.nb {
         let (x0, x1) = (g * w.nb + b, (g + 1) * w.nb + b);
-        let p: [__m512i; 4] =
-            std::array::from_fn(|k| lines(&w.qs[x0 * 4 + k], &w.qs[x1 * 4 + k]));
-        let h = lines(&w.qh[x0], &w.qh[x1]);
+        let p = each!(4, _mm512_setzero_si512(), |k| lines(&qs[x0 * 4 + k], &qs[x1 * 4 + k]));
+        let h = lines(&qh[x0], &qh[x1]);
         // Bit k of each byte of `h` moved to bit 4, as in the AVX2 unpacking.
         let hb = |v: __m512i| _mm512_and_si512(v, b4);
         let lo = |v: __m512i| _mm512_and_si512(v, m4);
@@ -131,7 +131,7 @@ pub unsafe fn q5_0x8_pair<const T: usize>(
             _mm512_or_si512(hi(p[2]), hb(_mm512_srli_epi16(h, 2))),
             _mm512_or_si512(hi(p[3]), hb(_mm512_srli_epi16(h, 3))),
         ];
-        let dw = rows_f32(&w.d[x0], &w.d[x1]);
+        let dw = rows_f32(&wd[x0], &wd[x1]);
         for t in 0..T {
             let y = a[t].get_unchecked(b).qs.as_ptr();
             // Two chains, so a lone token is not bound by the instruction's latency.
@@ -163,12 +163,13 @@ pub unsafe fn q8_0x8_pair<const T: usize>(
 ) -> [[f32; PAIR]; T] {
     let flip = _mm512_set1_epi8(-128);
     let mut acc = [_mm512_setzero_ps(); T];
+    let (qs, wd) = (&w.qs[..], &w.d[..]);
     for b in 0..w.nb {
         let (x0, x1) = (g * w.nb + b, (g + 1) * w.nb + b);
-        let q: [__m512i; 8] = std::array::from_fn(|k| {
-            _mm512_xor_si512(lines(&w.qs[x0 * 8 + k], &w.qs[x1 * 8 + k]), flip)
+        let q = each!(8, _mm512_setzero_si512(), |k| {
+            _mm512_xor_si512(lines(&qs[x0 * 8 + k], &qs[x1 * 8 + k]), flip)
         });
-        let dw = rows_f32(&w.d[x0], &w.d[x1]);
+        let dw = rows_f32(&wd[x0], &wd[x1]);
         for t in 0..T {
             let y = a[t].get_unchecked(b).qs.as_ptr();
             let (mut s0, mut s1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
@@ -198,9 +199,13 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
 ) -> [[f32; PAIR]; T] {
     let m4 = _mm512_set1_epi8(15);
     let mut acc = [_mm512_setzero_ps(); T];
+    let blocks = &w.blocks[..];
     for b in 0..w.nb {
-        let (x0, x1) = (w.block(g, b), w.block(g + 1, b));
-        let y: [*const i8; T] = std::array::from_fn(|t| a[t].get_unchecked(b).qs.as_ptr());
+        let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
+        let mut y = [std::ptr::null(); T];
+        for t in 0..T {
+            y[t] = a[t].get_unchecked(b).qs.as_ptr();
+        }
         let mut isum = [_mm512_setzero_si512(); T];
         for j in 0..8 {
             let sc = rows_u8(&x0.scales[j], &x1.scales[j]);
@@ -229,13 +234,11 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
         }
         // Mins: row r subtracts dmin_r · Σ_j min[j][r] · (sub-block j's activation sum), with
         // the 32-quant sums packed to i16 pairs (S_2i, S_2i+1) as in the AVX2 kernel.
-        let mn: [__m512i; 4] = std::array::from_fn(|i| {
-            row_pairs(
-                (&x0.mins[2 * i], &x1.mins[2 * i]),
-                (&x0.mins[2 * i + 1], &x1.mins[2 * i + 1]),
-                false,
-            )
-        });
+        let mn = each!(4, _mm512_setzero_si512(), |i| row_pairs(
+            (&x0.mins[2 * i], &x1.mins[2 * i]),
+            (&x0.mins[2 * i + 1], &x1.mins[2 * i + 1]),
+            false,
+        ));
         let (d, dmin) = (rows_f32(&x0.d, &x1.d), rows_f32(&x0.dmin, &x1.dmin));
         for t in 0..T {
             let yt = a[t].get_unchecked(b);
@@ -288,9 +291,13 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
             m2,
         )
     };
+    let blocks = &w.blocks[..];
     for b in 0..w.nb {
-        let (x0, x1) = (w.block(g, b), w.block(g + 1, b));
-        let y: [*const i8; T] = std::array::from_fn(|t| a[t].get_unchecked(b).qs.as_ptr());
+        let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
+        let mut y = [std::ptr::null(); T];
+        for t in 0..T {
+            y[t] = a[t].get_unchecked(b).qs.as_ptr();
+        }
         let mut isum = [_mm512_setzero_si512(); T];
         for j in 0..8 {
             let line = |i: usize| lines(&x0.lines[j][i], &x1.lines[j][i]);
@@ -320,14 +327,12 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
                 isum[t] = _mm512_add_epi32(isum[t], s);
             }
         }
-        let sp: [__m512i; 8] = std::array::from_fn(|c| {
-            let bytes = |v: &[i8; GROUP]| &*(v as *const [i8; GROUP] as *const [u8; GROUP]);
-            row_pairs(
-                (bytes(&x0.scales[2 * c]), bytes(&x1.scales[2 * c])),
-                (bytes(&x0.scales[2 * c + 1]), bytes(&x1.scales[2 * c + 1])),
-                true,
-            )
-        });
+        let bytes = |v: &[i8; GROUP]| &*(v as *const [i8; GROUP] as *const [u8; GROUP]);
+        let sp = each!(8, _mm512_setzero_si512(), |c| row_pairs(
+            (bytes(&x0.scales[2 * c]), bytes(&x1.scales[2 * c])),
+            (bytes(&x0.scales[2 * c + 1]), bytes(&x1.scales[2 * c + 1])),
+            true,
+        ));
         let d = rows_f32(&x0.d, &x1.d);
         for t in 0..T {
             let yt = a[t].get_unchecked(b);
