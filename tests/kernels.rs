@@ -302,7 +302,7 @@ fn every_path_matches_scalar_on_all_types_and_shapes() {
                             let tol = 2e-5 * mag * 1.02 + 1e-6;
                             let (g, e) = (got[t * rows + r], want[t * rows + r]);
                             // The NEON kernels keep the scalar kernels' order of f32 work.
-                            if matches!(p, CpuPath::Neon | CpuPath::Dotprod) {
+                            if matches!(p, CpuPath::Neon | CpuPath::Dotprod | CpuPath::I8mm) {
                                 assert_eq!(g.to_bits(), e.to_bits(), "{ty} {p} t={t} r={r}");
                             }
                             assert!(
@@ -430,6 +430,7 @@ fn path_selection_and_forcing() {
         CpuPath::Avx512,
         CpuPath::Neon,
         CpuPath::Dotprod,
+        CpuPath::I8mm,
     ] {
         let (p, warn) = kernels::resolve_cpu_path(Some(req.name()));
         if req.is_available() {
@@ -602,6 +603,10 @@ fn check_tiles<W: Block, A: Copy>(case: TileCase<W, A>, rng: &mut Rng) {
                         .sum();
                     let tol = 1e-5 * mag;
                     let g = got[t * rows + r];
+                    // The NEON kernels (the i8mm tiles too) keep the scalar order of f32 work.
+                    if matches!(p, CpuPath::Neon | CpuPath::Dotprod | CpuPath::I8mm) {
+                        assert_eq!(g.to_bits(), want.to_bits(), "{ty} {p} r={r} t={t}");
+                    }
                     assert!(
                         ((g - want) as f64).abs() <= tol,
                         "{ty} {p} rows={rows} n={n_tokens} k={k} r={r} t={t}: {g} vs scalar \

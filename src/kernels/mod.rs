@@ -46,6 +46,8 @@ mod info;
 pub mod interleaved;
 #[cfg(target_arch = "aarch64")]
 pub mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_i8mm;
 pub mod scalar;
 
 pub use f16_vec::{
@@ -94,6 +96,8 @@ pub enum CpuPath {
     Neon,
     /// aarch64 NEON with the dot-product extension (`sdot`; armv8.2-a+dotprod).
     Dotprod,
+    /// [`CpuPath::Dotprod`] plus the int8 matrix-multiply extension (`smmla`; i8mm) for batches.
+    I8mm,
 }
 
 impl CpuPath {
@@ -104,6 +108,7 @@ impl CpuPath {
             CpuPath::Avx512 => "avx512",
             CpuPath::Neon => "neon",
             CpuPath::Dotprod => "dotprod",
+            CpuPath::I8mm => "i8mm",
         }
     }
 
@@ -119,6 +124,8 @@ impl CpuPath {
             CpuPath::Neon => true,
             #[cfg(target_arch = "aarch64")]
             CpuPath::Dotprod => neon::dotprod_detected(),
+            #[cfg(target_arch = "aarch64")]
+            CpuPath::I8mm => neon_i8mm::detected(),
             #[allow(unreachable_patterns)]
             _ => false,
         }
@@ -137,6 +144,7 @@ impl CpuPath {
             CpuPath::Avx512,
             CpuPath::Neon,
             CpuPath::Dotprod,
+            CpuPath::I8mm,
         ]
         .into_iter()
         .filter(|p| p.is_available())
@@ -150,6 +158,7 @@ impl CpuPath {
             "avx512" => Some(CpuPath::Avx512),
             "neon" => Some(CpuPath::Neon),
             "dotprod" => Some(CpuPath::Dotprod),
+            "i8mm" => Some(CpuPath::I8mm),
             _ => None,
         }
     }
@@ -174,7 +183,7 @@ pub fn resolve_cpu_path(request: Option<&str>) -> (CpuPath, Option<String>) {
             best,
             Some(format!(
                 "kolibri: KOLIBRI_CPU={req:?} not understood \
-                 (scalar|avx2|avx512|neon|dotprod); using {best}"
+                 (scalar|avx2|avx512|neon|dotprod|i8mm); using {best}"
             )),
         ),
         Some(p) if p.is_available() => (p, None),
@@ -201,6 +210,7 @@ pub fn cpu_path() -> CpuPath {
         while let Err(e) = self_test(path) {
             let lower = match path {
                 CpuPath::Avx512 => CpuPath::Avx2,
+                CpuPath::I8mm => CpuPath::Dotprod,
                 CpuPath::Dotprod => CpuPath::Neon,
                 _ => CpuPath::Scalar,
             };
@@ -282,12 +292,18 @@ pub fn self_test(path: CpuPath) -> Result<(), String> {
     macro_rules! tt {
         ($name:literal, $tiles:ident, $kern:ident, $w:expr, $a:expr) => {{
             let (w, a) = (&$w[..], &$a[..]);
-            if let Some(tl) = &kt.$tiles {
-                // SAFETY: as above.
-                let (got, want) = unsafe { ((tl.mm)([w; MM_R], [a; MM_T]), (SCALAR.$kern)(w, a)) };
-                for &g in got.iter().flatten() {
-                    check($name, g, want, want.abs().max(1.0));
-                }
+            // SAFETY: as above.
+            let want = unsafe { (SCALAR.$kern)(w, a) };
+            // SAFETY: as above.
+            let got: Vec<f32> = match &kt.$tiles {
+                TileSet::None => Vec::new(),
+                TileSet::Rows1(tl) => unsafe { (tl.mm)([w], [a; MM_T]) }.as_flattened().to_vec(),
+                TileSet::Rows2(tl) => unsafe { (tl.mm)([w; 2], [a; MM_T]) }
+                    .as_flattened()
+                    .to_vec(),
+            };
+            for g in got {
+                check($name, g, want, want.abs().max(1.0));
             }
         }};
     }
@@ -550,10 +566,9 @@ impl WeightMatrix<'_> {
 
 type DotFn<W, A> = unsafe fn(&[W], &[A]) -> f32;
 
-/// Rows × tokens of a matmul tile kernel (8 tokens measured faster than 4 on every tiled
-/// type); kernels of `MM_R` × 4 and × 2 take token tails. Single tokens (matvec and the last
-/// tail token) use the dot kernels, which measured as fast as multi-row tiles for one token.
-const MM_R: usize = 1;
+/// Tokens of a matmul tile kernel (8 tokens measured faster than 4 on every tiled AVX2 type);
+/// kernels of 4 and 2 tokens take token tails. Single tokens (matvec and the last tail token)
+/// use the dot kernels, which measured as fast as multi-row tiles for one token on AVX2.
 const MM_T: usize = 8;
 
 /// Dot products of `R` weight rows with `T` activation rows: `out[r][t]`.
@@ -562,10 +577,32 @@ type TileFn<W, A, const R: usize, const T: usize> =
 
 /// Tile kernels of one weight type: results match the type's dot kernel per (row, token) up
 /// to f32 rounding.
-struct Tiles<W: 'static, A: 'static> {
-    mm: TileFn<W, A, MM_R, MM_T>,
-    mm4: TileFn<W, A, MM_R, 4>,
-    mm2: TileFn<W, A, MM_R, 2>,
+struct Tiles<W: 'static, A: 'static, const R: usize> {
+    mm: TileFn<W, A, R, MM_T>,
+    mm4: TileFn<W, A, R, 4>,
+    mm2: TileFn<W, A, R, 2>,
+}
+
+/// A weight type's tile kernels on one path, by weight rows per call.
+enum TileSet<W: 'static, A: 'static> {
+    None,
+    /// One row per call (AVX2).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Rows1(Tiles<W, A, 1>),
+    /// Two rows per call (i8mm: `smmla` multiplies two rows by two tokens).
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    Rows2(Tiles<W, A, 2>),
+}
+
+impl<W, A> TileSet<W, A> {
+    /// Weight rows per call (0 without tiles).
+    fn rows(&self) -> usize {
+        match self {
+            TileSet::None => 0,
+            TileSet::Rows1(_) => 1,
+            TileSet::Rows2(_) => 2,
+        }
+    }
 }
 
 /// One path's kernels. Every entry is `unsafe` because SIMD ones require their CPU features;
@@ -582,21 +619,21 @@ struct Kernels {
     f16: DotFn<f16, f16>,
     bf16: DotFn<bf16, bf16>,
     f32: DotFn<f32, f32>,
-    q4_0_t: Option<Tiles<BlockQ4_0, BlockQ8_0>>,
-    q5_0_t: Option<Tiles<BlockQ5_0, BlockQ8_0>>,
-    q8_0_t: Option<Tiles<BlockQ8_0, BlockQ8_0>>,
-    q4_k_t: Option<Tiles<BlockQ4K, BlockQ8K>>,
-    q6_k_t: Option<Tiles<BlockQ6K, BlockQ8K>>,
+    q4_0_t: TileSet<BlockQ4_0, BlockQ8_0>,
+    q5_0_t: TileSet<BlockQ5_0, BlockQ8_0>,
+    q8_0_t: TileSet<BlockQ8_0, BlockQ8_0>,
+    q4_k_t: TileSet<BlockQ4K, BlockQ8K>,
+    q6_k_t: TileSet<BlockQ6K, BlockQ8K>,
 }
 
 /// The AVX2 tile kernels of one weight type.
 #[cfg(target_arch = "x86_64")]
 macro_rules! avx2_tiles {
     ($f:ident) => {
-        Some(Tiles {
-            mm: avx2_tiles::$f::<MM_R, MM_T>,
-            mm4: avx2_tiles::$f::<MM_R, 4>,
-            mm2: avx2_tiles::$f::<MM_R, 2>,
+        TileSet::Rows1(Tiles {
+            mm: avx2_tiles::$f::<1, MM_T>,
+            mm4: avx2_tiles::$f::<1, 4>,
+            mm2: avx2_tiles::$f::<1, 2>,
         })
     };
 }
@@ -613,11 +650,11 @@ const SCALAR: Kernels = Kernels {
     f16: scalar::vec_dot_f16_f16,
     bf16: scalar::vec_dot_bf16_bf16,
     f32: scalar::vec_dot_f32_f32,
-    q4_0_t: None,
-    q5_0_t: None,
-    q8_0_t: None,
-    q4_k_t: None,
-    q6_k_t: None,
+    q4_0_t: TileSet::None,
+    q5_0_t: TileSet::None,
+    q8_0_t: TileSet::None,
+    q4_k_t: TileSet::None,
+    q6_k_t: TileSet::None,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -655,26 +692,43 @@ const AVX512: Kernels = Kernels {
     f32: avx512::vec_dot_f32_f32,
     // No AVX-512 tiles yet; the VNNI dot kernels were not measured against the AVX2 tiles
     // (no AVX-512 machine at hand), so this path keeps them.
-    q4_0_t: None,
-    q5_0_t: None,
-    q8_0_t: None,
-    q4_k_t: None,
-    q6_k_t: None,
+    q4_0_t: TileSet::None,
+    q5_0_t: TileSet::None,
+    q8_0_t: TileSet::None,
+    q4_k_t: TileSet::None,
+    q6_k_t: TileSet::None,
 };
 
-/// The NEON tables: dot kernels for the types of the reference models and Q4_0; the other
-/// types and every batch go through the dot kernels too (no NEON tiles yet).
+/// The NEON tables: dot kernels for the types of the reference models and Q4_0 (the other
+/// types use the scalar ones); batches go through the dot kernels per token, or through 2-row
+/// `smmla` tiles where the CPU has i8mm.
 #[cfg(target_arch = "aarch64")]
 macro_rules! neon_table {
     ($m:ident) => {
+        neon_table!($m, {})
+    };
+    ($m:ident, { $($tiles:tt)* }) => {
         Kernels {
             q4_0: neon::$m::vec_dot_q4_0_q8_0,
             q5_0: neon::$m::vec_dot_q5_0_q8_0,
             q8_0: neon::$m::vec_dot_q8_0_q8_0,
             q4_k: neon::$m::vec_dot_q4_k_q8_k,
             q6_k: neon::$m::vec_dot_q6_k_q8_k,
+            $($tiles)*
             ..SCALAR
         }
+    };
+}
+
+/// The i8mm tile kernels of one weight type.
+#[cfg(target_arch = "aarch64")]
+macro_rules! i8mm_tiles {
+    ($f:ident) => {
+        TileSet::Rows2(Tiles {
+            mm: neon_i8mm::$f::<MM_T>,
+            mm4: neon_i8mm::$f::<4>,
+            mm2: neon_i8mm::$f::<2>,
+        })
     };
 }
 
@@ -683,6 +737,15 @@ const NEON: Kernels = neon_table!(base);
 
 #[cfg(target_arch = "aarch64")]
 const DOTPROD: Kernels = neon_table!(dotprod);
+
+#[cfg(target_arch = "aarch64")]
+const I8MM: Kernels = neon_table!(dotprod, {
+    q4_0_t: i8mm_tiles!(q4_0_tile),
+    q5_0_t: i8mm_tiles!(q5_0_tile),
+    q8_0_t: i8mm_tiles!(q8_0_tile),
+    q4_k_t: i8mm_tiles!(q4_k_tile),
+    q6_k_t: i8mm_tiles!(q6_k_tile),
+});
 
 /// The kernel table for `path`, or the best available one if the CPU lacks it (so a table
 /// handed out is always safe to call).
@@ -702,6 +765,8 @@ fn kernels(path: CpuPath) -> &'static Kernels {
         CpuPath::Neon => &NEON,
         #[cfg(target_arch = "aarch64")]
         CpuPath::Dotprod => &DOTPROD,
+        #[cfg(target_arch = "aarch64")]
+        CpuPath::I8mm => &I8MM,
         #[allow(unreachable_patterns)]
         _ => &SCALAR,
     }
@@ -713,35 +778,25 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
     // A SIMD table entry that still points at the scalar kernel has no SIMD version yet.
     let simd = |ours: usize, scalar: usize| ours != scalar;
     let (dot_simd, tiles) = match ty {
-        GgmlType::Q4_0 => (
-            simd(k.q4_0 as usize, SCALAR.q4_0 as usize),
-            k.q4_0_t.is_some(),
-        ),
-        GgmlType::Q5_0 => (
-            simd(k.q5_0 as usize, SCALAR.q5_0 as usize),
-            k.q5_0_t.is_some(),
-        ),
-        GgmlType::Q8_0 => (
-            simd(k.q8_0 as usize, SCALAR.q8_0 as usize),
-            k.q8_0_t.is_some(),
-        ),
-        GgmlType::Q2_K => (simd(k.q2_k as usize, SCALAR.q2_k as usize), false),
-        GgmlType::Q3_K => (simd(k.q3_k as usize, SCALAR.q3_k as usize), false),
-        GgmlType::Q4_K => (
-            simd(k.q4_k as usize, SCALAR.q4_k as usize),
-            k.q4_k_t.is_some(),
-        ),
-        GgmlType::Q5_K => (simd(k.q5_k as usize, SCALAR.q5_k as usize), false),
-        GgmlType::Q6_K => (
-            simd(k.q6_k as usize, SCALAR.q6_k as usize),
-            k.q6_k_t.is_some(),
-        ),
-        GgmlType::F16 => (simd(k.f16 as usize, SCALAR.f16 as usize), false),
-        GgmlType::BF16 => (simd(k.bf16 as usize, SCALAR.bf16 as usize), false),
-        GgmlType::F32 => (simd(k.f32 as usize, SCALAR.f32 as usize), false),
+        GgmlType::Q4_0 => (simd(k.q4_0 as usize, SCALAR.q4_0 as usize), k.q4_0_t.rows()),
+        GgmlType::Q5_0 => (simd(k.q5_0 as usize, SCALAR.q5_0 as usize), k.q5_0_t.rows()),
+        GgmlType::Q8_0 => (simd(k.q8_0 as usize, SCALAR.q8_0 as usize), k.q8_0_t.rows()),
+        GgmlType::Q2_K => (simd(k.q2_k as usize, SCALAR.q2_k as usize), 0),
+        GgmlType::Q3_K => (simd(k.q3_k as usize, SCALAR.q3_k as usize), 0),
+        GgmlType::Q4_K => (simd(k.q4_k as usize, SCALAR.q4_k as usize), k.q4_k_t.rows()),
+        GgmlType::Q5_K => (simd(k.q5_k as usize, SCALAR.q5_k as usize), 0),
+        GgmlType::Q6_K => (simd(k.q6_k as usize, SCALAR.q6_k as usize), k.q6_k_t.rows()),
+        GgmlType::F16 => (simd(k.f16 as usize, SCALAR.f16 as usize), 0),
+        GgmlType::BF16 => (simd(k.bf16 as usize, SCALAR.bf16 as usize), 0),
+        GgmlType::F32 => (simd(k.f32 as usize, SCALAR.f32 as usize), 0),
         _ => return None,
     };
-    let dot = if dot_simd { path.name() } else { "scalar" };
+    let dot = match path {
+        _ if !dot_simd => "scalar",
+        // i8mm only adds tiles; single tokens use the dotprod kernels.
+        CpuPath::I8mm => CpuPath::Dotprod.name(),
+        _ => path.name(),
+    };
     let act = match activation_format(ty)? {
         ActFormat::Q8_0 => "q8_0",
         ActFormat::Q8K => "q8_k",
@@ -767,7 +822,9 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
              calls of up to {width} tokens (KOLIBRI_REPACK=0: in place)"
         ));
     }
-    let batches = if tiles {
+    let batches = if tiles == 2 {
+        format!("{} 2-row x {MM_T}-token tiles", path.name())
+    } else if tiles == 1 {
         format!("{} {MM_T}-token tiles", path.name())
     } else {
         format!("{dot} dot per token")
@@ -828,11 +885,11 @@ pub fn matmul_with(
     macro_rules! go {
         ($act:ident, $kern:ident) => {{
             let blocks = cast_blocks(w.data).ok_or(KernelError::Misaligned(w.ty))?;
-            run(blocks, $act, shape, out, kt.$kern, None)
+            run(blocks, $act, shape, out, kt.$kern, &TileSet::None)
         }};
         ($act:ident, $kern:ident, $tiles:ident) => {{
             let blocks = cast_blocks(w.data).ok_or(KernelError::Misaligned(w.ty))?;
-            run(blocks, $act, shape, out, kt.$kern, kt.$tiles.as_ref())
+            run(blocks, $act, shape, out, kt.$kern, &kt.$tiles)
         }};
     }
     use GgmlType as T;
@@ -1034,7 +1091,7 @@ pub fn matmul_packed_with(
         }
     };
     let threads = crate::parallel::threads();
-    let chunk = pairs(task_rows(groups, GROUP * w.k() * n, threads));
+    let chunk = pairs(task_rows(groups, GROUP * w.k() * n, threads, 1));
     // Groups whose weights stay in L2 while each token chunk passes over them.
     let block = pairs((ROW_BLOCK_BYTES / w.group_bytes().max(1)).max(1));
     let is_k = matches!(w, PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_));
@@ -1142,7 +1199,8 @@ const MIN_TASK_MACS: usize = 1 << 16;
 /// Rows per parallel task: about 4 tasks per thread for balance, at least `MIN_TASK_MACS` of
 /// work each unless that would leave a thread idle while there is work enough for all, and
 /// equal tasks in a multiple of the thread count so no thread waits on a lone straggler.
-fn task_rows(rows: usize, row_macs: usize, threads: usize) -> usize {
+/// Tasks hold whole tiles of `tile_rows` rows.
+fn task_rows(rows: usize, row_macs: usize, threads: usize, tile_rows: usize) -> usize {
     let rows = rows.max(1);
     let min_rows = (MIN_TASK_MACS / row_macs.max(1)).max(1);
     let mut n = rows.div_ceil(rows.div_ceil(4 * threads).max(min_rows));
@@ -1152,14 +1210,14 @@ fn task_rows(rows: usize, row_macs: usize, threads: usize) -> usize {
     if n > 1 {
         n = n.next_multiple_of(threads);
     }
-    rows.div_ceil(n.min(rows)).next_multiple_of(MM_R)
+    rows.div_ceil(n.min(rows)).next_multiple_of(tile_rows)
 }
 
 /// One tile kernel over rows `[b0, b1)` (whole tiles only) and tokens `[t, t + T)`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
-fn tile_pass<W, A, const T: usize>(
-    tile: TileFn<W, A, MM_R, T>,
+fn tile_pass<W, A, const R: usize, const T: usize>(
+    tile: TileFn<W, A, R, T>,
     w: &[W],
     a: &[A],
     nb: usize,
@@ -1170,8 +1228,8 @@ fn tile_pass<W, A, const T: usize>(
 ) {
     let ar: [&[A]; T] = std::array::from_fn(|j| &a[(t + j) * nb..(t + j + 1) * nb]);
     let mut r = b0;
-    while r + MM_R <= b1 {
-        let wr: [&[W]; MM_R] = std::array::from_fn(|i| &w[(r + i) * nb..(r + i + 1) * nb]);
+    while r + R <= b1 {
+        let wr: [&[W]; R] = std::array::from_fn(|i| &w[(r + i) * nb..(r + i + 1) * nb]);
         // SAFETY: tiles come from a table for a path the CPU supports (see `kernels()`),
         // and all rows have `nb` blocks.
         let v = unsafe { tile(wr, ar) };
@@ -1182,8 +1240,38 @@ fn tile_pass<W, A, const T: usize>(
                 unsafe { out.write((t + j) * rows + r + i, x) };
             }
         }
-        r += MM_R;
+        r += R;
     }
+}
+
+/// Every whole tile of rows `[b0, b1)` over as many tokens as tiles cover (8s, then a 4, then
+/// a 2); returns that token count.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn tile_tokens<W, A, const R: usize>(
+    tl: &Tiles<W, A, R>,
+    w: &[W],
+    a: &[A],
+    nb: usize,
+    rows: usize,
+    n_tokens: usize,
+    block: (usize, usize),
+    out: Disjoint<f32>,
+) -> usize {
+    let mut t = 0;
+    while t + MM_T <= n_tokens {
+        tile_pass(tl.mm, w, a, nb, rows, block, t, out);
+        t += MM_T;
+    }
+    if t + 4 <= n_tokens {
+        tile_pass(tl.mm4, w, a, nb, rows, block, t, out);
+        t += 4;
+    }
+    if t + 2 <= n_tokens {
+        tile_pass(tl.mm2, w, a, nb, rows, block, t, out);
+        t += 2;
+    }
+    t
 }
 
 fn run<W: Sync, A: Sync>(
@@ -1192,16 +1280,17 @@ fn run<W: Sync, A: Sync>(
     shape: Shape,
     out: &mut [f32],
     dot: DotFn<W, A>,
-    tiles: Option<&Tiles<W, A>>,
+    tiles: &TileSet<W, A>,
 ) {
     let Shape { rows, n_tokens, k } = shape;
     let nb = w.len() / rows;
     debug_assert_eq!(nb * n_tokens, a.len());
     let row_bytes = std::mem::size_of_val(w) / rows;
-    let row_block = (ROW_BLOCK_BYTES / row_bytes.max(1)).next_multiple_of(MM_R);
+    let tile_rows = tiles.rows().max(1);
+    let row_block = (ROW_BLOCK_BYTES / row_bytes.max(1)).next_multiple_of(tile_rows);
 
     let threads = crate::parallel::threads();
-    let chunk = task_rows(rows, k * n_tokens, threads);
+    let chunk = task_rows(rows, k * n_tokens, threads, tile_rows);
     let n_chunks = rows.div_ceil(chunk);
     let ptr = Disjoint::new(out);
     let wrow = |r: usize| &w[r * nb..(r + 1) * nb];
@@ -1215,24 +1304,15 @@ fn run<W: Sync, A: Sync>(
         let put = |r: usize, t: usize, v: f32| unsafe { ptr.write(t * rows + r, v) };
         for b0 in (r0..r1).step_by(row_block) {
             let b1 = (b0 + row_block).min(r1);
-            let mut t = 0;
-            if let Some(tl) = tiles {
-                while t + MM_T <= n_tokens {
-                    tile_pass(tl.mm, w, a, nb, rows, (b0, b1), t, ptr);
-                    t += MM_T;
-                }
-                if t + 4 <= n_tokens {
-                    tile_pass(tl.mm4, w, a, nb, rows, (b0, b1), t, ptr);
-                    t += 4;
-                }
-                if t + 2 <= n_tokens {
-                    tile_pass(tl.mm2, w, a, nb, rows, (b0, b1), t, ptr);
-                    t += 2;
-                }
-            }
+            let block = (b0, b1);
+            let t = match tiles {
+                TileSet::None => 0,
+                TileSet::Rows1(tl) => tile_tokens(tl, w, a, nb, rows, n_tokens, block, ptr),
+                TileSet::Rows2(tl) => tile_tokens(tl, w, a, nb, rows, n_tokens, block, ptr),
+            };
             // Tokens [0, t) are done for rows [b0, r_mm).
             let r_mm = if t > 0 {
-                b0 + (b1 - b0) / MM_R * MM_R
+                b0 + (b1 - b0) / tile_rows * tile_rows
             } else {
                 b0
             };
@@ -1258,7 +1338,7 @@ mod tests {
 
     /// (tasks, largest task) for a matrix of `rows` rows, `k * n` MACs per row.
     fn split(rows: usize, k: usize, n: usize, threads: usize) -> (usize, usize) {
-        let c = task_rows(rows, k * n, threads);
+        let c = task_rows(rows, k * n, threads, 1);
         (rows.div_ceil(c), c)
     }
 

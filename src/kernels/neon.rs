@@ -51,7 +51,7 @@ unsafe fn dot4_widen(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 /// The 32 fifth bits of a Q5_0 block as bytes `0x10` (set) or 0, in quant order.
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn q5_high_bits(qh: &[u8; 4]) -> (uint8x16_t, uint8x16_t) {
+pub(super) unsafe fn q5_high_bits(qh: &[u8; 4]) -> (uint8x16_t, uint8x16_t) {
     let h = vreinterpretq_u8_u32(vdupq_n_u32(u32::from_le_bytes(*qh)));
     // Lane j of the low half tests bit j % 8 of byte j / 8; the high half bytes 2 and 3.
     const IDX_LO: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
