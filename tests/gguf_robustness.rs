@@ -3,6 +3,13 @@
 use kolibri::gguf::{GgufError, GgufFile, GgufWriter, Value, ValueType};
 use kolibri::quant::GgmlType;
 
+fn sample_strings() -> Vec<Value> {
+    ["a", "", "ß✓"]
+        .into_iter()
+        .map(|s| Value::String(s.into()))
+        .collect()
+}
+
 /// A small valid file with every metadata value type, a nested array and three tensors.
 fn sample_file() -> Vec<u8> {
     let mut w = GgufWriter::new();
@@ -18,20 +25,18 @@ fn sample_file() -> Vec<u8> {
         .metadata("u64", Value::U64(1 << 40))
         .metadata("i64", Value::I64(-(1 << 40)))
         .metadata("f64", Value::F64(-2.25))
+        .metadata("strings", Value::array(ValueType::String, sample_strings()))
         .metadata(
-            "strings",
-            Value::Array(
-                ValueType::String,
-                vec![Value::String("a".into()), Value::String("ß✓".into())],
-            ),
+            "floats",
+            Value::array(ValueType::F32, vec![Value::F32(0.5), Value::F32(-3.0)]),
         )
         .metadata(
             "nested",
-            Value::Array(
+            Value::array(
                 ValueType::Array,
                 vec![
-                    Value::Array(ValueType::I32, vec![Value::I32(1), Value::I32(2)]),
-                    Value::Array(ValueType::I32, vec![]),
+                    Value::array(ValueType::I32, vec![Value::I32(1), Value::I32(2)]),
+                    Value::array(ValueType::I32, vec![]),
                 ],
             ),
         );
@@ -51,9 +56,20 @@ fn reads_every_value_type_and_tensor() {
     assert_eq!(f.get("i64").and_then(Value::as_i64), Some(-(1 << 40)));
     assert_eq!(f.get_f32("f64"), Some(-2.25));
     assert_eq!(f.get_bool("bool"), Some(true));
-    assert_eq!(f.get_array("strings").unwrap()[1].as_str(), Some("ß✓"));
+    let strings = f.get_array("strings").unwrap();
+    assert_eq!(
+        (0..4).map(|i| strings.str(i)).collect::<Vec<_>>(),
+        [Some("a"), Some(""), Some("ß✓"), None]
+    );
+    let floats = f.get_array("floats").unwrap();
+    assert_eq!((floats.f32(1), floats.i64(0)), (Some(-3.0), None));
+    // Arrays read back equal to what was written, packed or not.
+    let written = Value::array(ValueType::String, sample_strings());
+    assert_eq!(f.get("strings"), Some(&written));
     let nested = f.get_array("nested").unwrap();
-    assert_eq!(nested[0].as_array().unwrap()[1], Value::I32(2));
+    let inner = nested.get(0).unwrap();
+    assert_eq!(inner.as_array().unwrap().i64(1), Some(2));
+    assert_eq!(nested.get(1).unwrap().as_array().map(|a| a.len()), Some(0));
     assert_eq!(f.tensors().len(), 3);
     let a = f.tensor("a").unwrap();
     assert_eq!(a.dims, vec![4, 2]);

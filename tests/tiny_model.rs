@@ -91,18 +91,18 @@ fn tiny_model_bytes() -> (Vec<u8>, usize) {
         .metadata("tokenizer.ggml.model", s("llama"))
         .metadata(
             "tokenizer.ggml.tokens",
-            Value::Array(
+            Value::array(
                 ValueType::String,
                 tokens.into_iter().map(Value::String).collect(),
             ),
         )
         .metadata(
             "tokenizer.ggml.scores",
-            Value::Array(ValueType::F32, scores.into_iter().map(Value::F32).collect()),
+            Value::array(ValueType::F32, scores.into_iter().map(Value::F32).collect()),
         )
         .metadata(
             "tokenizer.ggml.token_type",
-            Value::Array(ValueType::I32, types.into_iter().map(Value::I32).collect()),
+            Value::array(ValueType::I32, types.into_iter().map(Value::I32).collect()),
         )
         .metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
         .metadata("tokenizer.ggml.eos_token_id", Value::U32(2))

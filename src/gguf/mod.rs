@@ -10,5 +10,5 @@ mod writer;
 
 pub use error::GgufError;
 pub use reader::{GgufFile, TensorInfo};
-pub use value::{Value, ValueType};
+pub use value::{Array, Value, ValueType};
 pub use writer::GgufWriter;

@@ -1,10 +1,11 @@
 //! Parsing of the GGUF header, metadata and tensor table.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
 use super::error::GgufError;
-use super::value::{Value, ValueType};
+use super::value::{Array, Value, ValueType};
 use crate::quant::GgmlType;
 
 const MAGIC: &[u8; 4] = b"GGUF";
@@ -144,7 +145,7 @@ impl GgufFile {
         self.get(key)?.as_bool()
     }
 
-    pub fn get_array(&self, key: &str) -> Option<&[Value]> {
+    pub fn get_array(&self, key: &str) -> Option<&Array> {
         self.get(key)?.as_array()
     }
 
@@ -221,12 +222,14 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String, GgufError> {
+        Ok(self.str(what)?.into_owned())
+    }
+
+    /// A string, borrowed unless it has to be made valid UTF-8.
+    fn str(&mut self, what: &dyn Fn() -> String) -> Result<Cow<'a, str>, GgufError> {
         let len = self.u64(what)?;
         let raw = self.take(len, what)?;
-        Ok(match std::str::from_utf8(raw) {
-            Ok(s) => s.to_owned(),
-            Err(_) => String::from_utf8_lossy(raw).into_owned(),
-        })
+        Ok(String::from_utf8_lossy(raw))
     }
 
     /// Checks that `count` items of at least `min_size` bytes each can fit in the rest.
@@ -408,11 +411,36 @@ fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Va
             })?;
             let count = c.u64(&what)?;
             c.check_count(count, min_encoded_size(elem), &|| format!("array {key:?}"))?;
-            let mut items = Vec::with_capacity(count as usize);
-            for _ in 0..count {
-                items.push(read_value(c, elem, key, depth + 1)?);
-            }
-            Value::Array(elem, items)
+            let n = count as usize;
+            // The vocabulary's arrays are read straight into packed storage.
+            let array = match elem {
+                ValueType::String => {
+                    let mut strings = Array::strings_with_capacity(n, 0);
+                    for _ in 0..n {
+                        strings.push_str(&c.str(&what)?);
+                    }
+                    strings.shrink_to_fit();
+                    strings
+                }
+                ValueType::I32 => Array::from_i32s(
+                    (0..n)
+                        .map(|_| Ok(i32::from_le_bytes(c.array(&what)?)))
+                        .collect::<Result<_, GgufError>>()?,
+                ),
+                ValueType::F32 => Array::from_f32s(
+                    (0..n)
+                        .map(|_| Ok(f32::from_le_bytes(c.array(&what)?)))
+                        .collect::<Result<_, GgufError>>()?,
+                ),
+                _ => {
+                    let mut items = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        items.push(read_value(c, elem, key, depth + 1)?);
+                    }
+                    Array::new(elem, items)
+                }
+            };
+            Value::Array(array)
         }
     })
 }

@@ -1,5 +1,7 @@
 //! Metadata values.
 
+use std::borrow::Cow;
+
 /// GGUF metadata value type ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -54,8 +56,8 @@ pub enum Value {
     F32(f32),
     Bool(bool),
     String(String),
-    /// Element type and elements (nested arrays allowed).
-    Array(ValueType, Vec<Value>),
+    /// Elements of one type (nested arrays allowed).
+    Array(Array),
     U64(u64),
     I64(i64),
     F64(f64),
@@ -119,11 +121,16 @@ impl Value {
         }
     }
 
-    pub fn as_array(&self) -> Option<&[Value]> {
+    pub fn as_array(&self) -> Option<&Array> {
         match self {
-            Value::Array(_, v) => Some(v),
+            Value::Array(a) => Some(a),
             _ => None,
         }
+    }
+
+    /// An array of `elem` values (see [`Array::new`]).
+    pub fn array(elem: ValueType, items: Vec<Value>) -> Value {
+        Value::Array(Array::new(elem, items))
     }
 
     /// The whole value as text: strings as they are, numbers and booleans as Rust prints them,
@@ -148,13 +155,13 @@ impl Value {
             Value::F64(v) => v.to_string(),
             Value::Bool(v) => v.to_string(),
             Value::String(s) => s.clone(),
-            Value::Array(_, items) => {
+            Value::Array(items) => {
                 let mut out = String::from("[");
                 for (i, v) in items.iter().enumerate() {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    element(v, &mut out);
+                    element(&v, &mut out);
                 }
                 out.push(']');
                 out
@@ -169,8 +176,179 @@ impl Value {
                 format!("{:?}...", s.chars().take(60).collect::<String>())
             }
             Value::String(s) => format!("{s:?}"),
-            Value::Array(t, v) => format!("[{t:?}; {}]", v.len()),
+            Value::Array(a) => format!("[{:?}; {}]", a.elem_type(), a.len()),
             other => format!("{other:?}"),
         }
+    }
+}
+
+/// A metadata array. Vocabularies are arrays of 100-260 thousand strings and numbers; held as
+/// one [`Value`] each (32 bytes plus a heap block per string) they cost about 20 MB of heap
+/// per model, so strings, i32 and f32 elements are stored packed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Array {
+    elem: ValueType,
+    items: Items,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Items {
+    /// The strings one after another; string `i` is `text[ends[i - 1]..ends[i]]`.
+    Strings {
+        text: String,
+        ends: Vec<usize>,
+    },
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    /// Any other element type, one value each.
+    Values(Vec<Value>),
+}
+
+impl Array {
+    /// An array of `elem` values. Elements of another type are kept as they are (the writer
+    /// writes them as they are too).
+    pub fn new(elem: ValueType, items: Vec<Value>) -> Array {
+        let packed = match elem {
+            ValueType::String => {
+                let mut strings = Array::strings_with_capacity(items.len(), 0);
+                for v in &items {
+                    match v {
+                        Value::String(s) => strings.push_str(s),
+                        _ => return Array::values(elem, items),
+                    }
+                }
+                Some(strings)
+            }
+            ValueType::I32 => items
+                .iter()
+                .map(|v| match v {
+                    Value::I32(x) => Some(*x),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(Items::I32)
+                .map(|items| Array { elem, items }),
+            ValueType::F32 => items
+                .iter()
+                .map(|v| match v {
+                    Value::F32(x) => Some(*x),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(Items::F32)
+                .map(|items| Array { elem, items }),
+            _ => None,
+        };
+        packed.unwrap_or_else(|| Array::values(elem, items))
+    }
+
+    fn values(elem: ValueType, items: Vec<Value>) -> Array {
+        Array {
+            elem,
+            items: Items::Values(items),
+        }
+    }
+
+    /// An empty string array with room for `n` strings of `bytes` bytes in all.
+    pub(crate) fn strings_with_capacity(n: usize, bytes: usize) -> Array {
+        Array {
+            elem: ValueType::String,
+            items: Items::Strings {
+                text: String::with_capacity(bytes),
+                ends: Vec::with_capacity(n),
+            },
+        }
+    }
+
+    /// Appends a string (to a string array made by [`Array::strings_with_capacity`]).
+    pub(crate) fn push_str(&mut self, s: &str) {
+        if let Items::Strings { text, ends } = &mut self.items {
+            text.push_str(s);
+            ends.push(text.len());
+        }
+    }
+
+    /// Frees the spare capacity a string array grew while it was read.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        if let Items::Strings { text, ends } = &mut self.items {
+            text.shrink_to_fit();
+            ends.shrink_to_fit();
+        }
+    }
+
+    /// An i32 array.
+    pub(crate) fn from_i32s(v: Vec<i32>) -> Array {
+        Array {
+            elem: ValueType::I32,
+            items: Items::I32(v),
+        }
+    }
+
+    /// An f32 array.
+    pub(crate) fn from_f32s(v: Vec<f32>) -> Array {
+        Array {
+            elem: ValueType::F32,
+            items: Items::F32(v),
+        }
+    }
+
+    pub fn elem_type(&self) -> ValueType {
+        self.elem
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.items {
+            Items::Strings { ends, .. } => ends.len(),
+            Items::I32(v) => v.len(),
+            Items::F32(v) => v.len(),
+            Items::Values(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i`: borrowed where it is stored as a [`Value`], built otherwise.
+    pub fn get(&self, i: usize) -> Option<Cow<'_, Value>> {
+        Some(match &self.items {
+            Items::Strings { .. } => Cow::Owned(Value::String(self.str(i)?.to_owned())),
+            Items::I32(v) => Cow::Owned(Value::I32(*v.get(i)?)),
+            Items::F32(v) => Cow::Owned(Value::F32(*v.get(i)?)),
+            Items::Values(v) => Cow::Borrowed(v.get(i)?),
+        })
+    }
+
+    /// String element `i` without a copy (`None` past the end or if it is not a string).
+    pub fn str(&self, i: usize) -> Option<&str> {
+        match &self.items {
+            Items::Strings { text, ends } => {
+                let start = if i == 0 { 0 } else { *ends.get(i - 1)? };
+                text.get(start..*ends.get(i)?)
+            }
+            Items::Values(v) => v.get(i)?.as_str(),
+            _ => None,
+        }
+    }
+
+    /// Element `i` as f32, if it is a number.
+    pub fn f32(&self, i: usize) -> Option<f32> {
+        match &self.items {
+            Items::F32(v) => v.get(i).copied(),
+            _ => self.get(i)?.as_f32(),
+        }
+    }
+
+    /// Element `i` as i64, if it is an integer.
+    pub fn i64(&self, i: usize) -> Option<i64> {
+        match &self.items {
+            Items::I32(v) => v.get(i).map(|&x| x as i64),
+            _ => self.get(i)?.as_i64(),
+        }
+    }
+
+    /// Every element in order (see [`Array::get`]).
+    pub fn iter(&self) -> impl Iterator<Item = Cow<'_, Value>> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
     }
 }

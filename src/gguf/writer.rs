@@ -116,11 +116,11 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
         Value::F32(x) => out.extend_from_slice(&x.to_le_bytes()),
         Value::Bool(x) => out.push(*x as u8),
         Value::String(s) => write_str(out, s),
-        Value::Array(t, items) => {
-            out.extend_from_slice(&(*t as u32).to_le_bytes());
+        Value::Array(items) => {
+            out.extend_from_slice(&(items.elem_type() as u32).to_le_bytes());
             out.extend_from_slice(&(items.len() as u64).to_le_bytes());
-            for it in items {
-                write_value(out, it);
+            for it in items.iter() {
+                write_value(out, &it);
             }
         }
         Value::U64(x) => out.extend_from_slice(&x.to_le_bytes()),

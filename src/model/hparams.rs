@@ -112,7 +112,7 @@ impl HParams {
         // il % n < n - 1 (n = 0: none slide).
         let swa_layers = match gguf.get(&key("attention.sliding_window_pattern")) {
             _ if sliding_window == 0 => vec![false; n_layer],
-            Some(crate::gguf::Value::Array(_, items)) => {
+            Some(crate::gguf::Value::Array(items)) => {
                 if items.len() != n_layer {
                     return Err(bad(
                         "attention.sliding_window_pattern",

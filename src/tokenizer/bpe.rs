@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::error::TokenizerError;
-use super::fast_hash::{fast_map, FastMap};
+use super::fast_hash::{fast_map, FastMap, IdTable};
 use super::vocab::Vocab;
 use super::TokenId;
 use crate::gguf::GgufFile;
@@ -40,8 +40,8 @@ impl BpeMerges {
                 reason: "not an array".into(),
             })?;
         let mut lines = Vec::with_capacity(values.len());
-        for (i, v) in values.iter().enumerate() {
-            lines.push(v.as_str().ok_or_else(|| TokenizerError::BadKey {
+        for i in 0..values.len() {
+            lines.push(values.str(i).ok_or_else(|| TokenizerError::BadKey {
                 key: KEY_MERGES,
                 reason: format!("element {i} is not a string"),
             })?);
@@ -54,25 +54,34 @@ impl BpeMerges {
         let parsed: Vec<Option<(&str, &str)>> = lines.iter().map(|l| split_merge(l)).collect();
 
         // Intern borrowed parts first; own them only once at the end.
-        let mut ids: FastMap<&str, u32> = fast_map(parsed.len());
-        for &(l, r) in parsed.iter().flatten() {
-            for part in [l, r] {
-                let next = ids.len() as u32;
-                ids.entry(part).or_insert(next);
-            }
-        }
+        let mut parts: Vec<&str> = Vec::with_capacity(parsed.len());
+        let mut ids = IdTable::with_capacity(parsed.len());
+        let mut id_of = |part| {
+            ids.find(part, |id| parts[id as usize])
+                .unwrap_or_else(|at| {
+                    parts.push(part);
+                    let id = parts.len() as u32 - 1;
+                    ids.fill(at, id, |id| parts[id as usize]);
+                    id
+                })
+        };
+        let pair_ids: Vec<Option<(u32, u32)>> = parsed
+            .iter()
+            .map(|p| p.map(|(l, r)| (id_of(l), id_of(r))))
+            .collect();
         let mut pairs = fast_map(parsed.len());
         let mut joined = String::new();
-        for (rank, &(l, r)) in parsed
+        for (rank, (&(l, r), &pair)) in parsed
             .iter()
+            .zip(&pair_ids)
             .enumerate()
-            .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+            .filter_map(|(i, (p, ids))| Some((i, (p.as_ref()?, ids.as_ref()?))))
         {
             joined.clear();
             joined.push_str(l);
             joined.push_str(r);
-            let result = ids.get(joined.as_str()).copied();
-            pairs.entry((ids[l], ids[r])).or_insert(MergeEntry {
+            let result = ids.get(&joined, |id| parts[id as usize]);
+            pairs.entry(pair).or_insert(MergeEntry {
                 rank: rank as u32,
                 result,
             });
@@ -80,10 +89,11 @@ impl BpeMerges {
         // A word starts as single characters and merges carry their results' ids, so only
         // single-character parts are ever looked up by text: owning the other ~150k part
         // strings cost a third of the tokenizer's load time.
-        let part_ids = ids
-            .into_iter()
-            .filter(|(k, _)| k.chars().nth(1).is_none())
-            .map(|(k, v)| (k.into(), v))
+        let part_ids = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.chars().nth(1).is_none())
+            .map(|(v, &k)| (k.into(), v as u32))
             .collect();
         BpeMerges { part_ids, pairs }
     }

@@ -4,9 +4,9 @@
 //! same way in both engines.
 
 use super::error::TokenizerError;
-use super::fast_hash::{fast_map, FastMap};
+use super::fast_hash::IdTable;
 use super::TokenId;
-use crate::gguf::{GgufFile, Value};
+use crate::gguf::{Array, GgufFile};
 
 /// Which tokenization algorithm the vocabulary uses (`tokenizer.ggml.model`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub(crate) struct Vocab {
     pub pre: String,
     pub tokens: Vec<TokenData>,
     /// Text to id; on duplicate texts the last id wins, as in llama.cpp.
-    pub token_to_id: FastMap<String, TokenId>,
+    pub token_to_id: IdTable,
     pub bos: Option<TokenId>,
     pub eos: Option<TokenId>,
     pub unk: Option<TokenId>,
@@ -75,7 +75,7 @@ pub(crate) struct Vocab {
     pub ignore_merges: bool,
 }
 
-const KEY_MODEL: &str = "tokenizer.ggml.model";
+pub(crate) const KEY_MODEL: &str = "tokenizer.ggml.model";
 const KEY_PRE: &str = "tokenizer.ggml.pre";
 const KEY_TOKENS: &str = "tokenizer.ggml.tokens";
 const KEY_SCORES: &str = "tokenizer.ggml.scores";
@@ -180,11 +180,12 @@ impl Vocab {
         let tokens = load_tokens(gguf)?;
         let n = tokens.len();
 
-        let mut token_to_id = fast_map(n);
+        let mut token_to_id = IdTable::with_capacity(n);
+        let text_of = |id: TokenId| tokens[id as usize].text.as_str();
         for (id, t) in tokens.iter().enumerate() {
             // llama.cpp renames empty pieces; they can never match text, so leave them out.
             if !t.text.is_empty() {
-                token_to_id.insert(t.text.clone(), id as TokenId);
+                token_to_id.insert(&t.text, id as TokenId, text_of);
             }
         }
 
@@ -230,7 +231,8 @@ impl Vocab {
     }
 
     pub fn text_to_token(&self, text: &str) -> Option<TokenId> {
-        self.token_to_id.get(text).copied()
+        self.token_to_id
+            .get(text, |id| self.tokens[id as usize].text.as_str())
     }
 
     /// Per-model defaults that llama.cpp applies before reading the flag keys.
@@ -434,22 +436,20 @@ fn load_tokens(gguf: &GgufFile) -> Result<Vec<TokenData>, TokenizerError> {
     let scores = optional_array(gguf, KEY_SCORES, texts.len())?;
     let types = optional_array(gguf, KEY_TYPES, texts.len())?;
 
-    texts
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let text = v
-                .as_str()
+    (0..texts.len())
+        .map(|i| {
+            let text = texts
+                .str(i)
                 .ok_or_else(|| bad(KEY_TOKENS, format!("element {i} is not a string")))?;
             let score = match scores {
-                Some(s) => s[i]
-                    .as_f32()
+                Some(s) => s
+                    .f32(i)
                     .ok_or_else(|| bad(KEY_SCORES, format!("element {i} is not a number")))?,
                 None => 0.0,
             };
             let kind = match types {
                 Some(t) => TokenKind::from_gguf(
-                    t[i].as_i64()
+                    t.i64(i)
                         .ok_or_else(|| bad(KEY_TYPES, format!("element {i} is not an integer")))?,
                 ),
                 None => TokenKind::Normal,
@@ -470,7 +470,7 @@ fn optional_array<'a>(
     gguf: &'a GgufFile,
     key: &'static str,
     n: usize,
-) -> Result<Option<&'a [Value]>, TokenizerError> {
+) -> Result<Option<&'a Array>, TokenizerError> {
     let Some(v) = gguf.get(key) else {
         return Ok(None);
     };
