@@ -15,6 +15,7 @@ use super::attention::{attention, AttentionShape, QueryPlace};
 use super::error::ModelError;
 use super::kv_cache::KvCache;
 use super::ops::{self, Rope};
+use super::scratch::Scratch;
 use super::weights::Linear;
 use super::workers::Workers;
 use super::Model;
@@ -78,6 +79,8 @@ pub struct Context {
     rope_local: Rope,
     /// Asked before every layer whether to stop the forward pass (see [`Context::set_abort`]).
     abort: Option<AbortCallback>,
+    /// The forward pass's activation buffers, kept between layers and passes.
+    scratch: Scratch,
 }
 
 /// Returns `true` to stop the forward pass in progress.
@@ -117,6 +120,7 @@ impl Context {
             rope_global,
             rope_local,
             abort: None,
+            scratch: Scratch::default(),
         })
     }
 
@@ -264,9 +268,10 @@ impl Context {
         let (hp, w, gguf) = (&model.hparams, &model.weights, &model.gguf);
         let n = batch.len();
         let e = hp.n_embd;
+        let scratch = &mut self.scratch;
 
         // x: [n, n_embd] residual stream.
-        let mut x = vec![0f32; n * e];
+        let mut x = scratch.take(n * e);
         for (t, b) in batch.iter().enumerate() {
             w.token_embd
                 .dequantize_row_into(gguf, b.token as usize, &mut x[t * e..(t + 1) * e]);
@@ -276,7 +281,7 @@ impl Context {
             x.iter_mut().for_each(|v| *v *= s);
         }
 
-        let mut xn = vec![0f32; n * e];
+        let mut xn = scratch.take(n * e);
         let mut none: [f32; 0] = [];
         for (il, lw) in w.layers.iter().enumerate() {
             if let Some(abort) = &mut self.abort {
@@ -290,7 +295,7 @@ impl Context {
             parallel::for_each_row(&mut xn, e, &mut none, 0, |t, xn_t, _| {
                 ops::rms_norm(&x[t * e..(t + 1) * e], &lw.attn_norm, hp.rms_eps, xn_t)
             });
-            let [mut q, mut k, mut v] = project(gguf, &xn, n, [&lw.wq, &lw.wk, &lw.wv])?;
+            let [mut q, mut k, mut v] = project(gguf, &xn, n, [&lw.wq, &lw.wk, &lw.wv], scratch)?;
             for (rows, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
                 if let Some(b) = bias {
                     ops::add_bias(rows, b);
@@ -337,7 +342,7 @@ impl Context {
                 scale,
                 window: if sliding { hp.sliding_window } else { 0 },
             };
-            let mut attn = vec![0f32; n * hp.n_head * hp.head_dim_v];
+            let mut attn = scratch.take(n * hp.n_head * hp.head_dim_v);
             attention(
                 &shape,
                 &q,
@@ -346,7 +351,8 @@ impl Context {
                 places,
                 &mut attn,
             );
-            let [mut o] = project(gguf, &attn, n, [&lw.wo])?;
+            scratch.give([q, k, v]);
+            let [mut o] = project(gguf, &attn, n, [&lw.wo], scratch)?;
             if let Some(b) = &lw.bo {
                 ops::add_bias(&mut o, b);
             }
@@ -357,12 +363,13 @@ impl Context {
                 }
                 ops::add_inplace(x_t, o_t);
             });
+            scratch.give([attn, o]);
 
             // --- feed-forward block ---
             parallel::for_each_row(&mut xn, e, &mut none, 0, |t, xn_t, _| {
                 ops::rms_norm(&x[t * e..(t + 1) * e], &lw.ffn_norm, hp.rms_eps, xn_t)
             });
-            let [mut gate, up] = project(gguf, &xn, n, [&lw.ffn_gate, &lw.ffn_up])?;
+            let [mut gate, up] = project(gguf, &xn, n, [&lw.ffn_gate, &lw.ffn_up], scratch)?;
             let act = model.arch.activation();
             let n_ff = hp.n_ff;
             parallel::for_each_row(&mut gate, n_ff, &mut none, 0, |t, g_t, _| {
@@ -372,7 +379,7 @@ impl Context {
                     Activation::GeGlu => ops::geglu_inplace(g_t, up_t),
                 }
             });
-            let [mut down] = project(gguf, &gate, n, [&lw.ffn_down])?;
+            let [mut down] = project(gguf, &gate, n, [&lw.ffn_down], scratch)?;
             let post = lw.post_ffn_norm.as_deref();
             parallel::for_each_row(&mut x, e, &mut down, e, |_, x_t, d_t| {
                 if let Some(pn) = post {
@@ -380,11 +387,14 @@ impl Context {
                 }
                 ops::add_inplace(x_t, d_t);
             });
+            scratch.give([gate, up, down]);
         }
 
         // Output head: only the rows whose logits are wanted.
         let out_rows: Vec<usize> = (0..n).filter(|&t| batch[t].logits).collect();
+        scratch.give([xn]);
         if out_rows.is_empty() {
+            scratch.give([x]);
             return Ok(Vec::new());
         }
         let m = out_rows.len();
@@ -392,8 +402,10 @@ impl Context {
         for &t in &out_rows {
             h.extend_from_slice(&x[t * e..(t + 1) * e]);
         }
+        scratch.give([x]);
         ops::rms_norm_rows_inplace(&mut h, &w.output_norm, hp.rms_eps);
-        let [mut logits] = project(gguf, &h, m, [&w.output])?;
+        // The logits leave with the caller: a buffer of their own.
+        let [mut logits] = project(gguf, &h, m, [&w.output], &mut Scratch::default())?;
         let cap = hp.final_logit_softcap;
         if cap > 0.0 {
             logits.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());
@@ -409,6 +421,7 @@ fn project<const N: usize>(
     x: &[f32],
     n: usize,
     mats: [&Linear; N],
+    scratch: &mut Scratch,
 ) -> Result<[Vec<f32>; N], ModelError> {
     let k = mats[0].k;
     let mut quantized: Vec<QuantizedActivations> = Vec::new();
@@ -423,7 +436,7 @@ fn project<const N: usize>(
                 quantized.last().expect("just pushed")
             }
         };
-        *out = vec![0f32; n * lin.rows];
+        *out = scratch.take(n * lin.rows);
         lin.matmul(gguf, act, out).map_err(compute_err)?;
     }
     Ok(outs)

@@ -12,6 +12,7 @@ mod kv_cache;
 mod load;
 mod ops;
 pub mod repack_cache;
+mod scratch;
 mod weights;
 mod workers;
 
