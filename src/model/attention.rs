@@ -227,11 +227,7 @@ fn attend_tile(
 
 fn softmax_inplace(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
+    let sum = kernels::exp_shifted_sum(x, max);
     let inv = 1.0 / sum;
     for v in x.iter_mut() {
         *v *= inv;

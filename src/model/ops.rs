@@ -41,10 +41,6 @@ pub fn add_inplace(acc: &mut [f32], x: &[f32]) {
     }
 }
 
-fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
-
 /// GELU with the tanh approximation (what Gemma uses).
 fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -72,9 +68,7 @@ fn gelu_table(x: f32) -> f32 {
 
 /// `gate = silu(gate) * up`
 pub fn swiglu_inplace(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = silu(*g) * u;
-    }
+    crate::kernels::swiglu(gate, up)
 }
 
 /// `gate = gelu_tanh(gate) * up`

@@ -59,26 +59,31 @@ pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
         "quantize_row_q8_k: length mismatch"
     );
     for (xb, yb) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
-        // First value of strictly largest magnitude, like the reference (sign matters: the
-        // extreme value maps to exactly -127).
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
+        // The largest magnitude in 16 lanes (max is exact in any order; NaN never wins, as in
+        // the sequential scan), then the first value of that magnitude: its sign matters (the
+        // extreme value maps to exactly -127). Written so the compiler vectorises it: this
+        // was 5% of a prompt pass as one sequential compare-and-branch per element.
+        let mut lanes = [0.0f32; 16];
+        for c in xb.chunks_exact(16) {
+            for (m, &v) in lanes.iter_mut().zip(c) {
+                *m = m.max(v.abs());
             }
         }
+        let amax = lanes.iter().fold(0.0f32, |m, &v| m.max(v));
         if amax == 0.0 {
             yb.d = 0.0;
             yb.qs = [0; QK_K];
             yb.bsums = [0; QK_K / 16];
             continue;
         }
+        let max = *xb
+            .iter()
+            .find(|v| v.abs() == amax)
+            .expect("amax is some element's magnitude");
         let iscale = -127.0 / max;
         for (q, &v) in yb.qs.iter_mut().zip(xb) {
-            let n = round_ties_even_small(iscale * v) as i32;
-            *q = n.min(127) as i8;
+            // NaN becomes 0 through `as i32` (before the cap, which would make it 127).
+            *q = (round_ties_even_small(iscale * v) as i32).min(127) as i8;
         }
         for (s, g) in yb.bsums.iter_mut().zip(yb.qs.chunks_exact(16)) {
             *s = g.iter().map(|&q| q as i16).sum();
@@ -170,6 +175,57 @@ mod tests {
         let mut y = [zero_q8_k()];
         quantize_row_q8_k(&[0.0; QK_K], &mut y);
         assert_eq!(y[0].d, 0.0);
+    }
+
+    /// The definition, one element at a time (llama.cpp's `quantize_row_q8_K_ref`).
+    fn q8_k_sequential(xb: &[f32]) -> BlockQ8K {
+        let mut y = zero_q8_k();
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &v in xb {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            return y;
+        }
+        let iscale = -127.0 / max;
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = ((iscale * v).round_ties_even() as i32).min(127) as i8;
+        }
+        for (s, g) in y.bsums.iter_mut().zip(y.qs.chunks_exact(16)) {
+            *s = g.iter().map(|&q| q as i16).sum();
+        }
+        y.d = 1.0 / iscale;
+        y
+    }
+
+    #[test]
+    fn q8_k_matches_the_sequential_definition() {
+        let mut blocks: Vec<Vec<f32>> = (0..40)
+            .map(|seed| rand_vec(QK_K, seed, [1.0, 1e-3, 300.0][seed as usize % 3]))
+            .collect();
+        // Equal magnitudes of both signs (the first one decides), NaN, ties, one non-zero.
+        let mut b = vec![0.5f32; QK_K];
+        b[7] = 3.0;
+        b[9] = -3.0;
+        blocks.push(b.clone());
+        b[7] = -3.0;
+        b[9] = 3.0;
+        b[100] = f32::NAN;
+        blocks.push(b);
+        blocks.push((0..QK_K).map(|i| (i as f32 - 128.0) * 0.5).collect());
+        let mut one = vec![0.0f32; QK_K];
+        one[255] = -1e-30;
+        blocks.push(one);
+        for xb in &blocks {
+            let mut y = [zero_q8_k()];
+            quantize_row_q8_k(xb, &mut y);
+            let want = q8_k_sequential(xb);
+            assert_eq!(y[0].d.to_bits(), want.d.to_bits());
+            assert_eq!((y[0].qs, y[0].bsums), (want.qs, want.bsums));
+        }
     }
 
     /// Cheap deterministic pseudo-random floats in [-scale, scale).
