@@ -36,6 +36,8 @@ pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_interleaved;
 #[cfg(target_arch = "x86_64")]
+mod avx2_quantize;
+#[cfg(target_arch = "x86_64")]
 mod avx2_tiles;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
@@ -433,6 +435,7 @@ impl QuantizedActivations {
         }
         // Per-token rows are independent; only split across threads when there are several.
         let rows_par = n_tokens >= 4;
+        let (q8_0, q8_k) = quantizers();
         let mut block_sides = Vec::new();
         let data = match format {
             ActFormat::Q8_0 => {
@@ -443,7 +446,7 @@ impl QuantizedActivations {
                     };
                     x.len() / 32
                 ];
-                for_rows(x, &mut v, k, k / 32, rows_par, quantize_row_q8_0);
+                for_rows(x, &mut v, k, k / 32, rows_par, q8_0);
                 // Only the interleaved kernels read them.
                 if repacks(GgmlType::Q5_0) || repacks(GgmlType::Q8_0) {
                     block_sides = interleaved::block_sides(&v);
@@ -457,7 +460,7 @@ impl QuantizedActivations {
                     bsums: [0; QK_K / 16],
                 };
                 let mut v = vec![zero; x.len() / QK_K];
-                for_rows(x, &mut v, k, k / QK_K, rows_par, quantize_row_q8_k);
+                for_rows(x, &mut v, k, k / QK_K, rows_par, q8_k);
                 ActData::Q8K(v)
             }
             ActFormat::F16 => {
@@ -497,6 +500,23 @@ impl QuantizedActivations {
     pub fn k(&self) -> usize {
         self.k
     }
+}
+
+/// Quantizes one row of activations into blocks.
+type Quantizer<B> = fn(&[f32], &mut [B]);
+
+/// The Q8_0 and Q8_K quantizers of the dispatched path (each bit-identical to the scalar one).
+fn quantizers() -> (Quantizer<BlockQ8_0>, Quantizer<BlockQ8K>) {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(cpu_path(), CpuPath::Avx2 | CpuPath::Avx512) && avx2::detected() {
+        return (
+            // SAFETY: AVX2 and FMA were detected.
+            |x, out| unsafe { avx2_quantize::quantize_row_q8_0(x, out) },
+            // SAFETY: as above.
+            |x, out| unsafe { avx2_quantize::quantize_row_q8_k(x, out) },
+        );
+    }
+    (quantize_row_q8_0, quantize_row_q8_k)
 }
 
 fn for_rows<B: Send>(
