@@ -436,7 +436,8 @@ fn project<const N: usize>(
                 quantized.last().expect("just pushed")
             }
         };
-        *out = scratch.take(n * lin.rows);
+        // Every element is written by the matmul.
+        *out = scratch.take_for_overwrite(n * lin.rows);
         lin.matmul(gguf, act, out).map_err(compute_err)?;
     }
     Ok(outs)
