@@ -721,8 +721,8 @@ const AVX512: Kernels = Kernels {
     q6_k_t: TileSet::None,
 };
 
-/// The NEON tables: dot kernels for the types of the reference models and Q4_0 (the other
-/// types use the scalar ones); batches go through the dot kernels per token, or through 2-row
+/// The NEON tables: dot kernels for the types of the reference models, Q4_0, F16, BF16 and
+/// F32 (Q2_K, Q3_K and Q5_K use the scalar ones); batches go through the dot kernels per token, or through 2-row
 /// `smmla` tiles where the CPU has i8mm.
 #[cfg(target_arch = "aarch64")]
 macro_rules! neon_table {
@@ -736,6 +736,9 @@ macro_rules! neon_table {
             q8_0: neon::$m::vec_dot_q8_0_q8_0,
             q4_k: neon::$m::vec_dot_q4_k_q8_k,
             q6_k: neon::$m::vec_dot_q6_k_q8_k,
+            f16: neon::vec_dot_f16_f16,
+            bf16: neon::vec_dot_bf16_bf16,
+            f32: neon::vec_dot_f32_f32,
             $($tiles)*
             ..SCALAR
         }
