@@ -9,6 +9,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use crate::quant::activation::q8_k_scale;
 use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 use crate::quant::types::QK_K;
 
@@ -103,18 +104,9 @@ pub unsafe fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     );
     for (xb, yb) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
         let p = xb.as_ptr();
-        let amax = amax(p, QK_K);
-        if amax == 0.0 {
-            yb.d = 0.0;
-            yb.qs = [0; QK_K];
-            yb.bsums = [0; QK_K / 16];
+        let Some(iscale) = q8_k_scale(xb, amax(p, QK_K), yb) else {
             continue;
-        }
-        let max = *xb
-            .iter()
-            .find(|v| v.abs() == amax)
-            .expect("amax is some element's magnitude");
-        let iscale = -127.0 / max;
+        };
         let s = _mm256_set1_ps(iscale);
         // 64 quants (4 groups of 16) per step; each group's sum from its two i32 vectors.
         for c in 0..QK_K / 64 {

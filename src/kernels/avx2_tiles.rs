@@ -15,7 +15,7 @@ use super::avx2::{
     bytes_from_bits, f16_to_f32, hsum_ps, k4_scale_vectors, load128, load256, nibbles32,
     q6k_unpack_half,
 };
-use super::scalar;
+use super::{common_len, scalar};
 use crate::quant::blocks::*;
 
 /// Horizontal sums of every accumulator: one reduction per (row, token), not per block.
@@ -29,15 +29,6 @@ unsafe fn reduce<const R: usize, const T: usize>(acc: &[[__m256; T]; R]) -> [[f3
         }
     }
     out
-}
-
-/// Blocks every row has (the caller passes equal lengths; the minimum keeps reads in bounds).
-fn common_len<W, A>(w: &[&[W]], a: &[&[A]]) -> usize {
-    w.iter()
-        .map(|r| r.len())
-        .chain(a.iter().map(|r| r.len()))
-        .min()
-        .unwrap_or(0)
 }
 
 /// Tile kernels for the 32-element block types whose weights fit a signed byte: `$unpack`

@@ -588,6 +588,20 @@ impl WeightMatrix<'_> {
 
 type DotFn<W, A> = unsafe fn(&[W], &[A]) -> f32;
 
+/// Blocks every row of a tile has (the caller passes equal lengths; the minimum keeps the tile
+/// kernels' reads in bounds).
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+fn common_len<W, A>(w: &[&[W]], a: &[&[A]]) -> usize {
+    w.iter()
+        .map(|r| r.len())
+        .chain(a.iter().map(|r| r.len()))
+        .min()
+        .unwrap_or(0)
+}
+
 /// Tokens of a matmul tile kernel (8 tokens measured faster than 4 on every tiled AVX2 type);
 /// kernels of 4 and 2 tokens take token tails. Single tokens (matvec and the last tail token)
 /// use the dot kernels, which measured as fast as multi-row tiles for one token on AVX2.

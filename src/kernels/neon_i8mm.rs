@@ -17,6 +17,7 @@
 
 use std::arch::aarch64::*;
 
+use super::common_len;
 use super::neon::q5_high_bits;
 use super::scalar::unpack_k4_scales;
 use crate::quant::blocks::*;
@@ -116,15 +117,6 @@ unsafe fn unzip_tiles<const T: usize>(acc: &[float32x4_t; T]) -> [[f32; T]; 2] {
         out[1][2 * p + 1] = v[3];
     }
     out
-}
-
-/// Blocks every row has (the caller passes equal lengths; the minimum keeps reads in bounds).
-fn common_len<W, A>(w: &[&[W]], a: &[&[A]]) -> usize {
-    w.iter()
-        .map(|r| r.len())
-        .chain(a.iter().map(|r| r.len()))
-        .min()
-        .unwrap_or(0)
 }
 
 /// Tile kernels for the 32-quant block types: `$unpack` turns a block into its 32 signed

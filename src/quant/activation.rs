@@ -70,17 +70,9 @@ pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
             }
         }
         let amax = lanes.iter().fold(0.0f32, |m, &v| m.max(v));
-        if amax == 0.0 {
-            yb.d = 0.0;
-            yb.qs = [0; QK_K];
-            yb.bsums = [0; QK_K / 16];
+        let Some(iscale) = q8_k_scale(xb, amax, yb) else {
             continue;
-        }
-        let max = *xb
-            .iter()
-            .find(|v| v.abs() == amax)
-            .expect("amax is some element's magnitude");
-        let iscale = -127.0 / max;
+        };
         for (q, &v) in yb.qs.iter_mut().zip(xb) {
             // NaN becomes 0 through `as i32` (before the cap, which would make it 127).
             *q = (round_ties_even_small(iscale * v) as i32).min(127) as i8;
@@ -90,6 +82,23 @@ pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
         }
         yb.d = 1.0 / iscale;
     }
+}
+
+/// Q8_K's `iscale = -127 / max` from a block's largest magnitude `amax`: `max` is the first
+/// element of that magnitude (its sign matters). `None`, with `out` zeroed, for an all-zero
+/// block.
+pub(crate) fn q8_k_scale(xb: &[f32], amax: f32, out: &mut BlockQ8K) -> Option<f32> {
+    if amax == 0.0 {
+        out.d = 0.0;
+        out.qs = [0; QK_K];
+        out.bsums = [0; QK_K / 16];
+        return None;
+    }
+    let max = *xb
+        .iter()
+        .find(|v| v.abs() == amax)
+        .expect("amax is some element's magnitude");
+    Some(-127.0 / max)
 }
 
 #[cfg(test)]
