@@ -17,7 +17,7 @@ cargo test --release --all-targets -- --test-threads=1 2>&1 | tee "$log"
 # The greedy fidelity suite again on every forced path below the dispatched one, and on the
 # in-place kernels (no repacking): each must match llama.cpp on its own.
 forced=("KOLIBRI_CPU=scalar" "KOLIBRI_REPACK=0")
-if grep -q avx512vnni /proc/cpuinfo 2>/dev/null; then
+if grep -qE "avx512_?vnni" /proc/cpuinfo 2>/dev/null; then
   forced+=("KOLIBRI_CPU=avx2")
 fi
 for f in "${forced[@]}"; do

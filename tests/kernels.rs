@@ -949,6 +949,7 @@ fn attention_row_kernels_match_scalar() {
         (4, 256, 64, 70),
         (7, 64, 13, 13),
         (10, 67, 9, 12),
+        (5, 88, 6, 7),
     ] {
         let q = rng.floats(n_q * d, 1.0);
         let rows = rng.floats(n * d, 1.0);
@@ -963,11 +964,17 @@ fn attention_row_kernels_match_scalar() {
             );
         }
         let w = rng.floats(n_q * stride, 1.0);
-        let (mut want, mut got) = (rng.floats(n_q * d, 1.0), vec![0f32; n_q * d]);
-        got.copy_from_slice(&want);
+        let acc0 = rng.floats(n_q * d, 1.0);
+        let (mut want, mut got) = (acc0.clone(), acc0.clone());
         scalar::f32_weighted_sum(&mut want, d, &rows, &w, stride);
         // SAFETY: AVX2 was detected.
         unsafe { avx2::f32_weighted_sum(&mut got, d, &rows, &w, stride) };
         assert_eq!(got, want, "weighted sum {n_q}x{d}x{n}");
+        if kolibri::kernels::avx512::detected() {
+            got.copy_from_slice(&acc0);
+            // SAFETY: AVX-512 was detected.
+            unsafe { kolibri::kernels::avx512::f32_weighted_sum(&mut got, d, &rows, &w, stride) };
+            assert_eq!(got, want, "avx512 weighted sum {n_q}x{d}x{n}");
+        }
     }
 }

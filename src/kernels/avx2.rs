@@ -518,8 +518,20 @@ unsafe fn f32_weighted_sum_g<const G: usize>(
     w: &[f32],
     stride: usize,
 ) {
+    weighted_sum_columns::<G>(acc, rows, w, stride, 0)
+}
+
+/// Columns `[i, d)` of [`f32_weighted_sum_g`] (the AVX-512 version does the ones before).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn weighted_sum_columns<const G: usize>(
+    acc: &mut [f32],
+    rows: &[f32],
+    w: &[f32],
+    stride: usize,
+    mut i: usize,
+) {
     let d = acc.len() / G;
-    let mut i = 0;
     // Enough independent accumulators to cover the FMA latency.
     match G {
         1 | 2 => weighted_pass::<G, 4>(acc, d, rows, w, stride, &mut i),

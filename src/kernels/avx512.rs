@@ -407,3 +407,74 @@ pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     sum
 }
 }
+
+tf! {
+/// [`scalar::f32_weighted_sum`] on 16 lanes, four accumulators at a time; bit-identical to it
+/// (each element still adds the rows in order with one fused multiply-add). Columns short of
+/// a 16-lane pass go to the AVX2 kernel.
+///
+/// # Safety
+/// See the module docs.
+pub unsafe fn f32_weighted_sum(acc: &mut [f32], d: usize, rows: &[f32], w: &[f32], stride: usize) {
+    let n_acc = acc.len() / d.max(1);
+    for g0 in (0..n_acc).step_by(4) {
+        let g = (n_acc - g0).min(4);
+        let (acc, w) = (&mut acc[g0 * d..(g0 + g) * d], &w[g0 * stride..]);
+        match g {
+            1 => weighted_sum_g::<1>(acc, rows, w, stride),
+            2 => weighted_sum_g::<2>(acc, rows, w, stride),
+            3 => weighted_sum_g::<3>(acc, rows, w, stride),
+            _ => weighted_sum_g::<4>(acc, rows, w, stride),
+        }
+    }
+}
+
+/// `G` accumulators of [`f32_weighted_sum`]: passes of `16 S` columns with the `G · S`
+/// accumulator registers live over all rows, as in the AVX2 kernel.
+#[inline]
+unsafe fn weighted_sum_g<const G: usize>(acc: &mut [f32], rows: &[f32], w: &[f32], stride: usize) {
+    let mut i = 0;
+    match G {
+        1 | 2 => weighted_pass::<G, 4>(acc, rows, w, stride, &mut i),
+        _ => weighted_pass::<G, 2>(acc, rows, w, stride, &mut i),
+    }
+    weighted_pass::<G, 1>(acc, rows, w, stride, &mut i);
+    super::avx2::weighted_sum_columns::<G>(acc, rows, w, stride, i);
+}
+
+/// Columns `[*i, ..)` in passes of `16 S` floats while whole passes fit; advances `*i`.
+#[inline]
+unsafe fn weighted_pass<const G: usize, const S: usize>(
+    acc: &mut [f32],
+    rows: &[f32],
+    w: &[f32],
+    stride: usize,
+    i: &mut usize,
+) {
+    let d = acc.len() / G;
+    let n = rows.len() / d.max(1);
+    let p = acc.as_mut_ptr();
+    while *i + 16 * S <= d {
+        let c = *i;
+        let mut a = each!(G, [_mm512_setzero_ps(); S], |g| each!(S, _mm512_setzero_ps(), |s| {
+            _mm512_loadu_ps(p.add(g * d + c + 16 * s))
+        }));
+        for j in 0..n {
+            let r = rows.as_ptr().add(j * d + c);
+            let v = each!(S, _mm512_setzero_ps(), |s| _mm512_loadu_ps(r.add(16 * s)));
+            for (g, a) in a.iter_mut().enumerate() {
+                let wj = _mm512_set1_ps(*w.get_unchecked(g * stride + j));
+                for (a, v) in a.iter_mut().zip(&v) {
+                    *a = _mm512_fmadd_ps(wj, *v, *a);
+                }
+            }
+        }
+        for (g, a) in a.iter().enumerate() {
+            for (s, a) in a.iter().enumerate() {
+                _mm512_storeu_ps(p.add(g * d + c + 16 * s), *a);
+            }
+        }
+        *i += 16 * S;
+    }
+}
+}
