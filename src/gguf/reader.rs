@@ -415,7 +415,7 @@ fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Va
             // The vocabulary's arrays are read straight into packed storage.
             let array = match elem {
                 ValueType::String => {
-                    let mut strings = Array::strings_with_capacity(n, 0);
+                    let mut strings = Array::strings_with_capacity(n);
                     for _ in 0..n {
                         strings.push_str(&c.str(&what)?);
                     }

@@ -182,6 +182,11 @@ impl Value {
     }
 }
 
+/// `pick` of every element, if it picks them all.
+fn all<T>(items: &[Value], pick: fn(&Value) -> Option<T>) -> Option<Vec<T>> {
+    items.iter().map(pick).collect()
+}
+
 /// A metadata array. Vocabularies are arrays of 100-260 thousand strings and numbers; held as
 /// one [`Value`] each (32 bytes plus a heap block per string) they cost about 20 MB of heap
 /// per model, so strings, i32 and f32 elements are stored packed.
@@ -210,7 +215,7 @@ impl Array {
     pub fn new(elem: ValueType, items: Vec<Value>) -> Array {
         let packed = match elem {
             ValueType::String => {
-                let mut strings = Array::strings_with_capacity(items.len(), 0);
+                let mut strings = Array::strings_with_capacity(items.len());
                 for v in &items {
                     match v {
                         Value::String(s) => strings.push_str(s),
@@ -219,24 +224,16 @@ impl Array {
                 }
                 Some(strings)
             }
-            ValueType::I32 => items
-                .iter()
-                .map(|v| match v {
-                    Value::I32(x) => Some(*x),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()
-                .map(Items::I32)
-                .map(|items| Array { elem, items }),
-            ValueType::F32 => items
-                .iter()
-                .map(|v| match v {
-                    Value::F32(x) => Some(*x),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()
-                .map(Items::F32)
-                .map(|items| Array { elem, items }),
+            ValueType::I32 => all(&items, |v| match v {
+                Value::I32(x) => Some(*x),
+                _ => None,
+            })
+            .map(Array::from_i32s),
+            ValueType::F32 => all(&items, |v| match v {
+                Value::F32(x) => Some(*x),
+                _ => None,
+            })
+            .map(Array::from_f32s),
             _ => None,
         };
         packed.unwrap_or_else(|| Array::values(elem, items))
@@ -249,12 +246,12 @@ impl Array {
         }
     }
 
-    /// An empty string array with room for `n` strings of `bytes` bytes in all.
-    pub(crate) fn strings_with_capacity(n: usize, bytes: usize) -> Array {
+    /// An empty string array with room for `n` strings.
+    pub(crate) fn strings_with_capacity(n: usize) -> Array {
         Array {
             elem: ValueType::String,
             items: Items::Strings {
-                text: String::with_capacity(bytes),
+                text: String::new(),
                 ends: Vec::with_capacity(n),
             },
         }

@@ -590,10 +590,7 @@ type DotFn<W, A> = unsafe fn(&[W], &[A]) -> f32;
 
 /// Blocks every row of a tile has (the caller passes equal lengths; the minimum keeps the tile
 /// kernels' reads in bounds).
-#[cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "aarch64")),
-    allow(dead_code)
-)]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn common_len<W, A>(w: &[&[W]], a: &[&[A]]) -> usize {
     w.iter()
         .map(|r| r.len())
@@ -736,8 +733,8 @@ const AVX512: Kernels = Kernels {
 };
 
 /// The NEON tables: dot kernels for the types of the reference models, Q4_0, F16, BF16 and
-/// F32 (Q2_K, Q3_K and Q5_K use the scalar ones); batches go through the dot kernels per token, or through 2-row
-/// `smmla` tiles where the CPU has i8mm.
+/// F32 (Q2_K, Q3_K and Q5_K use the scalar ones); batches go through the dot kernels per
+/// token, or through 2-row `smmla` tiles where the CPU has i8mm.
 #[cfg(target_arch = "aarch64")]
 macro_rules! neon_table {
     ($m:ident) => {

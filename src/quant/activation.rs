@@ -61,8 +61,8 @@ pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     for (xb, yb) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
         // The largest magnitude in 16 lanes (max is exact in any order; NaN never wins, as in
         // the sequential scan), then the first value of that magnitude: its sign matters (the
-        // extreme value maps to exactly -127). Written so the compiler vectorises it: this
-        // was 5% of a prompt pass as one sequential compare-and-branch per element.
+        // extreme value maps to exactly -127). The lanes let even the baseline build use
+        // packed max; x86 with AVX2 runs `kernels::avx2_quantize`'s twin instead.
         let mut lanes = [0.0f32; 16];
         for c in xb.chunks_exact(16) {
             for (m, &v) in lanes.iter_mut().zip(c) {
