@@ -10,6 +10,10 @@ fn sample_strings() -> Vec<Value> {
         .collect()
 }
 
+fn ints(v: &[i32]) -> Vec<Value> {
+    v.iter().map(|&x| Value::I32(x)).collect()
+}
+
 /// A small valid file with every metadata value type, a nested array and three tensors.
 fn sample_file() -> Vec<u8> {
     let mut w = GgufWriter::new();
@@ -29,6 +33,14 @@ fn sample_file() -> Vec<u8> {
         .metadata(
             "floats",
             Value::array(ValueType::F32, vec![Value::F32(0.5), Value::F32(-3.0)]),
+        )
+        .metadata(
+            "small_ints",
+            Value::array(ValueType::I32, ints(&[1, 6, -3, 127, -128])),
+        )
+        .metadata(
+            "ints",
+            Value::array(ValueType::I32, ints(&[1, 128, -129, -70_000, i32::MIN])),
         )
         .metadata(
             "nested",
@@ -66,6 +78,31 @@ fn reads_every_value_type_and_tensor() {
     // Arrays read back equal to what was written, packed or not.
     let written = Value::array(ValueType::String, sample_strings());
     assert_eq!(f.get("strings"), Some(&written));
+    // i32 arrays read back exactly, whether their values fit a byte (stored so) or not.
+    for (key, want) in [
+        ("small_ints", &[1, 6, -3, 127, -128][..]),
+        ("ints", &[1, 128, -129, -70_000, i32::MIN][..]),
+    ] {
+        let a = f.get_array(key).unwrap();
+        let got: Vec<i64> = (0..a.len()).filter_map(|i| a.i64(i)).collect();
+        assert_eq!(
+            got,
+            want.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+            "{key}"
+        );
+        assert_eq!(a.get(4).as_deref(), Some(&Value::I32(want[4])), "{key}");
+        assert_eq!(
+            f.get(key),
+            Some(&Value::array(ValueType::I32, ints(want))),
+            "{key}"
+        );
+    }
+    // A clone (the tokenizer's, of the token texts) shares the storage.
+    let shared = strings.clone();
+    assert_eq!(
+        shared.str(2).map(str::as_ptr),
+        strings.str(2).map(str::as_ptr)
+    );
     let nested = f.get_array("nested").unwrap();
     let inner = nested.get(0).unwrap();
     assert_eq!(inner.as_array().unwrap().i64(1), Some(2));

@@ -417,7 +417,12 @@ fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Va
                 ValueType::String => {
                     let mut strings = Array::strings_with_capacity(n);
                     for _ in 0..n {
-                        strings.push_str(&c.str(&what)?);
+                        if !strings.push_str(&c.str(&what)?) {
+                            return Err(GgufError::CountTooLarge {
+                                what: format!("{} (over 4 GiB of text)", what()),
+                                count,
+                            });
+                        }
                     }
                     strings.shrink_to_fit();
                     strings

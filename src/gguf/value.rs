@@ -1,6 +1,7 @@
 //! Metadata values.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// GGUF metadata value type ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,21 +190,25 @@ fn all<T>(items: &[Value], pick: fn(&Value) -> Option<T>) -> Option<Vec<T>> {
 
 /// A metadata array. Vocabularies are arrays of 100-260 thousand strings and numbers; held as
 /// one [`Value`] each (32 bytes plus a heap block per string) they cost about 20 MB of heap
-/// per model, so strings, i32 and f32 elements are stored packed.
+/// per model, so strings, i32 and f32 elements are stored packed. The storage is shared: a
+/// clone (the tokenizer's, of the token texts) costs no copy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
     elem: ValueType,
-    items: Items,
+    items: Arc<Items>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 enum Items {
-    /// The strings one after another; string `i` is `text[ends[i - 1]..ends[i]]`.
+    /// The strings one after another; string `i` is `text[ends[i - 1]..ends[i]]` (at most
+    /// 4 GiB of text: u32 ends halve the offsets' memory).
     Strings {
         text: String,
-        ends: Vec<usize>,
+        ends: Vec<u32>,
     },
     I32(Vec<i32>),
+    /// An i32 array whose values all fit a byte (token types: 1-6), a quarter the memory.
+    I32AsI8(Vec<i8>),
     F32(Vec<f32>),
     /// Any other element type, one value each.
     Values(Vec<Value>),
@@ -218,7 +223,7 @@ impl Array {
                 let mut strings = Array::strings_with_capacity(items.len());
                 for v in &items {
                     match v {
-                        Value::String(s) => strings.push_str(s),
+                        Value::String(s) if strings.push_str(s) => {}
                         _ => return Array::values(elem, items),
                     }
                 }
@@ -242,7 +247,7 @@ impl Array {
     fn values(elem: ValueType, items: Vec<Value>) -> Array {
         Array {
             elem,
-            items: Items::Values(items),
+            items: Arc::new(Items::Values(items)),
         }
     }
 
@@ -250,24 +255,29 @@ impl Array {
     pub(crate) fn strings_with_capacity(n: usize) -> Array {
         Array {
             elem: ValueType::String,
-            items: Items::Strings {
+            items: Arc::new(Items::Strings {
                 text: String::new(),
                 ends: Vec::with_capacity(n),
-            },
+            }),
         }
     }
 
-    /// Appends a string (to a string array made by [`Array::strings_with_capacity`]).
-    pub(crate) fn push_str(&mut self, s: &str) {
-        if let Items::Strings { text, ends } = &mut self.items {
+    /// Appends a string (to a string array made by [`Array::strings_with_capacity`]); false,
+    /// with nothing appended, past 4 GiB of text.
+    pub(crate) fn push_str(&mut self, s: &str) -> bool {
+        if let Items::Strings { text, ends } = Arc::make_mut(&mut self.items) {
+            let Ok(end) = u32::try_from(text.len() + s.len()) else {
+                return false;
+            };
             text.push_str(s);
-            ends.push(text.len());
+            ends.push(end);
         }
+        true
     }
 
     /// Frees the spare capacity a string array grew while it was read.
     pub(crate) fn shrink_to_fit(&mut self) {
-        if let Items::Strings { text, ends } = &mut self.items {
+        if let Items::Strings { text, ends } = Arc::make_mut(&mut self.items) {
             text.shrink_to_fit();
             ends.shrink_to_fit();
         }
@@ -275,9 +285,13 @@ impl Array {
 
     /// An i32 array.
     pub(crate) fn from_i32s(v: Vec<i32>) -> Array {
+        let bytes: Option<Vec<i8>> = v.iter().map(|&x| i8::try_from(x).ok()).collect();
         Array {
             elem: ValueType::I32,
-            items: Items::I32(v),
+            items: Arc::new(match bytes {
+                Some(b) => Items::I32AsI8(b),
+                None => Items::I32(v),
+            }),
         }
     }
 
@@ -285,7 +299,7 @@ impl Array {
     pub(crate) fn from_f32s(v: Vec<f32>) -> Array {
         Array {
             elem: ValueType::F32,
-            items: Items::F32(v),
+            items: Arc::new(Items::F32(v)),
         }
     }
 
@@ -294,9 +308,10 @@ impl Array {
     }
 
     pub fn len(&self) -> usize {
-        match &self.items {
+        match &*self.items {
             Items::Strings { ends, .. } => ends.len(),
             Items::I32(v) => v.len(),
+            Items::I32AsI8(v) => v.len(),
             Items::F32(v) => v.len(),
             Items::Values(v) => v.len(),
         }
@@ -308,9 +323,10 @@ impl Array {
 
     /// Element `i`: borrowed where it is stored as a [`Value`], built otherwise.
     pub fn get(&self, i: usize) -> Option<Cow<'_, Value>> {
-        Some(match &self.items {
+        Some(match &*self.items {
             Items::Strings { .. } => Cow::Owned(Value::String(self.str(i)?.to_owned())),
             Items::I32(v) => Cow::Owned(Value::I32(*v.get(i)?)),
+            Items::I32AsI8(v) => Cow::Owned(Value::I32(*v.get(i)? as i32)),
             Items::F32(v) => Cow::Owned(Value::F32(*v.get(i)?)),
             Items::Values(v) => Cow::Borrowed(v.get(i)?),
         })
@@ -318,19 +334,27 @@ impl Array {
 
     /// String element `i` without a copy (`None` past the end or if it is not a string).
     pub fn str(&self, i: usize) -> Option<&str> {
-        match &self.items {
+        match &*self.items {
             Items::Strings { text, ends } => {
                 let start = if i == 0 { 0 } else { *ends.get(i - 1)? };
-                text.get(start..*ends.get(i)?)
+                text.get(start as usize..*ends.get(i)? as usize)
             }
             Items::Values(v) => v.get(i)?.as_str(),
             _ => None,
         }
     }
 
+    /// The elements, if this is a packed f32 array.
+    pub fn f32s(&self) -> Option<&[f32]> {
+        match &*self.items {
+            Items::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// Element `i` as f32, if it is a number.
     pub fn f32(&self, i: usize) -> Option<f32> {
-        match &self.items {
+        match &*self.items {
             Items::F32(v) => v.get(i).copied(),
             _ => self.get(i)?.as_f32(),
         }
@@ -338,8 +362,9 @@ impl Array {
 
     /// Element `i` as i64, if it is an integer.
     pub fn i64(&self, i: usize) -> Option<i64> {
-        match &self.items {
+        match &*self.items {
             Items::I32(v) => v.get(i).map(|&x| x as i64),
+            Items::I32AsI8(v) => v.get(i).map(|&x| x as i64),
             _ => self.get(i)?.as_i64(),
         }
     }

@@ -213,6 +213,8 @@ impl Context {
                 .collect();
             let pool = Arc::clone(&self.pool);
             match pool.install(|| self.forward(chunk, &places)) {
+                // One pass (the usual case): its buffer is the result, not copied.
+                Ok(out) if logits.is_empty() => logits = out,
                 Ok(out) => logits.extend_from_slice(&out),
                 Err(e) => {
                     self.seq_len = before;

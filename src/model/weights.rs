@@ -6,6 +6,7 @@
 use super::arch::Arch;
 use super::error::ModelError;
 use super::hparams::HParams;
+use super::load::release_pages;
 use super::repack_cache::{RepackCache, Wanted};
 use crate::gguf::{GgufFile, TensorInfo};
 use std::sync::Arc;
@@ -88,21 +89,6 @@ impl Linear {
         let rb = self.row_bytes();
         let bytes = &gguf.file_bytes()[self.start + r * rb..self.start + (r + 1) * rb];
         dequantize_row(self.ty, bytes, out).expect("type checked at load");
-    }
-}
-
-/// Drops the whole pages inside `bytes` from this process's memory (a file mapping re-reads
-/// them on access; nothing here reads them again). Failure (locked pages) is harmless.
-fn release_pages(bytes: &[u8]) {
-    #[cfg(target_os = "linux")]
-    {
-        let page = 4096usize;
-        let start = (bytes.as_ptr() as usize).next_multiple_of(page);
-        let end = (bytes.as_ptr() as usize + bytes.len()) & !(page - 1);
-        if end > start {
-            // SAFETY: advisory call on whole pages of a live read-only mapping.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
-        }
     }
 }
 

@@ -11,8 +11,8 @@ pub(crate) fn piece_bytes(vocab: &Vocab, id: TokenId, special: bool) -> Vec<u8> 
     let Some(token) = vocab.token(id) else {
         return Vec::new();
     };
-    let text = token.text.as_str();
-    match token.kind {
+    let text = vocab.text(id);
+    match token.kind() {
         TokenKind::Control | TokenKind::Unknown if !special => Vec::new(),
         // Special and user-defined tokens are written verbatim, without unescaping.
         TokenKind::Control | TokenKind::Unknown | TokenKind::UserDefined => {

@@ -161,12 +161,12 @@ impl Tokenizer {
     pub fn is_control(&self, id: TokenId) -> bool {
         self.vocab
             .token(id)
-            .is_some_and(|t| t.kind == TokenKind::Control)
+            .is_some_and(|t| t.kind() == TokenKind::Control)
     }
 
     /// The raw vocabulary string of a token.
     pub fn token_text(&self, id: TokenId) -> Option<&str> {
-        self.vocab.token(id).map(|t| t.text.as_str())
+        self.vocab.token(id).map(|_| self.vocab.text(id))
     }
 
     /// Bytes this token contributes to output text; control tokens give nothing unless

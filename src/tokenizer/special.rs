@@ -24,11 +24,11 @@ pub(crate) fn partition<'t>(
     }
     let mut fragments = vec![Fragment::Text(text)];
     for &id in &vocab.special_by_len {
-        let token = &vocab.tokens[id as usize];
-        if !parse_special && matches!(token.kind, TokenKind::Control | TokenKind::Unknown) {
+        let token = vocab.tokens[id as usize];
+        if !parse_special && matches!(token.kind(), TokenKind::Control | TokenKind::Unknown) {
             continue;
         }
-        let needle = token.text.as_str();
+        let needle = vocab.text(id);
         // Most special tokens never occur; skip the rebuild for them.
         let occurs = fragments
             .iter()
@@ -40,7 +40,7 @@ pub(crate) fn partition<'t>(
         for f in fragments {
             match f {
                 Fragment::Text(t) => {
-                    split_text(t, needle, id, token.lstrip, token.rstrip, &mut next)
+                    split_text(t, needle, id, token.lstrip(), token.rstrip(), &mut next)
                 }
                 other => next.push(other),
             }

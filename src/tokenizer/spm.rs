@@ -44,7 +44,7 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &str, out: &mut Vec<TokenId>) {
         let joined = &text[symbols[l].start..symbols[r].start + symbols[r].len];
         if let Some(id) = vocab.text_to_token(joined) {
             heap.push(Bigram {
-                score: vocab.tokens[id as usize].score,
+                score: vocab.score(id),
                 left: l,
                 right: r,
                 size: joined.len(),

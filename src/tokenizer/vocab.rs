@@ -17,40 +17,72 @@ pub(crate) enum ModelKind {
     Bpe,
 }
 
-/// GGUF token types (`tokenizer.ggml.token_type`).
+/// GGUF token types (`tokenizer.ggml.token_type`), numbered as there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TokenKind {
-    Undefined,
-    Normal,
-    Unknown,
-    Control,
-    UserDefined,
-    Unused,
-    Byte,
+    Undefined = 0,
+    Normal = 1,
+    Unknown = 2,
+    Control = 3,
+    UserDefined = 4,
+    Unused = 5,
+    Byte = 6,
 }
 
 impl TokenKind {
+    const ALL: [TokenKind; 7] = [
+        TokenKind::Undefined,
+        TokenKind::Normal,
+        TokenKind::Unknown,
+        TokenKind::Control,
+        TokenKind::UserDefined,
+        TokenKind::Unused,
+        TokenKind::Byte,
+    ];
+
     fn from_gguf(v: i64) -> TokenKind {
-        match v {
-            1 => TokenKind::Normal,
-            2 => TokenKind::Unknown,
-            3 => TokenKind::Control,
-            4 => TokenKind::UserDefined,
-            5 => TokenKind::Unused,
-            6 => TokenKind::Byte,
-            _ => TokenKind::Undefined,
-        }
+        usize::try_from(v)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
+            .unwrap_or(TokenKind::Undefined)
     }
 }
 
-#[derive(Clone, Debug)]
-pub(crate) struct TokenData {
-    pub text: String,
-    pub score: f32,
-    pub kind: TokenKind,
-    /// Strip whitespace to the left/right of this token when it is matched in text.
-    pub lstrip: bool,
-    pub rstrip: bool,
+/// A token's kind and strip flags in one byte (a vocabulary has up to 262k of them); the text
+/// and score are [`Vocab::text`] and [`Vocab::score`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TokenData(u8);
+
+impl TokenData {
+    const KIND: u8 = 0b111;
+    const LSTRIP: u8 = 1 << 3;
+    const RSTRIP: u8 = 1 << 4;
+
+    fn new(kind: TokenKind) -> TokenData {
+        TokenData(kind as u8)
+    }
+
+    pub fn kind(self) -> TokenKind {
+        TokenKind::ALL[(self.0 & Self::KIND) as usize]
+    }
+
+    fn set_kind(&mut self, kind: TokenKind) {
+        self.0 = (self.0 & !Self::KIND) | kind as u8;
+    }
+
+    /// Strip whitespace to the left of this token when it is matched in text.
+    pub fn lstrip(self) -> bool {
+        self.0 & Self::LSTRIP != 0
+    }
+
+    /// Strip whitespace to the right of this token when it is matched in text.
+    pub fn rstrip(self) -> bool {
+        self.0 & Self::RSTRIP != 0
+    }
+
+    fn set_rstrip(&mut self, on: bool) {
+        self.0 = (self.0 & !Self::RSTRIP) | if on { Self::RSTRIP } else { 0 };
+    }
 }
 
 #[derive(Debug)]
@@ -59,6 +91,11 @@ pub(crate) struct Vocab {
     /// `tokenizer.ggml.pre`, empty when absent.
     pub pre: String,
     pub tokens: Vec<TokenData>,
+    /// The token texts: the GGUF's own packed array, shared rather than copied (a
+    /// 262k-token vocabulary held as a `String` each costs about 17 MB).
+    texts: Array,
+    /// Scores as packed f32 (shared with the GGUF where stored so); `None`: all 0.
+    scores: Option<Array>,
     /// Text to id; on duplicate texts the last id wins, as in llama.cpp.
     pub token_to_id: IdTable,
     pub bos: Option<TokenId>,
@@ -177,15 +214,16 @@ impl Vocab {
             Some(v) => v.as_str().ok_or_else(|| bad(KEY_PRE, "not a string"))?,
             None => "",
         };
-        let tokens = load_tokens(gguf)?;
+        let (texts, scores, tokens) = load_tokens(gguf)?;
         let n = tokens.len();
 
         let mut token_to_id = IdTable::with_capacity(n);
-        let text_of = |id: TokenId| tokens[id as usize].text.as_str();
-        for (id, t) in tokens.iter().enumerate() {
+        let text_of = |id: TokenId| texts.str(id as usize).unwrap_or_default();
+        for id in 0..n as TokenId {
             // llama.cpp renames empty pieces; they can never match text, so leave them out.
-            if !t.text.is_empty() {
-                token_to_id.insert(&t.text, id as TokenId, text_of);
+            let text = text_of(id);
+            if !text.is_empty() {
+                token_to_id.insert(text, id, text_of);
             }
         }
 
@@ -193,6 +231,8 @@ impl Vocab {
             kind,
             pre: pre.to_string(),
             tokens,
+            texts,
+            scores,
             token_to_id,
             bos: None,
             eos: None,
@@ -226,13 +266,26 @@ impl Vocab {
             .map_or(0, |a| a.len())
     }
 
-    pub fn token(&self, id: TokenId) -> Option<&TokenData> {
-        self.tokens.get(id as usize)
+    pub fn token(&self, id: TokenId) -> Option<TokenData> {
+        self.tokens.get(id as usize).copied()
+    }
+
+    /// Token `id`'s text ("" past the end).
+    pub fn text(&self, id: TokenId) -> &str {
+        // Every element was checked to be a string when the vocabulary was loaded.
+        self.texts.str(id as usize).unwrap_or_default()
+    }
+
+    /// Token `id`'s score (0 past the end or without scores).
+    pub fn score(&self, id: TokenId) -> f32 {
+        self.scores
+            .as_ref()
+            .and_then(|a| a.f32s()?.get(id as usize).copied())
+            .unwrap_or(0.0)
     }
 
     pub fn text_to_token(&self, text: &str) -> Option<TokenId> {
-        self.token_to_id
-            .get(text, |id| self.tokens[id as usize].text.as_str())
+        self.token_to_id.get(text, |id| self.text(id))
     }
 
     /// Per-model defaults that llama.cpp applies before reading the flag keys.
@@ -321,13 +374,13 @@ impl Vocab {
         let mut eog: Vec<TokenId> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
         for text in EOG_TEXTS {
             if let Some(id) = self.text_to_token(text) {
-                self.tokens[id as usize].kind = TokenKind::Control;
+                self.tokens[id as usize].set_kind(TokenKind::Control);
                 eog.push(id);
             }
         }
         for text in ALWAYS_RENDERED_TEXTS {
             if let Some(id) = self.text_to_token(text) {
-                self.tokens[id as usize].kind = TokenKind::UserDefined;
+                self.tokens[id as usize].set_kind(TokenKind::UserDefined);
             }
         }
         eog.extend([self.eos, eot, eom].into_iter().flatten());
@@ -350,13 +403,13 @@ impl Vocab {
         if let Some(end) = in_eog(self, "<|end|>") {
             if has_call && (has(self, "<|return|>") || has(self, "<|flush|>")) {
                 self.eog.retain(|&id| id != end);
-                self.tokens[end as usize].kind = TokenKind::UserDefined;
+                self.tokens[end as usize].set_kind(TokenKind::UserDefined);
             }
         }
         if let Some(s) = in_eog(self, "</s>") {
             if has(self, "<|tool_response>") || has(self, "<|plamo:eos|>") {
                 self.eog.retain(|&id| id != s);
-                self.tokens[s as usize].kind = TokenKind::Normal;
+                self.tokens[s as usize].set_kind(TokenKind::Normal);
             }
         }
     }
@@ -364,7 +417,7 @@ impl Vocab {
     /// First token whose text is in `texts`, forced to CONTROL.
     fn find_and_mark_control(&mut self, texts: &[&str]) -> Option<TokenId> {
         let id = texts.iter().find_map(|t| self.text_to_token(t))?;
-        self.tokens[id as usize].kind = TokenKind::Control;
+        self.tokens[id as usize].set_kind(TokenKind::Control);
         Some(id)
     }
 
@@ -378,8 +431,8 @@ impl Vocab {
             return;
         }
         for t in &mut self.tokens {
-            if is_special_kind(t.kind) {
-                t.rstrip = true;
+            if is_special_kind(t.kind()) {
+                t.set_rstrip(true);
             }
         }
         for (text, on) in [
@@ -389,7 +442,7 @@ impl Vocab {
             ("<|endoftext|>", false),
         ] {
             if let Some(id) = self.text_to_token(text) {
-                self.tokens[id as usize].rstrip = on;
+                self.tokens[id as usize].set_rstrip(on);
             }
         }
     }
@@ -397,12 +450,11 @@ impl Vocab {
     fn collect_special(&mut self) {
         let mut ids: Vec<TokenId> = (0..self.tokens.len() as TokenId)
             .filter(|&id| {
-                let t = &self.tokens[id as usize];
-                is_special_kind(t.kind) && !t.text.is_empty()
+                is_special_kind(self.tokens[id as usize].kind()) && !self.text(id).is_empty()
             })
             .collect();
         // Stable, so equal lengths keep id order.
-        ids.sort_by_key(|&id| std::cmp::Reverse(self.tokens[id as usize].text.len()));
+        ids.sort_by_key(|&id| std::cmp::Reverse(self.text(id).len()));
         self.special_by_len = ids;
     }
 }
@@ -421,7 +473,9 @@ fn bad(key: &'static str, reason: impl Into<String>) -> TokenizerError {
     }
 }
 
-fn load_tokens(gguf: &GgufFile) -> Result<Vec<TokenData>, TokenizerError> {
+/// The token texts and scores (shared handles on the GGUF's arrays, where packed) and each
+/// token's attributes.
+fn load_tokens(gguf: &GgufFile) -> Result<(Array, Option<Array>, Vec<TokenData>), TokenizerError> {
     let texts = gguf
         .get(KEY_TOKENS)
         .ok_or(TokenizerError::MissingKey(KEY_TOKENS))?
@@ -436,17 +490,11 @@ fn load_tokens(gguf: &GgufFile) -> Result<Vec<TokenData>, TokenizerError> {
     let scores = optional_array(gguf, KEY_SCORES, texts.len())?;
     let types = optional_array(gguf, KEY_TYPES, texts.len())?;
 
-    (0..texts.len())
+    let tokens = (0..texts.len())
         .map(|i| {
-            let text = texts
-                .str(i)
-                .ok_or_else(|| bad(KEY_TOKENS, format!("element {i} is not a string")))?;
-            let score = match scores {
-                Some(s) => s
-                    .f32(i)
-                    .ok_or_else(|| bad(KEY_SCORES, format!("element {i} is not a number")))?,
-                None => 0.0,
-            };
+            if texts.str(i).is_none() {
+                return Err(bad(KEY_TOKENS, format!("element {i} is not a string")));
+            }
             let kind = match types {
                 Some(t) => TokenKind::from_gguf(
                     t.i64(i)
@@ -454,15 +502,22 @@ fn load_tokens(gguf: &GgufFile) -> Result<Vec<TokenData>, TokenizerError> {
                 ),
                 None => TokenKind::Normal,
             };
-            Ok(TokenData {
-                text: text.to_string(),
-                score,
-                kind,
-                lstrip: false,
-                rstrip: false,
-            })
+            Ok(TokenData::new(kind))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    let scores = match scores {
+        Some(s) if s.f32s().is_some() => Some(s.clone()),
+        Some(s) => Some(Array::from_f32s(
+            (0..s.len())
+                .map(|i| {
+                    s.f32(i)
+                        .ok_or_else(|| bad(KEY_SCORES, format!("element {i} is not a number")))
+                })
+                .collect::<Result<_, _>>()?,
+        )),
+        None => None,
+    };
+    Ok((texts.clone(), scores, tokens))
 }
 
 /// An array that must have one element per token when present.
