@@ -538,6 +538,9 @@ pub(super) unsafe fn weighted_sum_columns<const G: usize>(
         _ => weighted_pass::<G, 2>(acc, d, rows, w, stride, &mut i),
     }
     weighted_pass::<G, 1>(acc, d, rows, w, stride, &mut i);
+    if i == d {
+        return;
+    }
     let n = rows.len() / d.max(1);
     for g in 0..G {
         for j in 0..n {

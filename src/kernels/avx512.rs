@@ -409,6 +409,91 @@ pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
 }
 
 tf! {
+/// [`scalar::f32_dots`] on 16 lanes: up to four queries against four rows per pass, each row
+/// slice loaded once for all queries and each query slice once for all rows; a masked pass
+/// takes the tail of `d`. Matches the scalar version within f32 rounding (its sums are f64).
+///
+/// # Safety
+/// See the module docs.
+pub unsafe fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
+    let (n_q, n) = (q.len() / d.max(1), rows.len() / d.max(1));
+    for g0 in (0..n_q).step_by(4) {
+        let g = (n_q - g0).min(4);
+        let (q, out) = (&q[g0 * d..(g0 + g) * d], &mut out[g0 * stride..]);
+        let mut j = 0;
+        while j + 4 <= n {
+            match g {
+                1 => dots_block::<1, 4>(q, d, rows, out, stride, j),
+                2 => dots_block::<2, 4>(q, d, rows, out, stride, j),
+                3 => dots_block::<3, 4>(q, d, rows, out, stride, j),
+                _ => dots_block::<4, 4>(q, d, rows, out, stride, j),
+            }
+            j += 4;
+        }
+        for j in j..n {
+            match g {
+                1 => dots_block::<1, 1>(q, d, rows, out, stride, j),
+                2 => dots_block::<2, 1>(q, d, rows, out, stride, j),
+                3 => dots_block::<3, 1>(q, d, rows, out, stride, j),
+                _ => dots_block::<4, 1>(q, d, rows, out, stride, j),
+            }
+        }
+    }
+}
+
+/// Rows `j0..j0 + R` against the `G` queries of [`f32_dots`].
+#[inline]
+unsafe fn dots_block<const G: usize, const R: usize>(
+    q: &[f32],
+    d: usize,
+    rows: &[f32],
+    out: &mut [f32],
+    stride: usize,
+    j0: usize,
+) {
+    let (pq, pr) = (q.as_ptr(), rows.as_ptr().add(j0 * d));
+    let mut acc = [[_mm512_setzero_ps(); G]; R];
+    let mut i = 0;
+    let mut step = |i: usize, mask: __mmask16| {
+        let v = each!(R, _mm512_setzero_ps(), |r| _mm512_maskz_loadu_ps(mask, pr.add(r * d + i)));
+        for g in 0..G {
+            let qv = _mm512_maskz_loadu_ps(mask, pq.add(g * d + i));
+            for (acc, v) in acc.iter_mut().zip(&v) {
+                acc[g] = _mm512_fmadd_ps(qv, *v, acc[g]);
+            }
+        }
+    };
+    while i + 16 <= d {
+        step(i, !0);
+        i += 16;
+    }
+    if i < d {
+        step(i, (1u16 << (d - i)) - 1);
+    }
+    for g in 0..G {
+        if R == 4 {
+            let sums = hsum4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+            _mm_storeu_ps(out.as_mut_ptr().add(g * stride + j0), sums);
+        } else {
+            for (r, acc) in acc.iter().enumerate() {
+                out[g * stride + j0 + r] = _mm512_reduce_add_ps(acc[g]);
+            }
+        }
+    }
+}
+
+/// `[Σa, Σb, Σc, Σd]`: the four horizontal sums at once.
+#[inline]
+unsafe fn hsum4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
+    let half = |v: __m512| {
+        _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps::<1>(v))
+    };
+    let ab = _mm256_hadd_ps(half(a), half(b));
+    let cd = _mm256_hadd_ps(half(c), half(d));
+    let abcd = _mm256_hadd_ps(ab, cd);
+    _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+}
+
 /// [`scalar::f32_weighted_sum`] on 16 lanes, four accumulators at a time; bit-identical to it
 /// (each element still adds the rows in order with one fused multiply-add). Columns short of
 /// a 16-lane pass go to the AVX2 kernel.

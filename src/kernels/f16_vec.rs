@@ -223,6 +223,11 @@ pub fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usiz
     );
     match cpu_path() {
         #[cfg(target_arch = "x86_64")]
+        CpuPath::Avx512 if super::avx512::detected() => {
+            // SAFETY: AVX-512 (with AVX2, FMA and F16C) was detected; shapes checked above.
+            unsafe { super::avx512::f32_dots(q, d, rows, out, stride) }
+        }
+        #[cfg(target_arch = "x86_64")]
         CpuPath::Avx2 | CpuPath::Avx512 if super::avx2::detected() => {
             // SAFETY: AVX2, FMA and F16C were detected; shapes checked above.
             unsafe { super::avx2::f32_dots(q, d, rows, out, stride) }

@@ -44,6 +44,7 @@ pub mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512_interleaved;
 mod f16_vec;
+mod gelu;
 mod info;
 pub mod interleaved;
 #[cfg(target_arch = "aarch64")]
@@ -57,6 +58,7 @@ pub use f16_vec::{
     f16_attend, f16_attend_with, f16_dot, f16_dot_with, f16_mad, f16_mad_with, f16_scale,
     f16_scale_with, f32_dots, f32_weighted_sum,
 };
+pub use gelu::{geglu, geglu_with};
 pub use info::{cpu_features, system_info};
 pub use vexp::{exp_shifted_sum, exp_shifted_sum_with, swiglu, swiglu_with};
 

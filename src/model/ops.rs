@@ -41,41 +41,14 @@ pub fn add_inplace(acc: &mut [f32], x: &[f32]) {
     }
 }
 
-/// GELU with the tanh approximation (what Gemma uses).
-fn gelu_tanh(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
-}
-
-/// GELU through a table indexed by the f16 bits of the input, holding f16 results — ggml's CPU
-/// method. It is fast, and using the same rounding keeps Gemma's logits within llama.cpp's.
-fn gelu_table(x: f32) -> f32 {
-    use half::f16;
-    static TABLE: std::sync::OnceLock<Vec<f16>> = std::sync::OnceLock::new();
-    if x <= -10.0 {
-        return 0.0;
-    }
-    if x >= 10.0 {
-        return x;
-    }
-    let table = TABLE.get_or_init(|| {
-        (0..=u16::MAX)
-            .map(|bits| f16::from_f32(gelu_tanh(f16::from_bits(bits).to_f32())))
-            .collect()
-    });
-    table[f16::from_f32(x).to_bits() as usize].to_f32()
-}
-
 /// `gate = silu(gate) * up`
 pub fn swiglu_inplace(gate: &mut [f32], up: &[f32]) {
     crate::kernels::swiglu(gate, up)
 }
 
-/// `gate = gelu_tanh(gate) * up`
+/// `gate = gelu_tanh(gate) * up`, GELU through ggml's f16 table.
 pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = gelu_table(*g) * u;
-    }
+    crate::kernels::geglu(gate, up)
 }
 
 /// Rotary position embedding tables for one base frequency: `inv_freq[i]` for each rotated pair.

@@ -24,13 +24,16 @@ impl Scratch {
 
     /// A buffer of `len` floats whose old contents are left where they fit: for outputs that
     /// are written whole (a matmul's), so the zeroing of [`Scratch::take`] (2% of a prompt
-    /// pass) is skipped.
+    /// pass) is skipped. Only floats past the buffer's last length are zeroed.
     pub fn take_for_overwrite(&mut self, len: usize) -> Vec<f32> {
         let mut buf = match self.best_fit(len, Vec::len) {
             Some(i) => self.free.swap_remove(i),
-            None => return self.take(len),
+            None => match self.best_fit(len, Vec::capacity) {
+                Some(i) => self.free.swap_remove(i),
+                None => return self.take(len),
+            },
         };
-        buf.truncate(len);
+        buf.resize(len, 0.0);
         buf
     }
 
