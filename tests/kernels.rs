@@ -816,6 +816,21 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
                 same_bits(&got, &want, f16::to_bits),
                 "{path} f16 accumulator kernels differ from scalar at len {len}"
             );
+            // Widening, with infinities, NaN and subnormals among the values.
+            let mut h = v.clone();
+            for (i, x) in [f16::INFINITY, f16::NEG_INFINITY, f16::NAN, f16::from_bits(3)]
+                .into_iter()
+                .enumerate()
+            {
+                if let Some(slot) = h.get_mut(5 * i) {
+                    *slot = x;
+                }
+            }
+            let mut wide = vec![0f32; len];
+            kernels::f16_row_to_f32_with(path, &h, &mut wide);
+            for (x, y) in h.iter().zip(&wide) {
+                assert!(x.to_f32().to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
+            }
         }
     }
 }

@@ -675,6 +675,20 @@ pub unsafe fn f16_dot(q: &[f32], k: &[f16]) -> f32 {
     }
 }
 
+/// [`scalar::f16_row_to_f32`] eight lanes at a time (F16C); bit-identical to it.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f16_row_to_f32(src: &[f16], dst: &mut [f32]) {
+    let n = src.len().min(dst.len()) / 8 * 8;
+    for i in (0..n).step_by(8) {
+        let h = _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i);
+        _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+    }
+    scalar::f16_row_to_f32(&src[n..], &mut dst[n..]);
+}
+
 /// [`scalar::f16_scale`] eight lanes at a time; bit-identical to it.
 ///
 /// # Safety

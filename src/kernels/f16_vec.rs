@@ -19,6 +19,24 @@ pub fn f16_mad_with(path: CpuPath, acc: &mut [f16], v: &[f16], w: f32) {
     }
 }
 
+/// `dst[i] = src[i]` widened to f32 on `path` (exact on every path).
+pub fn f16_row_to_f32_with(path: CpuPath, src: &[f16], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len(), "f16_row_to_f32: lengths differ");
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        CpuPath::Avx2 | CpuPath::Avx512 if super::avx2::detected() => {
+            // SAFETY: AVX2, FMA and F16C were detected.
+            unsafe { super::avx2::f16_row_to_f32(src, dst) }
+        }
+        _ => scalar::f16_row_to_f32(src, dst),
+    }
+}
+
+/// [`f16_row_to_f32_with`] on the dispatched path.
+pub fn f16_row_to_f32(src: &[f16], dst: &mut [f32]) {
+    f16_row_to_f32_with(cpu_path(), src, dst)
+}
+
 /// `acc[i] = f16(acc[i] * s)` on `path`.
 pub fn f16_scale_with(path: CpuPath, acc: &mut [f16], s: f32) {
     match path {

@@ -55,8 +55,8 @@ pub mod scalar;
 mod vexp;
 
 pub use f16_vec::{
-    f16_attend, f16_attend_with, f16_dot, f16_dot_with, f16_mad, f16_mad_with, f16_scale,
-    f16_scale_with, f32_dots, f32_weighted_sum,
+    f16_attend, f16_attend_with, f16_dot, f16_dot_with, f16_mad, f16_mad_with, f16_row_to_f32,
+    f16_row_to_f32_with, f16_scale, f16_scale_with, f32_dots, f32_weighted_sum,
 };
 pub use gelu::{geglu, geglu_with};
 pub use info::{cpu_features, system_info};

@@ -303,6 +303,13 @@ pub fn f16_dot(q: &[f32], k: &[f16]) -> f32 {
 }
 
 /// `acc[i] = f16(acc[i] * s)`, as ggml's `ggml_vec_scale_f16`.
+/// `dst[i] = src[i]` widened to f32 (exact).
+pub fn f16_row_to_f32(src: &[f16], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.to_f32();
+    }
+}
+
 pub fn f16_scale(acc: &mut [f16], s: f32) {
     for a in acc.iter_mut() {
         *a = f16::from_f32(a.to_f32() * s);

@@ -7,7 +7,6 @@
 //! O(tile x n_kv), never n_ctx x n_ctx.
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
 use crate::kernels;
 use crate::parallel::{self, Disjoint};
@@ -186,7 +185,7 @@ fn attend_tile(
             let b1 = (b0 + TILE_ROWS).min(hi);
             for (j, p) in (b0..b1).enumerate() {
                 let off = (p * s.n_head_kv + kvh) * dim;
-                data[off..off + dim].convert_to_f32_slice(&mut buf[j * dim..(j + 1) * dim]);
+                kernels::f16_row_to_f32(&data[off..off + dim], &mut buf[j * dim..(j + 1) * dim]);
             }
             for (ti, t) in tile.clone().enumerate() {
                 let r = visible(s, places[t]);
