@@ -818,9 +818,14 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
             );
             // Widening, with infinities, NaN and subnormals among the values.
             let mut h = v.clone();
-            for (i, x) in [f16::INFINITY, f16::NEG_INFINITY, f16::NAN, f16::from_bits(3)]
-                .into_iter()
-                .enumerate()
+            for (i, x) in [
+                f16::INFINITY,
+                f16::NEG_INFINITY,
+                f16::NAN,
+                f16::from_bits(3),
+            ]
+            .into_iter()
+            .enumerate()
             {
                 if let Some(slot) = h.get_mut(5 * i) {
                     *slot = x;
