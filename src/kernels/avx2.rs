@@ -486,7 +486,9 @@ unsafe fn dots_rows<const G: usize, const R: usize>(
     let mut acc = [[_mm256_setzero_ps(); G]; R];
     let mut i = 0;
     while i + 8 <= d {
-        let v: [__m256; R] = std::array::from_fn(|r| _mm256_loadu_ps(rows.as_ptr().add(r * d + i)));
+        let v = each!(R, _mm256_setzero_ps(), |r| _mm256_loadu_ps(
+            rows.as_ptr().add(r * d + i)
+        ));
         for g in 0..G {
             let qv = _mm256_loadu_ps(q.as_ptr().add(g * d + i));
             for (acc, v) in acc.iter_mut().zip(&v) {
@@ -568,12 +570,14 @@ unsafe fn weighted_pass<const G: usize, const S: usize>(
     let p = acc.as_mut_ptr();
     while *i + 8 * S <= d {
         let c = *i;
-        let mut a: [[__m256; S]; G] = std::array::from_fn(|g| {
-            std::array::from_fn(|s| _mm256_loadu_ps(p.add(g * d + c + 8 * s)))
-        });
+        let mut a = each!(G, [_mm256_setzero_ps(); S], |g| each!(
+            S,
+            _mm256_setzero_ps(),
+            |s| _mm256_loadu_ps(p.add(g * d + c + 8 * s))
+        ));
         for j in 0..n {
             let r = rows.as_ptr().add(j * d + c);
-            let v: [__m256; S] = std::array::from_fn(|s| _mm256_loadu_ps(r.add(8 * s)));
+            let v = each!(S, _mm256_setzero_ps(), |s| _mm256_loadu_ps(r.add(8 * s)));
             for (g, a) in a.iter_mut().enumerate() {
                 let wj = _mm256_set1_ps(*w.get_unchecked(g * stride + j));
                 for (a, v) in a.iter_mut().zip(&v) {

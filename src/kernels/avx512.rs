@@ -416,28 +416,30 @@ tf! {
 /// # Safety
 /// See the module docs.
 pub unsafe fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
-    let (n_q, n) = (q.len() / d.max(1), rows.len() / d.max(1));
+    let n_q = q.len() / d.max(1);
     for g0 in (0..n_q).step_by(4) {
         let g = (n_q - g0).min(4);
         let (q, out) = (&q[g0 * d..(g0 + g) * d], &mut out[g0 * stride..]);
-        let mut j = 0;
-        while j + 4 <= n {
-            match g {
-                1 => dots_block::<1, 4>(q, d, rows, out, stride, j),
-                2 => dots_block::<2, 4>(q, d, rows, out, stride, j),
-                3 => dots_block::<3, 4>(q, d, rows, out, stride, j),
-                _ => dots_block::<4, 4>(q, d, rows, out, stride, j),
-            }
-            j += 4;
+        match g {
+            1 => dots_g::<1>(q, d, rows, out, stride),
+            2 => dots_g::<2>(q, d, rows, out, stride),
+            3 => dots_g::<3>(q, d, rows, out, stride),
+            _ => dots_g::<4>(q, d, rows, out, stride),
         }
-        for j in j..n {
-            match g {
-                1 => dots_block::<1, 1>(q, d, rows, out, stride, j),
-                2 => dots_block::<2, 1>(q, d, rows, out, stride, j),
-                3 => dots_block::<3, 1>(q, d, rows, out, stride, j),
-                _ => dots_block::<4, 1>(q, d, rows, out, stride, j),
-            }
-        }
+    }
+}
+
+/// All rows against `G` queries: blocks of four rows, then single rows.
+#[inline]
+unsafe fn dots_g<const G: usize>(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
+    let n = rows.len() / d.max(1);
+    let mut j = 0;
+    while j + 4 <= n {
+        dots_block::<G, 4>(q, d, rows, out, stride, j);
+        j += 4;
+    }
+    for j in j..n {
+        dots_block::<G, 1>(q, d, rows, out, stride, j);
     }
 }
 
