@@ -29,9 +29,9 @@ fn main() {
     println!("one thread, ms per matmul (best of 20)");
     let wide = CpuPath::Avx512.is_available();
     println!(
-        "| type | rows x k | tokens | in place | interleaved x8 | speedup | avx512 x16 | vs x8 |"
+        "| type | rows x k | tokens | in place | interleaved x8 | speedup | avx512 x16 | vs x8 | amx | vs x16 |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     // (type, rows, k, byte offsets of the block's f16 scales)
     let cases: [(GgmlType, usize, usize, &[usize]); 4] = [
         (GgmlType::Q5_0, 4864, 896, &[0]),
@@ -59,7 +59,7 @@ fn main() {
         let data = unsafe { std::slice::from_raw_parts(store.as_ptr() as *const u8, raw.len()) };
         let wm = WeightMatrix { ty, rows, k, data };
         let packed = PackedMatrix::repack(ty, data, rows, k, &|_| {}).unwrap();
-        for n in [1usize, 2, 4, 5, 6, 8, 64] {
+        for n in [1usize, 2, 4, 5, 6, 8, 16, 64, 256] {
             let x: Vec<f32> = (0..n * k)
                 .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
                 .collect();
@@ -83,7 +83,8 @@ fn main() {
             let x16 = if wide {
                 let ms = best(|| {
                     pool.install(|| {
-                        kernels::matmul_packed_with(CpuPath::Avx512, &packed, &act, &mut wide_got)
+                        let avx512 = CpuPath::Avx512;
+                        kernels::matmul_packed_tiles(avx512, false, &packed, &act, &mut wide_got)
                     })
                     .unwrap()
                 });
@@ -92,8 +93,24 @@ fn main() {
             } else {
                 "- | -".to_string()
             };
+            let is_k = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+            let tiles = if wide && kernels::amx_available() && is_k && n >= 16 {
+                let mut tiles_got = vec![0f32; n * rows];
+                let ms = best(|| {
+                    pool.install(|| {
+                        let avx512 = CpuPath::Avx512;
+                        kernels::matmul_packed_tiles(avx512, true, &packed, &act, &mut tiles_got)
+                    })
+                    .unwrap()
+                });
+                assert!(tiles_got == wide_got, "amx and avx512 results differ");
+                let x16_ms = x16.split(' ').next().unwrap().parse::<f64>().unwrap();
+                format!("{ms:.3} | {:.2}x", x16_ms / ms)
+            } else {
+                "- | -".to_string()
+            };
             println!(
-                "| {ty} | {rows} x {k} | {n} | {old:.3} | {new:.3} | {:.2}x | {x16} |",
+                "| {ty} | {rows} x {k} | {n} | {old:.3} | {new:.3} | {:.2}x | {x16} | {tiles} |",
                 old / new
             );
         }

@@ -30,7 +30,7 @@ pub(crate) const PAIR: usize = 2 * GROUP;
 tf! {
 /// The same line of both groups.
 #[inline]
-unsafe fn lines(a: &Line32, b: &Line32) -> __m512i {
+pub(super) unsafe fn lines(a: &Line32, b: &Line32) -> __m512i {
     load2x256(a.0.as_ptr(), b.0.as_ptr())
 }
 
@@ -42,7 +42,7 @@ unsafe fn bcast4(p: *const i8) -> __m512i {
 
 /// Both groups' row scales as 16 f32.
 #[inline]
-unsafe fn rows_f32(a: &[f16; GROUP], b: &[f16; GROUP]) -> __m512 {
+pub(super) unsafe fn rows_f32(a: &[f16; GROUP], b: &[f16; GROUP]) -> __m512 {
     let h = _mm256_set_m128i(
         _mm_loadu_si128(b.as_ptr() as *const __m128i),
         _mm_loadu_si128(a.as_ptr() as *const __m128i),
@@ -52,7 +52,7 @@ unsafe fn rows_f32(a: &[f16; GROUP], b: &[f16; GROUP]) -> __m512 {
 
 /// Both groups' 8 bytes, one per 32-bit lane (`u8` zero-extended).
 #[inline]
-unsafe fn rows_u8(a: &[u8; GROUP], b: &[u8; GROUP]) -> __m512i {
+pub(super) unsafe fn rows_u8(a: &[u8; GROUP], b: &[u8; GROUP]) -> __m512i {
     _mm512_cvtepu8_epi32(_mm_set_epi64x(
         (b.as_ptr() as *const i64).read_unaligned(),
         (a.as_ptr() as *const i64).read_unaligned(),
@@ -61,7 +61,7 @@ unsafe fn rows_u8(a: &[u8; GROUP], b: &[u8; GROUP]) -> __m512i {
 
 /// [`rows_u8`] for signed bytes.
 #[inline]
-unsafe fn rows_i8(a: &[i8; GROUP], b: &[i8; GROUP]) -> __m512i {
+pub(super) unsafe fn rows_i8(a: &[i8; GROUP], b: &[i8; GROUP]) -> __m512i {
     _mm512_cvtepi8_epi32(_mm_set_epi64x(
         (b.as_ptr() as *const i64).read_unaligned(),
         (a.as_ptr() as *const i64).read_unaligned(),
@@ -71,7 +71,7 @@ unsafe fn rows_i8(a: &[i8; GROUP], b: &[i8; GROUP]) -> __m512i {
 /// Per 32-bit lane `r` of 16 rows the i16 pair `(x[r], y[r])` for `vpmaddwd`, from each
 /// group's bytes, read as `i8` when `signed`, else `u8`.
 #[inline]
-unsafe fn row_pairs(
+pub(super) unsafe fn row_pairs(
     x: (&[u8; GROUP], &[u8; GROUP]),
     y: (&[u8; GROUP], &[u8; GROUP]),
     signed: bool,
@@ -187,6 +187,38 @@ pub unsafe fn q8_0x8_pair<const T: usize>(
     rows_out(&acc)
 }
 
+/// Both groups' Q4_K mins as i16 pairs `(m[2i][r], m[2i + 1][r])` per 32-bit lane, for
+/// [`q4_k_min_sums`].
+#[inline]
+pub(super) unsafe fn q4_k_min_pairs(x0: &BlockQ4Kx8, x1: &BlockQ4Kx8) -> [__m512i; 4] {
+    each!(4, _mm512_setzero_si512(), |i| row_pairs(
+        (&x0.mins[2 * i], &x1.mins[2 * i]),
+        (&x0.mins[2 * i + 1], &x1.mins[2 * i + 1]),
+        false,
+    ))
+}
+
+/// Per row `Σ_j min[j][r] · S_j`, with `S_j` token block `y`'s sum over sub-block `j`: the
+/// 32-quant sums packed to i16 pairs `(S_2i, S_2i+1)`, as in the AVX2 kernel.
+#[inline]
+pub(super) unsafe fn q4_k_min_sums(mn: &[__m512i; 4], y: &BlockQ8K) -> __m512i {
+    let bs = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
+    let s32 = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+    // Per 128-bit lane: [S0 S1 S2 S3 S0 S1 S2 S3 | S4 S5 S6 S7 S4 S5 S6 S7].
+    let s16 = _mm512_zextsi256_si512(_mm256_packs_epi32(s32, s32));
+    let pair = |i: i32| _mm512_permutexvar_epi32(_mm512_set1_epi32(i), s16);
+    _mm512_add_epi32(
+        _mm512_add_epi32(
+            _mm512_madd_epi16(mn[0], pair(0)),
+            _mm512_madd_epi16(mn[1], pair(1)),
+        ),
+        _mm512_add_epi32(
+            _mm512_madd_epi16(mn[2], pair(4)),
+            _mm512_madd_epi16(mn[3], pair(5)),
+        ),
+    )
+}
+
 /// Q4_K x8 groups `g`, `g + 1` × `T` tokens. Per sub-block the 8 registers' products go
 /// into one i32 sum per (row, token), which one `vpmulld` scales.
 ///
@@ -232,37 +264,30 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], sc));
             }
         }
-        // Mins: row r subtracts dmin_r · Σ_j min[j][r] · (sub-block j's activation sum), with
-        // the 32-quant sums packed to i16 pairs (S_2i, S_2i+1) as in the AVX2 kernel.
-        let mn = each!(4, _mm512_setzero_si512(), |i| row_pairs(
-            (&x0.mins[2 * i], &x1.mins[2 * i]),
-            (&x0.mins[2 * i + 1], &x1.mins[2 * i + 1]),
-            false,
-        ));
+        // Mins: row r subtracts dmin_r · Σ_j min[j][r] · (sub-block j's activation sum).
+        let mn = q4_k_min_pairs(x0, x1);
         let (d, dmin) = (rows_f32(&x0.d, &x1.d), rows_f32(&x0.dmin, &x1.dmin));
         for t in 0..T {
             let yt = a[t].get_unchecked(b);
-            let bs = _mm256_loadu_si256(yt.bsums.as_ptr() as *const __m256i);
-            let s32 = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
-            // Per 128-bit lane: [S0 S1 S2 S3 S0 S1 S2 S3 | S4 S5 S6 S7 S4 S5 S6 S7].
-            let s16 = _mm512_zextsi256_si512(_mm256_packs_epi32(s32, s32));
-            let pair = |i: i32| _mm512_permutexvar_epi32(_mm512_set1_epi32(i), s16);
-            let summ = _mm512_add_epi32(
-                _mm512_add_epi32(
-                    _mm512_madd_epi16(mn[0], pair(0)),
-                    _mm512_madd_epi16(mn[1], pair(1)),
-                ),
-                _mm512_add_epi32(
-                    _mm512_madd_epi16(mn[2], pair(4)),
-                    _mm512_madd_epi16(mn[3], pair(5)),
-                ),
-            );
+            let summ = q4_k_min_sums(&mn, yt);
             let dy = _mm512_set1_ps(yt.d);
             let acc_t = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(isum[t]), acc[t]);
             acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(summ), acc_t);
         }
     }
     rows_out(&acc)
+}
+
+/// Bits `2m..2m + 2` of each byte of `h` (a Q6_K high-bits line) moved to bits 4..6.
+#[inline]
+pub(super) unsafe fn q6_k_top(h: __m512i, m: usize) -> __m512i {
+    let shifted = match m {
+        0 => _mm512_slli_epi16(h, 4),
+        1 => _mm512_slli_epi16(h, 2),
+        2 => h,
+        _ => _mm512_srli_epi16(h, 2),
+    };
+    _mm512_and_si512(shifted, _mm512_set1_epi8(0x30))
 }
 
 /// Q6_K x8 groups `g`, `g + 1` × `T` tokens. Per 16-quant chunk the 4 registers' products go
@@ -277,20 +302,8 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
     a: [&[BlockQ8K]; T],
 ) -> [[f32; PAIR]; T] {
     let m4 = _mm512_set1_epi8(15);
-    let m2 = _mm512_set1_epi8(0x30);
     let mut acc = [_mm512_setzero_ps(); T];
-    // Bits 2m..2m+2 of each byte moved to bits 4..6.
-    let top = |h: __m512i, m: usize| {
-        _mm512_and_si512(
-            match m {
-                0 => _mm512_slli_epi16(h, 4),
-                1 => _mm512_slli_epi16(h, 2),
-                2 => h,
-                _ => _mm512_srli_epi16(h, 2),
-            },
-            m2,
-        )
-    };
+    let top = q6_k_top;
     let blocks = &w.blocks[..];
     for b in 0..w.nb {
         let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);

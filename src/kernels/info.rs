@@ -27,6 +27,9 @@ pub fn cpu_features() -> Vec<&'static str> {
             "avx512bf16",
             "avxvnni"
         );
+        if super::amx_available() {
+            found.push("amx-int8");
+        }
     }
     #[cfg(target_arch = "aarch64")]
     {
@@ -45,8 +48,13 @@ pub fn cpu_features() -> Vec<&'static str> {
 /// One line: architecture, CPU features, the kernel path in use and the paths available.
 pub fn system_info() -> String {
     let available: Vec<&str> = CpuPath::available().iter().map(|p| p.name()).collect();
+    let tiles = if cpu_path() == CpuPath::Avx512 && super::amx_enabled() {
+        " + amx tiles for prompt batches (KOLIBRI_AMX=0 turns them off)"
+    } else {
+        ""
+    };
     format!(
-        "arch: {}; cpu features: {}; kernels: {} (available: {}; override with KOLIBRI_CPU)",
+        "arch: {}; cpu features: {}; kernels: {}{tiles} (available: {}; override with KOLIBRI_CPU)",
         std::env::consts::ARCH,
         cpu_features().join(" "),
         cpu_path().name(),

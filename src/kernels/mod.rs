@@ -32,6 +32,8 @@ macro_rules! each {
 }
 
 #[cfg(target_arch = "x86_64")]
+mod amx;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_interleaved;
@@ -855,9 +857,16 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
             _ => "avx2 x8 kernels".to_string(),
         };
         let width = x8_width(ty);
+        let amx = path == CpuPath::Avx512
+            && amx_enabled()
+            && matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        let tiles = match amx {
+            true => "; amx-int8 tiles for 16-token tiles of batches (KOLIBRI_AMX=0: off)",
+            false => "",
+        };
         return Some(format!(
             "activations {act}; repacked into 8-row groups at load; {simd}, \
-             calls of up to {width} tokens (KOLIBRI_REPACK=0: in place)"
+             calls of up to {width} tokens{tiles} (KOLIBRI_REPACK=0: in place)"
         ));
     }
     let batches = if tiles == 2 {
@@ -1077,9 +1086,40 @@ pub fn matmul_packed(
     matmul_packed_with(cpu_path(), w, act, out)
 }
 
-/// [`matmul_packed`] on an explicit path (the scalar twin unless the CPU has AVX2).
+/// [`matmul_packed`] on an explicit path (the scalar twin unless the CPU has AVX2), with AMX
+/// tiles for prompt batches where [`amx_enabled`].
 pub fn matmul_packed_with(
     path: CpuPath,
+    w: &interleaved::PackedMatrix,
+    act: &QuantizedActivations,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    matmul_packed_tiles(path, amx_enabled(), w, act, out)
+}
+
+/// Whether AVX-512 runs use AMX-INT8 tiles for batches of 16 tokens or more: where the CPU
+/// and OS allow them, unless `KOLIBRI_AMX=0` (or `KOLIBRI_CPU` picks a lower path).
+pub fn amx_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        let off = matches!(std::env::var("KOLIBRI_AMX"), Ok(v) if v.trim() == "0");
+        !off && amx_available()
+    })
+}
+
+/// Whether this CPU and OS allow the AMX-INT8 tile kernels (whatever `KOLIBRI_AMX` says).
+pub fn amx_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return amx::detected();
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
+/// [`matmul_packed_with`] choosing AMX tiles explicitly (`amx`: use them where the CPU has
+/// them and `path` is AVX-512). Both give the same bits.
+pub fn matmul_packed_tiles(
+    path: CpuPath,
+    amx: bool,
     w: &interleaved::PackedMatrix,
     act: &QuantizedActivations,
     out: &mut [f32],
@@ -1121,6 +1161,10 @@ pub fn matmul_packed_with(
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
     // Two groups per call on AVX-512; tasks and row blocks hold whole pairs where they can.
     let wide = simd && path == CpuPath::Avx512;
+    #[cfg(target_arch = "x86_64")]
+    let tiles = wide && amx && amx::detected();
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = amx;
     let pairs = |groups: usize| {
         if wide {
             groups.next_multiple_of(2)
@@ -1160,65 +1204,92 @@ pub fn matmul_packed_with(
         let mut o = [[0f32; GROUP]; X8_T];
         #[cfg(target_arch = "x86_64")]
         let mut o2 = [[0f32; avx512_interleaved::PAIR]; X8_T];
-        for b0 in (g0..g1).step_by(block) {
-            let b1 = (b0 + block).min(g1);
-            let mut t = 0;
-            while t < n {
-                let step = (n - t).min(width);
-                let ar: [&[BlockQ8_0]; X8_T] = std::array::from_fn(|j| arow((t + j).min(n - 1)));
-                let kr: [&[BlockQ8K]; X8_T] = std::array::from_fn(|j| krow((t + j).min(n - 1)));
-                let sr: [&[interleaved::Q8Side]; X8_T] =
-                    std::array::from_fn(|j| srow((t + j).min(n - 1)));
-                let mut g = b0;
-                while g < b1 {
-                    #[cfg(target_arch = "x86_64")]
-                    if wide && step >= pair_min && g + 1 < b1 {
-                        let o = &mut o2[..step];
-                        // SAFETY: `wide` means the dispatched path is AVX-512 (self-tested);
-                        // groups g and g + 1 exist; every token row has `nb` blocks and sums.
-                        unsafe {
-                            let rows = X8Rows {
-                                a: &ar,
-                                sides: &sr,
-                                k: &kr,
-                            };
-                            by_width!(step, rows.pair(w, g, o));
-                        }
-                        for (j, o) in o.iter().enumerate() {
-                            put(ptr, rows, g, t + j, o);
-                        }
-                        g += 2;
-                        continue;
-                    }
-                    let o = &mut o[..step];
-                    if !simd {
-                        let rows = if is_k {
-                            TokenRows::Q8K(&kr[..step])
-                        } else {
-                            TokenRows::Q8_0(&ar[..step], &sr[..step])
-                        };
-                        w.scalar_group(g, rows, o);
-                    } else {
+        // Groups ga..gb × tokens ta..n on the vector kernels.
+        let mut vector = |ga: usize, gb: usize, ta: usize| {
+            for b0 in (ga..gb).step_by(block) {
+                let b1 = (b0 + block).min(gb);
+                let mut t = ta;
+                while t < n {
+                    let step = (n - t).min(width);
+                    let ar: [&[BlockQ8_0]; X8_T] =
+                        std::array::from_fn(|j| arow((t + j).min(n - 1)));
+                    let kr: [&[BlockQ8K]; X8_T] = std::array::from_fn(|j| krow((t + j).min(n - 1)));
+                    let sr: [&[interleaved::Q8Side]; X8_T] =
+                        std::array::from_fn(|j| srow((t + j).min(n - 1)));
+                    let mut g = b0;
+                    while g < b1 {
                         #[cfg(target_arch = "x86_64")]
-                        // SAFETY: `simd` means the dispatched path is AVX2 or better
-                        // (self-tested); every token row has `nb` blocks and sums.
-                        unsafe {
-                            let rows = X8Rows {
-                                a: &ar,
-                                sides: &sr,
-                                k: &kr,
-                            };
-                            by_width!(step, rows.group(w, g, o));
+                        if wide && step >= pair_min && g + 1 < b1 {
+                            let o = &mut o2[..step];
+                            // SAFETY: `wide` means the dispatched path is AVX-512 (self-tested);
+                            // groups g and g + 1 exist; every token row has `nb` blocks and sums.
+                            unsafe {
+                                let rows = X8Rows {
+                                    a: &ar,
+                                    sides: &sr,
+                                    k: &kr,
+                                };
+                                by_width!(step, rows.pair(w, g, o));
+                            }
+                            for (j, o) in o.iter().enumerate() {
+                                put(ptr, rows, g, t + j, o);
+                            }
+                            g += 2;
+                            continue;
                         }
+                        let o = &mut o[..step];
+                        if !simd {
+                            let rows = if is_k {
+                                TokenRows::Q8K(&kr[..step])
+                            } else {
+                                TokenRows::Q8_0(&ar[..step], &sr[..step])
+                            };
+                            w.scalar_group(g, rows, o);
+                        } else {
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: `simd` means the dispatched path is AVX2 or better
+                            // (self-tested); every token row has `nb` blocks and sums.
+                            unsafe {
+                                let rows = X8Rows {
+                                    a: &ar,
+                                    sides: &sr,
+                                    k: &kr,
+                                };
+                                by_width!(step, rows.group(w, g, o));
+                            }
+                        }
+                        o.iter()
+                            .enumerate()
+                            .for_each(|(j, o)| put(ptr, rows, g, t + j, o));
+                        g += 1;
                     }
-                    o.iter()
-                        .enumerate()
-                        .for_each(|(j, o)| put(ptr, rows, g, t + j, o));
-                    g += 1;
+                    t += step;
                 }
-                t += step;
             }
+        };
+        // Whole pairs × whole 16-token tiles on AMX where it is on; the rest as above.
+        #[cfg(target_arch = "x86_64")]
+        if tiles && is_k && n >= amx::TILE_TOKENS && g1 - g0 >= 2 {
+            let (gp, nt) = (
+                g0 + (g1 - g0) / 2 * 2,
+                n / amx::TILE_TOKENS * amx::TILE_TOKENS,
+            );
+            let mut put_pair =
+                |g: usize, t: usize, o: &[f32; avx512_interleaved::PAIR]| put(ptr, rows, g, t, o);
+            // SAFETY: `tiles` means the path is AVX-512 and AMX is granted; g0..gp are whole
+            // pairs of existing groups; `ak` holds n token rows of nb blocks.
+            unsafe {
+                match w {
+                    PackedMatrix::Q4K(w) => amx::matmul_pairs(w, g0, gp, ak, nt, &mut put_pair),
+                    PackedMatrix::Q6K(w) => amx::matmul_pairs(w, g0, gp, ak, nt, &mut put_pair),
+                    _ => unreachable!("is_k"),
+                }
+            }
+            vector(gp, g1, 0);
+            vector(g0, gp, nt);
+            return;
         }
+        vector(g0, g1, 0);
     };
     let n_chunks = groups.div_ceil(chunk.max(1));
     // Serial for one chunk or one thread.
