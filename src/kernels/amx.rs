@@ -442,7 +442,7 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                 let span = 2 * TILE_TOKENS;
                 // Each step's sums are finished during the next step's tile work (two buffers
                 // of sums and of token sides), so the vector and tile units overlap.
-                let mut pending: Option<(W::Consts, usize, usize)> = None;
+                let mut pending: Option<(usize, usize)> = None;
                 let mut step = 0;
                 for b in 0..nb {
                     let act_b = ActTiles {
@@ -453,8 +453,6 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                         *y = TokenBlock::of(act.get_unchecked((t0 + i) * nb + b));
                     }
                     for p in 0..np {
-                        let g = p0 + 2 * p;
-                        let c = W::consts(&blocks[g * nb + b], &blocks[(g + 1) * nb + b]);
                         let panel = panels
                             .as_ptr()
                             .cast::<u8>()
@@ -465,17 +463,21 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                         } else {
                             block_step::<1>(act_b, panel, buf);
                         }
-                        if let Some((c, p, at)) = pending.take() {
+                        if let Some((p, at)) = pending.take() {
                             let acc = &mut accs[p * span..(p + 1) * span];
+                            let g = p0 + 2 * p;
+                            let c = W::consts(&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
                             let prev = sums[(step + 1) % 2].as_ptr().cast::<u8>();
                             finish_step::<W>(tt, &c, &ys[at % 2], prev, acc);
                         }
-                        pending = Some((c, p, b));
+                        pending = Some((p, b));
                         step += 1;
                     }
                 }
-                if let Some((c, p, at)) = pending {
+                if let Some((p, at)) = pending {
                     let acc = &mut accs[p * span..(p + 1) * span];
+                    let g = p0 + 2 * p;
+                    let c = W::consts(&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
                     let prev = sums[(step + 1) % 2].as_ptr().cast::<u8>();
                     finish_step::<W>(tt, &c, &ys[at % 2], prev, acc);
                 }
