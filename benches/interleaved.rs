@@ -93,8 +93,7 @@ fn main() {
             } else {
                 "- | -".to_string()
             };
-            let is_k = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
-            let tiles = if wide && kernels::amx_available() && is_k && n >= 16 {
+            let tiles = if wide && kernels::amx_available() && n >= 16 {
                 let mut tiles_got = vec![0f32; n * rows];
                 let ms = best(|| {
                     pool.install(|| {

@@ -1011,30 +1011,49 @@ fn attention_row_kernels_match_scalar() {
     }
 }
 
-/// The AMX tile kernels (Q4_K, Q6_K; batches of 16 tokens and more) against the AVX-512
-/// vector kernels, bit for bit, and against the in-place scalar dot: whole and partial token
-/// tiles, odd group counts, a partial last group and weight panels split over several passes.
+/// The AMX tile kernels (batches of 16 tokens and more) against the AVX-512 vector kernels,
+/// bit for bit, and against the in-place scalar dot: whole and partial token tiles, odd group
+/// counts, a partial last group and weight panels split over several passes.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn amx_tiles_match_vector_kernels_bit_for_bit() {
     use kolibri::kernels::interleaved::PackedMatrix;
-    use kolibri::quant::{BlockQ4K, BlockQ6K};
+    use kolibri::quant::{BlockQ4K, BlockQ5_0, BlockQ6K};
     if !kernels::amx_available() {
         eprintln!("no AMX-INT8 here: nothing to compare");
         return;
     }
     let mut rng = Rng(7);
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
-        for &(rows, k, n) in &[
-            (16, 256, 16),
-            (32, 512, 32),
-            (40, 768, 48),
-            (24, 256, 50),
-            (17, 256, 64),
-            (200, 1536, 37),
-            (64, 8960, 20),
-            (8, 256, 40),
-        ] {
+    for ty in [
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+    ] {
+        let is_k = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        let shapes: &[(usize, usize, usize)] = match is_k {
+            true => &[
+                (16, 256, 16),
+                (32, 512, 32),
+                (40, 768, 48),
+                (24, 256, 50),
+                (17, 256, 64),
+                (200, 1536, 37),
+                (64, 8960, 20),
+                (8, 256, 40),
+            ],
+            false => &[
+                (16, 32, 16),
+                (32, 96, 32),
+                (40, 896, 48),
+                (24, 64, 50),
+                (17, 32, 64),
+                (200, 896, 37),
+                (64, 30720, 20),
+                (8, 64, 40),
+            ],
+        };
+        for &(rows, k, n) in shapes {
             let w = random_weights(ty, rows, k, &mut rng);
             let packed = PackedMatrix::repack(ty, w.bytes(), rows, k, &|_| {}).unwrap();
             let x = rng.floats(n * k, 1.0);
@@ -1050,17 +1069,27 @@ fn amx_tiles_match_vector_kernels_bit_for_bit() {
                 same_bits(&tiles, &vector, f32::to_bits),
                 "{ty} rows {rows} k {k} n {n}: AMX differs from AVX-512"
             );
-            let q8k = q8_k_of(&x);
+            let (q8, q8k) = match is_k {
+                true => (Vec::new(), q8_k_of(&x)),
+                false => (q8_0_of(&x), Vec::new()),
+            };
             let rb = w.bytes().len() / rows;
             for t in [0, n / 2, n - 1] {
                 for r in 0..rows {
                     let wr = &w.bytes()[r * rb..(r + 1) * rb];
-                    let ak = &q8k[t * k / QK_K..(t + 1) * k / QK_K];
+                    let a = q8.get(t * k / 32..(t + 1) * k / 32).unwrap_or(&[]);
+                    let ak = q8k.get(t * k / QK_K..(t + 1) * k / QK_K).unwrap_or(&[]);
                     let want = match ty {
                         GgmlType::Q4_K => {
                             scalar::vec_dot_q4_k_q8_k(cast_blocks::<BlockQ4K>(wr).unwrap(), ak)
                         }
-                        _ => scalar::vec_dot_q6_k_q8_k(cast_blocks::<BlockQ6K>(wr).unwrap(), ak),
+                        GgmlType::Q6_K => {
+                            scalar::vec_dot_q6_k_q8_k(cast_blocks::<BlockQ6K>(wr).unwrap(), ak)
+                        }
+                        GgmlType::Q5_0 => {
+                            scalar::vec_dot_q5_0_q8_0(cast_blocks::<BlockQ5_0>(wr).unwrap(), a)
+                        }
+                        _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), a),
                     };
                     let g = tiles[t * rows + r];
                     assert!(

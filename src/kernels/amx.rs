@@ -33,14 +33,14 @@ use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped};
 use crate::quant::blocks::BlockQ8K;
 
 /// Tokens per activation tile.
-pub const TILE_TOKENS: usize = 16;
-/// Bytes of one tile (16 rows × 64 bytes).
-const TILE: usize = 1024;
+pub(super) const TILE_TOKENS: usize = 16;
+/// Bytes of one full tile (16 rows × 64 bytes).
+pub(super) const TILE: usize = 1024;
 /// Unpacked weight bytes per (pair, block): 4 quant slices × (hi, lo) tiles.
 const PANEL_BLOCK: usize = 8 * TILE;
 /// Unpacked weight panels kept per pass over the tokens: they stay in L2 (2 MiB per core
 /// here) beside the activations of the 32 tokens in flight.
-const PANEL_BUDGET: usize = 768 * 1024;
+pub(super) const PANEL_BUDGET: usize = 768 * 1024;
 
 /// Whether the CPU has AMX-INT8 (with AVX-512 for the rest) and the OS grants this process
 /// the tile state (Linux asks for it per process; the first call asks).
@@ -87,28 +87,32 @@ struct TileConfig {
 /// 64 bytes, so a `Vec` of them is cache-line aligned.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line64([u8; 64]);
+pub(super) struct Line64(pub [u8; 64]);
 
 thread_local! {
     /// Per thread: unpacked weight panels, then the f32 accumulators.
-    static SCRATCH: RefCell<(Vec<Line64>, Vec<[f32; PAIR]>)> = const {
+    pub(super) static SCRATCH: RefCell<(Vec<Line64>, Vec<[f32; PAIR]>)> = const {
         RefCell::new((Vec::new(), Vec::new()))
     };
 }
 
-/// Configures all 8 tiles as 16 × 64 bytes on this thread; [`Tiles::drop`] releases them.
-struct Tiles;
+/// The tile configuration of this thread; dropping it releases the tiles.
+pub(super) struct Tiles;
 
 impl Tiles {
+    /// `tmm0..4` sums (16 × 16 i32), `tmm4`/`tmm5` activations (16 tokens × `a_bytes`),
+    /// `tmm6`/`tmm7` weights (`a_bytes / 4` rows × 16 rows' 4 bytes).
+    ///
     /// # Safety
-    /// [`detected`].
-    unsafe fn configure() -> Tiles {
+    /// [`detected`]; `a_bytes` a multiple of 4 up to 64.
+    pub(super) unsafe fn configure(a_bytes: u16) -> Tiles {
+        let (k4, a) = ((a_bytes / 4) as u8, a_bytes);
         let cfg = TileConfig {
             palette: 1,
             start_row: 0,
             reserved: [0; 14],
-            colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
-            rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+            colsb: [64, 64, 64, 64, a, a, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+            rows: [16, 16, 16, 16, 16, 16, k4, k4, 0, 0, 0, 0, 0, 0, 0, 0],
         };
         asm!("ldtilecfg [{}]", in(reg) &cfg, options(nostack, readonly));
         Tiles
@@ -417,7 +421,7 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
     let stride = nb * std::mem::size_of::<BlockQ8K>();
     SCRATCH.with(|s| {
         let (panels, accs) = &mut *s.borrow_mut();
-        let _tiles = Tiles::configure();
+        let _tiles = Tiles::configure(64);
         let mut sums = [[Line64([0; 64]); 4 * TILE / 64]; 2];
         let mut ys = [[TokenBlock::default(); 2 * TILE_TOKENS]; 2];
         for p0 in (g0..g1).step_by(2 * pairs_per_pass) {

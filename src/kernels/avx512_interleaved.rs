@@ -99,6 +99,30 @@ unsafe fn rows_out<const T: usize>(acc: &[__m512; T]) -> [[f32; PAIR]; T] {
     out
 }
 
+/// Blocks `x0` and `x1` (indices into `w`'s blocks) as 8 registers of unsigned 5-bit quants:
+/// register `k` holds quants `4k..4k + 4` of each row (rows of `x0` in lanes 0..8).
+#[inline]
+pub(super) unsafe fn q5_0_registers(w: &Q5_0x8, x0: usize, x1: usize) -> [__m512i; 8] {
+    let (m4, b4) = (_mm512_set1_epi8(15), _mm512_set1_epi8(16));
+    let (qs, qh) = (&w.qs[..], &w.qh[..]);
+    let p = each!(4, _mm512_setzero_si512(), |k| lines(&qs[x0 * 4 + k], &qs[x1 * 4 + k]));
+    let h = lines(&qh[x0], &qh[x1]);
+    // Bit k of each byte of `h` moved to bit 4, as in the AVX2 unpacking.
+    let hb = |v: __m512i| _mm512_and_si512(v, b4);
+    let lo = |v: __m512i| _mm512_and_si512(v, m4);
+    let hi = |v: __m512i| _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    [
+        _mm512_or_si512(lo(p[0]), hb(_mm512_slli_epi16(h, 4))),
+        _mm512_or_si512(lo(p[1]), hb(_mm512_slli_epi16(h, 3))),
+        _mm512_or_si512(lo(p[2]), hb(_mm512_slli_epi16(h, 2))),
+        _mm512_or_si512(lo(p[3]), hb(_mm512_slli_epi16(h, 1))),
+        _mm512_or_si512(hi(p[0]), hb(h)),
+        _mm512_or_si512(hi(p[1]), hb(_mm512_srli_epi16(h, 1))),
+        _mm512_or_si512(hi(p[2]), hb(_mm512_srli_epi16(h, 2))),
+        _mm512_or_si512(hi(p[3]), hb(_mm512_srli_epi16(h, 3))),
+    ]
+}
+
 /// Q5_0x8 groups `g`, `g + 1` × `T` tokens: `out[t][r]`, rows of `g` first.
 ///
 /// # Safety
@@ -109,28 +133,11 @@ pub unsafe fn q5_0x8_pair<const T: usize>(
     a: [&[BlockQ8_0]; T],
     sides: [&[Q8Side]; T],
 ) -> [[f32; PAIR]; T] {
-    let m4 = _mm512_set1_epi8(15);
-    let b4 = _mm512_set1_epi8(16);
     let mut acc = [_mm512_setzero_ps(); T];
-    let (qs, qh, wd) = (&w.qs[..], &w.qh[..], &w.d[..]);
+    let wd = &w.d[..];
     for b in 0..w.nb {
         let (x0, x1) = (g * w.nb + b, (g + 1) * w.nb + b);
-        let p = each!(4, _mm512_setzero_si512(), |k| lines(&qs[x0 * 4 + k], &qs[x1 * 4 + k]));
-        let h = lines(&qh[x0], &qh[x1]);
-        // Bit k of each byte of `h` moved to bit 4, as in the AVX2 unpacking.
-        let hb = |v: __m512i| _mm512_and_si512(v, b4);
-        let lo = |v: __m512i| _mm512_and_si512(v, m4);
-        let hi = |v: __m512i| _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        let q = [
-            _mm512_or_si512(lo(p[0]), hb(_mm512_slli_epi16(h, 4))),
-            _mm512_or_si512(lo(p[1]), hb(_mm512_slli_epi16(h, 3))),
-            _mm512_or_si512(lo(p[2]), hb(_mm512_slli_epi16(h, 2))),
-            _mm512_or_si512(lo(p[3]), hb(_mm512_slli_epi16(h, 1))),
-            _mm512_or_si512(hi(p[0]), hb(h)),
-            _mm512_or_si512(hi(p[1]), hb(_mm512_srli_epi16(h, 1))),
-            _mm512_or_si512(hi(p[2]), hb(_mm512_srli_epi16(h, 2))),
-            _mm512_or_si512(hi(p[3]), hb(_mm512_srli_epi16(h, 3))),
-        ];
+        let q = q5_0_registers(w, x0, x1);
         let dw = rows_f32(&wd[x0], &wd[x1]);
         for t in 0..T {
             let y = a[t].get_unchecked(b).qs.as_ptr();

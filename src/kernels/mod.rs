@@ -34,6 +34,8 @@ macro_rules! each {
 #[cfg(target_arch = "x86_64")]
 mod amx;
 #[cfg(target_arch = "x86_64")]
+mod amx_blocks32;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx2_interleaved;
@@ -857,9 +859,7 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
             _ => "avx2 x8 kernels".to_string(),
         };
         let width = x8_width(ty);
-        let amx = path == CpuPath::Avx512
-            && amx_enabled()
-            && matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        let amx = path == CpuPath::Avx512 && amx_enabled();
         let tiles = match amx {
             true => "; amx-int8 tiles for 16-token tiles of batches (KOLIBRI_AMX=0: off)",
             false => "",
@@ -1269,7 +1269,7 @@ pub fn matmul_packed_tiles(
         };
         // Whole pairs × whole 16-token tiles on AMX where it is on; the rest as above.
         #[cfg(target_arch = "x86_64")]
-        if tiles && is_k && n >= amx::TILE_TOKENS && g1 - g0 >= 2 {
+        if tiles && n >= amx::TILE_TOKENS && g1 - g0 >= 2 {
             let (gp, nt) = (
                 g0 + (g1 - g0) / 2 * 2,
                 n / amx::TILE_TOKENS * amx::TILE_TOKENS,
@@ -1279,10 +1279,16 @@ pub fn matmul_packed_tiles(
             // SAFETY: `tiles` means the path is AVX-512 and AMX is granted; g0..gp are whole
             // pairs of existing groups; `ak` holds n token rows of nb blocks.
             unsafe {
+                let a8 = (a8, &sides[..]);
                 match w {
                     PackedMatrix::Q4K(w) => amx::matmul_pairs(w, g0, gp, ak, nt, &mut put_pair),
                     PackedMatrix::Q6K(w) => amx::matmul_pairs(w, g0, gp, ak, nt, &mut put_pair),
-                    _ => unreachable!("is_k"),
+                    PackedMatrix::Q5_0(w) => {
+                        amx_blocks32::matmul_pairs(w, g0, gp, a8, nt, &mut put_pair)
+                    }
+                    PackedMatrix::Q8_0(w) => {
+                        amx_blocks32::matmul_pairs(w, g0, gp, a8, nt, &mut put_pair)
+                    }
                 }
             }
             vector(gp, g1, 0);
