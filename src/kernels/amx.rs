@@ -32,6 +32,9 @@ use super::avx512_interleaved::{
 use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped};
 use crate::quant::blocks::BlockQ8K;
 
+/// Receives finished rows: pair `g`, the first token, then 16 rows per token.
+pub(super) type PutRows<'a> = dyn FnMut(usize, usize, &[[f32; PAIR]]) + 'a;
+
 /// Tokens per activation tile.
 pub(super) const TILE_TOKENS: usize = 16;
 /// Bytes of one full tile (16 rows × 64 bytes).
@@ -384,11 +387,13 @@ unsafe fn block_step<const TT: usize>(act: ActTiles, panel: *const u8, sums: *mu
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn finish_step<W: TileWeights>(
     tt: usize,
-    c: &W::Consts,
+    (x0, x1): (&W::Block, &W::Block),
     ys: &[TokenBlock],
     sums: *const u8,
     acc: &mut [[f32; PAIR]],
 ) {
+    // Here, where `consts` inlines, so its 384 bytes stay in registers.
+    let c = &W::consts(x0, x1);
     for (i, (acc, y)) in acc.iter_mut().zip(ys).enumerate().take(tt * TILE_TOKENS) {
         let tile = sums.add((i / TILE_TOKENS) * 2 * TILE + (i % TILE_TOKENS) * 64);
         let hi = _mm512_loadu_si512(tile as *const __m512i);
@@ -400,7 +405,7 @@ unsafe fn finish_step<W: TileWeights>(
 }
 
 /// Rows of groups `g0..g1` (whole pairs) × tokens `0..n` (a multiple of 16) of `w`, each
-/// token's 16 rows of pair `g` passed to `put(g, t, rows)`.
+/// run of tokens' 16 rows of pair `g` passed to `put(g, first token, rows per token)`.
 ///
 /// # Safety
 /// [`detected`]; `g0..g1` an even run of existing groups; `act` holds `n` token rows of
@@ -411,7 +416,7 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
     g1: usize,
     act: &[BlockQ8K],
     n: usize,
-    put: &mut dyn FnMut(usize, usize, &[f32; PAIR]),
+    put: &mut PutRows,
 ) {
     let gw = w.grouped();
     let nb = gw.nb;
@@ -470,9 +475,9 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                         if let Some((p, at)) = pending.take() {
                             let acc = &mut accs[p * span..(p + 1) * span];
                             let g = p0 + 2 * p;
-                            let c = W::consts(&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
+                            let x = (&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
                             let prev = sums[(step + 1) % 2].as_ptr().cast::<u8>();
-                            finish_step::<W>(tt, &c, &ys[at % 2], prev, acc);
+                            finish_step::<W>(tt, x, &ys[at % 2], prev, acc);
                         }
                         pending = Some((p, b));
                         step += 1;
@@ -481,14 +486,12 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                 if let Some((p, at)) = pending {
                     let acc = &mut accs[p * span..(p + 1) * span];
                     let g = p0 + 2 * p;
-                    let c = W::consts(&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
+                    let x = (&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
                     let prev = sums[(step + 1) % 2].as_ptr().cast::<u8>();
-                    finish_step::<W>(tt, &c, &ys[at % 2], prev, acc);
+                    finish_step::<W>(tt, x, &ys[at % 2], prev, acc);
                 }
                 for p in 0..np {
-                    for i in 0..tt * TILE_TOKENS {
-                        put(p0 + 2 * p, t0 + i, &accs[p * span + i]);
-                    }
+                    put(p0 + 2 * p, t0, &accs[p * span..p * span + tt * TILE_TOKENS]);
                 }
                 t0 += tt * TILE_TOKENS;
             }

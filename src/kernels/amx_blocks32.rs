@@ -15,7 +15,7 @@
 use std::arch::asm;
 use std::arch::x86_64::*;
 
-use super::amx::{Line64, Tiles, PANEL_BUDGET, SCRATCH, TILE, TILE_TOKENS};
+use super::amx::{Line64, PutRows, Tiles, PANEL_BUDGET, SCRATCH, TILE, TILE_TOKENS};
 use super::avx512::tf;
 use super::avx512_interleaved::{lines, q5_0_registers, rows_f32, PAIR};
 use super::interleaved::{Q5_0x8, Q8Side, Q8_0x8};
@@ -141,7 +141,7 @@ unsafe fn finish_step(dw: __m512, dys: &[f32], sums: *const u8, acc: &mut [[f32;
 }
 
 /// Rows of groups `g0..g1` (whole pairs) × tokens `0..n` (a multiple of 16) of `w`, each
-/// token's 16 rows of pair `g` passed to `put(g, t, rows)`.
+/// run of tokens' 16 rows of pair `g` passed to `put(g, first token, rows per token)`.
 ///
 /// # Safety
 /// [`super::amx::detected`]; `g0..g1` an even run of existing groups; `act` and `sides` hold
@@ -152,7 +152,7 @@ pub(super) unsafe fn matmul_pairs<W: Blocks32>(
     g1: usize,
     (act, sides): (&[BlockQ8_0], &[Q8Side]),
     n: usize,
-    put: &mut dyn FnMut(usize, usize, &[f32; PAIR]),
+    put: &mut PutRows,
 ) {
     let nb = w.nb();
     let per_pair = nb * PANEL_BLOCK;
@@ -206,9 +206,7 @@ pub(super) unsafe fn matmul_pairs<W: Blocks32>(
                             finish_step(w.scales(g, b - 1), dy, prev, acc);
                         }
                     }
-                    for (i, o) in acc.iter().enumerate() {
-                        put(g, t0 + i, o);
-                    }
+                    put(g, t0, acc);
                 }
                 t0 += tokens;
             }

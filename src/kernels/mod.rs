@@ -1274,8 +1274,11 @@ pub fn matmul_packed_tiles(
                 g0 + (g1 - g0) / 2 * 2,
                 n / amx::TILE_TOKENS * amx::TILE_TOKENS,
             );
-            let mut put_pair =
-                |g: usize, t: usize, o: &[f32; avx512_interleaved::PAIR]| put(ptr, rows, g, t, o);
+            let mut put_pair = |g: usize, t0: usize, o: &[[f32; avx512_interleaved::PAIR]]| {
+                for (t, o) in (t0..).zip(o) {
+                    put(ptr, rows, g, t, o);
+                }
+            };
             // SAFETY: `tiles` means the path is AVX-512 and AMX is granted; g0..gp are whole
             // pairs of existing groups; `ak` holds n token rows of nb blocks.
             unsafe {
