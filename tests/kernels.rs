@@ -840,6 +840,18 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
     }
 }
 
+/// The in-place scalar dot of one row of a type that is repacked (Q5_0, Q8_0, Q4_K, Q6_K)
+/// with one token's Q8_0 (`a`) or Q8_K (`ak`) blocks.
+fn repacked_type_dot(ty: GgmlType, wr: &[u8], a: &[BlockQ8_0], ak: &[BlockQ8K]) -> f32 {
+    use kolibri::quant::{BlockQ4K, BlockQ5_0, BlockQ6K};
+    match ty {
+        GgmlType::Q5_0 => scalar::vec_dot_q5_0_q8_0(cast_blocks::<BlockQ5_0>(wr).unwrap(), a),
+        GgmlType::Q4_K => scalar::vec_dot_q4_k_q8_k(cast_blocks::<BlockQ4K>(wr).unwrap(), ak),
+        GgmlType::Q6_K => scalar::vec_dot_q6_k_q8_k(cast_blocks::<BlockQ6K>(wr).unwrap(), ak),
+        _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), a),
+    }
+}
+
 /// The 8-row interleaved layouts (Q5_0, Q8_0, Q4_K, Q6_K): the scalar twin and every SIMD
 /// path through `matmul_packed_with` against the in-place scalar dot per (row, token), on
 /// shapes with a partial last group and token counts that use every kernel width; row lookups
@@ -847,7 +859,7 @@ fn f16_accumulator_kernels_match_scalar_bit_for_bit() {
 #[test]
 fn interleaved_layouts_match_in_place_dot() {
     use kolibri::kernels::interleaved::PackedMatrix;
-    use kolibri::quant::{dequantize_row, BlockQ4K, BlockQ5_0, BlockQ6K};
+    use kolibri::quant::dequantize_row;
     let mut rng = Rng(42);
     for ty in [
         GgmlType::Q5_0,
@@ -900,18 +912,7 @@ fn interleaved_layouts_match_in_place_dot() {
                 let wr = &w.bytes()[r * rb..(r + 1) * rb];
                 let a = q8.get(t * k / 32..(t + 1) * k / 32).unwrap_or(&[]);
                 let ak = q8k.get(t * k / QK_K..(t + 1) * k / QK_K).unwrap_or(&[]);
-                match ty {
-                    GgmlType::Q5_0 => {
-                        scalar::vec_dot_q5_0_q8_0(cast_blocks::<BlockQ5_0>(wr).unwrap(), a)
-                    }
-                    GgmlType::Q4_K => {
-                        scalar::vec_dot_q4_k_q8_k(cast_blocks::<BlockQ4K>(wr).unwrap(), ak)
-                    }
-                    GgmlType::Q6_K => {
-                        scalar::vec_dot_q6_k_q8_k(cast_blocks::<BlockQ6K>(wr).unwrap(), ak)
-                    }
-                    _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), a),
-                }
+                repacked_type_dot(ty, wr, a, ak)
             };
             let mut by_path = Vec::new();
             for path in CpuPath::available() {
@@ -1018,7 +1019,6 @@ fn attention_row_kernels_match_scalar() {
 #[test]
 fn amx_tiles_match_vector_kernels_bit_for_bit() {
     use kolibri::kernels::interleaved::PackedMatrix;
-    use kolibri::quant::{BlockQ4K, BlockQ5_0, BlockQ6K};
     if !kernels::amx_available() {
         eprintln!("no AMX-INT8 here: nothing to compare");
         return;
@@ -1079,18 +1079,7 @@ fn amx_tiles_match_vector_kernels_bit_for_bit() {
                     let wr = &w.bytes()[r * rb..(r + 1) * rb];
                     let a = q8.get(t * k / 32..(t + 1) * k / 32).unwrap_or(&[]);
                     let ak = q8k.get(t * k / QK_K..(t + 1) * k / QK_K).unwrap_or(&[]);
-                    let want = match ty {
-                        GgmlType::Q4_K => {
-                            scalar::vec_dot_q4_k_q8_k(cast_blocks::<BlockQ4K>(wr).unwrap(), ak)
-                        }
-                        GgmlType::Q6_K => {
-                            scalar::vec_dot_q6_k_q8_k(cast_blocks::<BlockQ6K>(wr).unwrap(), ak)
-                        }
-                        GgmlType::Q5_0 => {
-                            scalar::vec_dot_q5_0_q8_0(cast_blocks::<BlockQ5_0>(wr).unwrap(), a)
-                        }
-                        _ => scalar::vec_dot_q8_0_q8_0(cast_blocks::<BlockQ8_0>(wr).unwrap(), a),
-                    };
+                    let want = repacked_type_dot(ty, wr, a, ak);
                     let g = tiles[t * rows + r];
                     assert!(
                         (g - want).abs() <= 1e-4 * want.abs().max(1.0),

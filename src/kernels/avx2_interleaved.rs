@@ -81,6 +81,7 @@ pub unsafe fn q5_0x8_group<const T: usize>(
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
         let gb = g * w.nb + b;
+        w.prefetch_block(gb);
         let q = unpack_q5_0x8(w, gb);
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(w.d.as_ptr().add(gb) as *const __m128i));
         for t in 0..T {
@@ -121,6 +122,7 @@ pub unsafe fn q8_0x8_group<const T: usize>(
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
         let gb = g * w.nb + b;
+        w.prefetch_block(gb);
         let p = w.qs.as_ptr().add(gb * 8) as *const __m256i;
         let q = each!(8, _mm256_setzero_si256(), |k| _mm256_load_si256(p.add(k)));
         let aq = each!(8, _mm256_setzero_si256(), |k| _mm256_abs_epi8(q[k]));
@@ -206,6 +208,7 @@ pub unsafe fn q4_kx8_group<const T: usize>(
     let m4 = _mm256_set1_epi8(15);
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
+        w.prefetch_block(g, b);
         let x = w.block(g, b);
         let y = each!(T, a[0].get_unchecked(b), |t| a[t].get_unchecked(b));
         let line = |l: usize| _mm256_load_si256(x.qs[l].0.as_ptr() as *const __m256i);
@@ -298,6 +301,7 @@ pub unsafe fn q6_kx8_group<const T: usize>(
     let m2 = _mm256_set1_epi8(0x30);
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..w.nb {
+        w.prefetch_block(g, b);
         let x = w.block(g, b);
         let y = each!(T, a[0].get_unchecked(b), |t| a[t].get_unchecked(b));
         let load = |l: &Line32| _mm256_load_si256(l.0.as_ptr() as *const __m256i);

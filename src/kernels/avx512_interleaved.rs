@@ -137,6 +137,8 @@ pub unsafe fn q5_0x8_pair<const T: usize>(
     let wd = &w.d[..];
     for b in 0..w.nb {
         let (x0, x1) = (g * w.nb + b, (g + 1) * w.nb + b);
+        w.prefetch_block(x0);
+        w.prefetch_block(x1);
         let q = q5_0_registers(w, x0, x1);
         let dw = rows_f32(&wd[x0], &wd[x1]);
         for t in 0..T {
@@ -173,6 +175,8 @@ pub unsafe fn q8_0x8_pair<const T: usize>(
     let (qs, wd) = (&w.qs[..], &w.d[..]);
     for b in 0..w.nb {
         let (x0, x1) = (g * w.nb + b, (g + 1) * w.nb + b);
+        w.prefetch_block(x0);
+        w.prefetch_block(x1);
         let q = each!(8, _mm512_setzero_si512(), |k| {
             _mm512_xor_si512(lines(&qs[x0 * 8 + k], &qs[x1 * 8 + k]), flip)
         });
@@ -240,6 +244,8 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
     let mut acc = [_mm512_setzero_ps(); T];
     let blocks = &w.blocks[..];
     for b in 0..w.nb {
+        w.prefetch_block(g, b);
+        w.prefetch_block(g + 1, b);
         let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
         let mut y = [std::ptr::null(); T];
         for t in 0..T {
@@ -313,6 +319,8 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
     let top = q6_k_top;
     let blocks = &w.blocks[..];
     for b in 0..w.nb {
+        w.prefetch_block(g, b);
+        w.prefetch_block(g + 1, b);
         let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
         let mut y = [std::ptr::null(); T];
         for t in 0..T {

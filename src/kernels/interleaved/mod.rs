@@ -331,3 +331,57 @@ fn check_put<S: Zeroable, B>(
         }
     }
 }
+
+/// Bytes ahead in each weight stream at which the vector kernels prefetch. The hardware
+/// prefetcher alone left a 1-token Q8_0 matrix-vector product (262144 × 640, one thread) at
+/// 6.2 GB/s where a plain read loop reaches 11-12; 1, 2, 4, 8 and 16 KiB ahead gave 9.0, 9.5,
+/// 11.0, 10.3 and 9.9 GB/s.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_BYTES: usize = 4096;
+
+/// Prefetches elements `i..i + n` of `s`, moved [`PREFETCH_BYTES`] ahead, into L1.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn prefetch_ahead<T>(s: &[T], i: usize, n: usize) {
+    let size = std::mem::size_of::<T>();
+    let at = s.as_ptr().wrapping_add(i + PREFETCH_BYTES / size) as *const i8;
+    for line in (0..n * size).step_by(64) {
+        // SAFETY: a prefetch is a hint that faults on no address; wrapping arithmetic keeps
+        // the pointer computation defined past the end of `s`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                at.wrapping_add(line),
+            )
+        };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Q5_0x8 {
+    /// [`prefetch_ahead`] of block `gb`'s quants, high bits and scales.
+    #[inline(always)]
+    pub(crate) fn prefetch_block(&self, gb: usize) {
+        prefetch_ahead(&self.qs[..], gb * 4, 4);
+        prefetch_ahead(&self.qh[..], gb, 1);
+        prefetch_ahead(&self.d[..], gb, 1);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Q8_0x8 {
+    /// [`prefetch_ahead`] of block `gb`'s quants and scales.
+    #[inline(always)]
+    pub(crate) fn prefetch_block(&self, gb: usize) {
+        prefetch_ahead(&self.qs[..], gb * 8, 8);
+        prefetch_ahead(&self.d[..], gb, 1);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<S: Zeroable> Grouped<S> {
+    /// [`prefetch_ahead`] of block `b` of group `g`.
+    #[inline(always)]
+    pub(crate) fn prefetch_block(&self, g: usize, b: usize) {
+        prefetch_ahead(&self.blocks[..], g * self.nb + b, 1);
+    }
+}
