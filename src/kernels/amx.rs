@@ -453,6 +453,12 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                 // of sums and of token sides), so the vector and tile units overlap.
                 let mut pending: Option<(usize, usize)> = None;
                 let mut step = 0;
+                // Finishes pair `p`'s step at block `at` from its sums.
+                let mut finish = |(p, at): (usize, usize), ys: &[TokenBlock], sums: *const u8| {
+                    let g = p0 + 2 * p;
+                    let x = (&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
+                    finish_step::<W>(tt, x, ys, sums, &mut accs[p * span..(p + 1) * span]);
+                };
                 for b in 0..nb {
                     let act_b = ActTiles {
                         base: act.as_ptr().add(t0 * nb + b),
@@ -472,23 +478,17 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                         } else {
                             block_step::<1>(act_b, panel, buf);
                         }
-                        if let Some((p, at)) = pending.take() {
-                            let acc = &mut accs[p * span..(p + 1) * span];
-                            let g = p0 + 2 * p;
-                            let x = (&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
-                            let prev = sums[(step + 1) % 2].as_ptr().cast::<u8>();
-                            finish_step::<W>(tt, x, &ys[at % 2], prev, acc);
+                        if let Some(prev) = pending.take() {
+                            let sums = sums[(step + 1) % 2].as_ptr().cast::<u8>();
+                            finish(prev, &ys[prev.1 % 2], sums);
                         }
                         pending = Some((p, b));
                         step += 1;
                     }
                 }
-                if let Some((p, at)) = pending {
-                    let acc = &mut accs[p * span..(p + 1) * span];
-                    let g = p0 + 2 * p;
-                    let x = (&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
-                    let prev = sums[(step + 1) % 2].as_ptr().cast::<u8>();
-                    finish_step::<W>(tt, x, &ys[at % 2], prev, acc);
+                if let Some(prev) = pending {
+                    let sums = sums[(step + 1) % 2].as_ptr().cast::<u8>();
+                    finish(prev, &ys[prev.1 % 2], sums);
                 }
                 for p in 0..np {
                     put(p0 + 2 * p, t0, &accs[p * span..p * span + tt * TILE_TOKENS]);
