@@ -27,9 +27,9 @@ use std::sync::OnceLock;
 
 use super::avx512::tf;
 use super::avx512_interleaved::{
-    lines, q4_k_min_pairs, q6_k_top, rows_f32, rows_i8, rows_u8, PAIR,
+    lines, q4_k_min_pairs, q4_k_min_sums, q6_k_join, q6_k_top, rows_f32, rows_i8, rows_u8, PAIR,
 };
-use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped};
+use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped, Q8KSide};
 use crate::quant::blocks::BlockQ8K;
 
 /// Receives finished rows: pair `g`, the first token, then 16 rows per token.
@@ -135,16 +135,14 @@ impl Drop for Tiles {
 #[repr(C)]
 pub(super) struct TokenBlock {
     dy: f32,
-    pairs: [i32; 4],
+    side: Q8KSide,
 }
 
 impl TokenBlock {
-    fn of(y: &BlockQ8K) -> TokenBlock {
-        let sub = |j: usize| (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32) as i16;
-        let pair = |i: usize| (sub(2 * i) as u16 as i32) | ((sub(2 * i + 1) as i32) << 16);
+    fn of(y: &BlockQ8K, side: &Q8KSide) -> TokenBlock {
         TokenBlock {
             dy: y.d,
-            pairs: [pair(0), pair(1), pair(2), pair(3)],
+            side: *side,
         }
     }
 }
@@ -246,10 +244,7 @@ impl TileWeights for Grouped<BlockQ4Kx8> {
         isum: __m512i,
         acc: __m512,
     ) -> __m512 {
-        // Σ_j min[j][r] · S_j, as `q4_k_min_sums`.
-        let p = |i: usize| _mm512_set1_epi32(y.pairs[i]);
-        let summ = _mm512_dpwssd_epi32(_mm512_madd_epi16(mn[0], p(0)), mn[1], p(1));
-        let summ = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(summ, mn[2], p(2)), mn[3], p(3));
+        let summ = q4_k_min_sums(mn, &y.side);
         let dy = _mm512_set1_ps(y.dy);
         let acc = _mm512_fmadd_ps(_mm512_mul_ps(*d, dy), _mm512_cvtepi32_ps(isum), acc);
         _mm512_fnmadd_ps(_mm512_mul_ps(*dmin, dy), _mm512_cvtepi32_ps(summ), acc)
@@ -266,7 +261,7 @@ impl TileWeights for Grouped<BlockQ6Kx8> {
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn unpack(x0: &BlockQ6Kx8, x1: &BlockQ6Kx8, out: *mut u8) {
-        let (m4, k32) = (_mm512_set1_epi8(15), _mm512_set1_epi8(32));
+        let k32 = _mm512_set1_epi8(32);
         let both = |c: usize| both_halves(rows_i8(&x0.scales[c], &x1.scales[c]));
         for j in 0..8 {
             let line = |i: usize| lines(&x0.lines[j][i], &x1.lines[j][i]);
@@ -277,11 +272,8 @@ impl TileWeights for Grouped<BlockQ6Kx8> {
             let (sa, sb) = (both(2 * j), both(2 * j + 1));
             for m in 0..4 {
                 let v = line(m);
-                let low = _mm512_or_si512(_mm512_and_si512(v, m4), q6_k_top(h0, m));
-                let high = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                    q6_k_top(h1, m),
-                );
+                let low = q6_k_join(v, q6_k_top(h0, m));
+                let high = q6_k_join(_mm512_srli_epi16(v, 4), q6_k_top(h1, m));
                 let (low, high) = (_mm512_sub_epi8(low, k32), _mm512_sub_epi8(high, k32));
                 store_register(out, 8 * j + m, split_products(low, sa));
                 store_register(out, 8 * j + m + 4, split_products(high, sb));
@@ -408,13 +400,13 @@ unsafe fn finish_step<W: TileWeights>(
 /// run of tokens' 16 rows of pair `g` passed to `put(g, first token, rows per token)`.
 ///
 /// # Safety
-/// [`detected`]; `g0..g1` an even run of existing groups; `act` holds `n` token rows of
-/// `w.nb` blocks.
+/// [`detected`]; `g0..g1` an even run of existing groups; `act` and `sides` hold `n` token
+/// rows of `w.nb` blocks.
 pub(super) unsafe fn matmul_pairs<W: TileWeights>(
     w: &W,
     g0: usize,
     g1: usize,
-    act: &[BlockQ8K],
+    (act, sides): (&[BlockQ8K], &[Q8KSide]),
     n: usize,
     put: &mut PutRows,
 ) {
@@ -465,7 +457,8 @@ pub(super) unsafe fn matmul_pairs<W: TileWeights>(
                         stride,
                     };
                     for (i, y) in ys[b % 2].iter_mut().enumerate().take(tt * TILE_TOKENS) {
-                        *y = TokenBlock::of(act.get_unchecked((t0 + i) * nb + b));
+                        let at = (t0 + i) * nb + b;
+                        *y = TokenBlock::of(act.get_unchecked(at), sides.get_unchecked(at));
                     }
                     for p in 0..np {
                         let panel = panels

@@ -21,7 +21,9 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::avx512::{load2x256, tf};
-use super::interleaved::{BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8Side, Q8_0x8, GROUP};
+use super::interleaved::{
+    BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8KSide, Q8Side, Q8_0x8, GROUP,
+};
 use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 
 /// Rows per call: two groups.
@@ -209,25 +211,13 @@ pub(super) unsafe fn q4_k_min_pairs(x0: &BlockQ4Kx8, x1: &BlockQ4Kx8) -> [__m512
     ))
 }
 
-/// Per row `Σ_j min[j][r] · S_j`, with `S_j` token block `y`'s sum over sub-block `j`: the
-/// 32-quant sums packed to i16 pairs `(S_2i, S_2i+1)`, as in the AVX2 kernel.
+/// Per row `Σ_j min[j][r] · S_j`, with `S_j` a token block's sum over sub-block `j`, from its
+/// [`Q8KSide`]: one `vpmaddwd` and three `vpdpwssd`, each with its pair broadcast from memory.
 #[inline]
-pub(super) unsafe fn q4_k_min_sums(mn: &[__m512i; 4], y: &BlockQ8K) -> __m512i {
-    let bs = _mm256_loadu_si256(y.bsums.as_ptr() as *const __m256i);
-    let s32 = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
-    // Per 128-bit lane: [S0 S1 S2 S3 S0 S1 S2 S3 | S4 S5 S6 S7 S4 S5 S6 S7].
-    let s16 = _mm512_zextsi256_si512(_mm256_packs_epi32(s32, s32));
-    let pair = |i: i32| _mm512_permutexvar_epi32(_mm512_set1_epi32(i), s16);
-    _mm512_add_epi32(
-        _mm512_add_epi32(
-            _mm512_madd_epi16(mn[0], pair(0)),
-            _mm512_madd_epi16(mn[1], pair(1)),
-        ),
-        _mm512_add_epi32(
-            _mm512_madd_epi16(mn[2], pair(4)),
-            _mm512_madd_epi16(mn[3], pair(5)),
-        ),
-    )
+pub(super) unsafe fn q4_k_min_sums(mn: &[__m512i; 4], side: &Q8KSide) -> __m512i {
+    let p = |i: usize| _mm512_set1_epi32(side.min_pairs[i]);
+    let summ = _mm512_dpwssd_epi32(_mm512_madd_epi16(mn[0], p(0)), mn[1], p(1));
+    _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(summ, mn[2], p(2)), mn[3], p(3))
 }
 
 /// Q4_K x8 groups `g`, `g + 1` × `T` tokens. Per sub-block the 8 registers' products go
@@ -239,6 +229,7 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
     w: &Grouped<BlockQ4Kx8>,
     g: usize,
     a: [&[BlockQ8K]; T],
+    sides: [&[Q8KSide]; T],
 ) -> [[f32; PAIR]; T] {
     let m4 = _mm512_set1_epi8(15);
     let mut acc = [_mm512_setzero_ps(); T];
@@ -282,13 +273,20 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
         let (d, dmin) = (rows_f32(&x0.d, &x1.d), rows_f32(&x0.dmin, &x1.dmin));
         for t in 0..T {
             let yt = a[t].get_unchecked(b);
-            let summ = q4_k_min_sums(&mn, yt);
+            let summ = q4_k_min_sums(&mn, sides[t].get_unchecked(b));
             let dy = _mm512_set1_ps(yt.d);
             let acc_t = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(isum[t]), acc[t]);
             acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(summ), acc_t);
         }
     }
     rows_out(&acc)
+}
+
+/// A Q6_K quant per byte, `(v & 15) | top`, from a byte whose low nibble is its low bits
+/// and [`q6_k_top`]'s high bits: one `vpternlogd` for the mask and the join.
+#[inline]
+pub(super) unsafe fn q6_k_join(v: __m512i, top: __m512i) -> __m512i {
+    _mm512_ternarylogic_epi32::<0xEC>(v, top, _mm512_set1_epi8(15))
 }
 
 /// Bits `2m..2m + 2` of each byte of `h` (a Q6_K high-bits line) moved to bits 4..6.
@@ -314,9 +312,8 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
     g: usize,
     a: [&[BlockQ8K]; T],
 ) -> [[f32; PAIR]; T] {
-    let m4 = _mm512_set1_epi8(15);
     let mut acc = [_mm512_setzero_ps(); T];
-    let top = q6_k_top;
+    let (top, join) = (q6_k_top, q6_k_join);
     let blocks = &w.blocks[..];
     for b in 0..w.nb {
         w.prefetch_block(g, b);
@@ -335,10 +332,10 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
                 let (m0, m1) = (2 * h, 2 * h + 1);
                 let (v0, v1) = (line(m0), line(m1));
                 let q = [
-                    _mm512_or_si512(_mm512_and_si512(v0, m4), top(h0, m0)),
-                    _mm512_or_si512(_mm512_and_si512(v1, m4), top(h0, m1)),
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), top(h1, m0)),
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), top(h1, m1)),
+                    join(v0, top(h0, m0)),
+                    join(v1, top(h0, m1)),
+                    join(_mm512_srli_epi16(v0, 4), top(h1, m0)),
+                    join(_mm512_srli_epi16(v1, 4), top(h1, m1)),
                 ];
                 let reg = [8 * j + m0, 8 * j + m1, 8 * j + m0 + 4, 8 * j + m1 + 4];
                 for t in 0..T {
@@ -368,7 +365,7 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
             let mut off = _mm512_setzero_si512();
             for (c, sp) in sp.iter().enumerate() {
                 let bsum = _mm512_set1_epi32((yt.bsums.as_ptr().add(2 * c) as *const i32).read_unaligned());
-                off = _mm512_add_epi32(off, _mm512_madd_epi16(*sp, bsum));
+                off = _mm512_dpwssd_epi32(off, *sp, bsum);
             }
             let isum = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(off, 5));
             let dy = _mm512_set1_ps(yt.d);

@@ -413,6 +413,10 @@ pub struct QuantizedActivations {
     /// Q8_0 only, where Q5_0 or Q8_0 weights are repacked: each block's
     /// [`interleaved::Q8Side`], shared by every interleaved matmul reading these activations.
     block_sides: Vec<interleaved::Q8Side>,
+    /// Q8_K only, where K-quant weights are repacked: each block's [`interleaved::Q8KSide`].
+    /// (Repacking, and so this, is x86-only.)
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    k_sides: Vec<interleaved::Q8KSide>,
     n_tokens: usize,
     k: usize,
 }
@@ -443,6 +447,7 @@ impl QuantizedActivations {
         let rows_par = n_tokens >= 4;
         let (q8_0, q8_k) = quantizers();
         let mut block_sides = Vec::new();
+        let mut k_sides = Vec::new();
         let data = match format {
             ActFormat::Q8_0 => {
                 let mut v = vec![
@@ -467,6 +472,9 @@ impl QuantizedActivations {
                 };
                 let mut v = vec![zero; x.len() / QK_K];
                 for_rows(x, &mut v, k, k / QK_K, rows_par, q8_k);
+                if repacks(GgmlType::Q4_K) || repacks(GgmlType::Q6_K) {
+                    k_sides = interleaved::k_block_sides(&v);
+                }
                 ActData::Q8K(v)
             }
             ActFormat::F16 => {
@@ -484,6 +492,7 @@ impl QuantizedActivations {
         Ok(QuantizedActivations {
             data,
             block_sides,
+            k_sides,
             n_tokens,
             k,
         })
@@ -1022,6 +1031,7 @@ struct X8Rows<'a> {
     a: &'a [&'a [BlockQ8_0]; X8_T],
     sides: &'a [&'a [interleaved::Q8Side]; X8_T],
     k: &'a [&'a [BlockQ8K]; X8_T],
+    k_sides: &'a [&'a [interleaved::Q8KSide]; X8_T],
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1067,10 +1077,11 @@ impl X8Rows<'_> {
         let a: [&[BlockQ8_0]; T] = std::array::from_fn(|j| self.a[j]);
         let s: [&[interleaved::Q8Side]; T] = std::array::from_fn(|j| self.sides[j]);
         let k: [&[BlockQ8K]; T] = std::array::from_fn(|j| self.k[j]);
+        let ks: [&[interleaved::Q8KSide]; T] = std::array::from_fn(|j| self.k_sides[j]);
         let rows = match w {
             PackedMatrix::Q5_0(w) => q5_0x8_pair::<T>(w, g, a, s),
             PackedMatrix::Q8_0(w) => q8_0x8_pair::<T>(w, g, a, s),
-            PackedMatrix::Q4K(w) => q4_kx8_pair::<T>(w, g, k),
+            PackedMatrix::Q4K(w) => q4_kx8_pair::<T>(w, g, k, ks),
             PackedMatrix::Q6K(w) => q6_kx8_pair::<T>(w, g, k),
         };
         out[..T].copy_from_slice(&rows);
@@ -1157,6 +1168,17 @@ pub fn matmul_packed_tiles(
         }
         _ => &act.block_sides,
     };
+    // The K-quant kernels' per-block activation sums, likewise.
+    #[cfg(target_arch = "x86_64")]
+    let owned_k;
+    #[cfg(target_arch = "x86_64")]
+    let k_sides = match w {
+        PackedMatrix::Q4K(_) | PackedMatrix::Q6K(_) if act.k_sides.len() != ak.len() => {
+            owned_k = interleaved::k_block_sides(ak);
+            &owned_k
+        }
+        _ => &act.k_sides,
+    };
     let groups = w.groups();
     let simd = cfg!(target_arch = "x86_64") && path != CpuPath::Scalar && path.is_available();
     // Two groups per call on AVX-512; tasks and row blocks hold whole pairs where they can.
@@ -1201,6 +1223,8 @@ pub fn matmul_packed_tiles(
         let arow = |t: usize| a8.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
         let krow = |t: usize| ak.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
         let srow = |t: usize| sides.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
+        #[cfg(target_arch = "x86_64")]
+        let ksrow = |t: usize| k_sides.get(t * nb..(t + 1) * nb).unwrap_or(&[]);
         let mut o = [[0f32; GROUP]; X8_T];
         #[cfg(target_arch = "x86_64")]
         let mut o2 = [[0f32; avx512_interleaved::PAIR]; X8_T];
@@ -1216,6 +1240,9 @@ pub fn matmul_packed_tiles(
                     let kr: [&[BlockQ8K]; X8_T] = std::array::from_fn(|j| krow((t + j).min(n - 1)));
                     let sr: [&[interleaved::Q8Side]; X8_T] =
                         std::array::from_fn(|j| srow((t + j).min(n - 1)));
+                    #[cfg(target_arch = "x86_64")]
+                    let ksr: [&[interleaved::Q8KSide]; X8_T] =
+                        std::array::from_fn(|j| ksrow((t + j).min(n - 1)));
                     let mut g = b0;
                     while g < b1 {
                         #[cfg(target_arch = "x86_64")]
@@ -1228,6 +1255,7 @@ pub fn matmul_packed_tiles(
                                     a: &ar,
                                     sides: &sr,
                                     k: &kr,
+                                    k_sides: &ksr,
                                 };
                                 by_width!(step, rows.pair(w, g, o));
                             }
@@ -1254,6 +1282,7 @@ pub fn matmul_packed_tiles(
                                     a: &ar,
                                     sides: &sr,
                                     k: &kr,
+                                    k_sides: &ksr,
                                 };
                                 by_width!(step, rows.group(w, g, o));
                             }
@@ -1284,8 +1313,12 @@ pub fn matmul_packed_tiles(
             unsafe {
                 let a8 = (a8, &sides[..]);
                 match w {
-                    PackedMatrix::Q4K(w) => amx::matmul_pairs(w, g0, gp, ak, nt, &mut put_pair),
-                    PackedMatrix::Q6K(w) => amx::matmul_pairs(w, g0, gp, ak, nt, &mut put_pair),
+                    PackedMatrix::Q4K(w) => {
+                        amx::matmul_pairs(w, g0, gp, (ak, k_sides), nt, &mut put_pair)
+                    }
+                    PackedMatrix::Q6K(w) => {
+                        amx::matmul_pairs(w, g0, gp, (ak, k_sides), nt, &mut put_pair)
+                    }
                     PackedMatrix::Q5_0(w) => {
                         amx_blocks32::matmul_pairs(w, g0, gp, a8, nt, &mut put_pair)
                     }

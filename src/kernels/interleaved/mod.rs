@@ -20,7 +20,7 @@ mod q6_k;
 mod q8_0;
 mod storage;
 
-pub use q4_k::BlockQ4Kx8;
+pub use q4_k::{k_block_sides, BlockQ4Kx8, Q8KSide};
 pub use q5_0::{block_sides, Q5_0x8, Q8Side};
 pub use q6_k::BlockQ6Kx8;
 pub use q8_0::Q8_0x8;

@@ -32,6 +32,29 @@ pub struct BlockQ4Kx8 {
 // SAFETY: integers and f16 bit patterns only; every bit pattern is a valid value.
 unsafe impl Zeroable for BlockQ4Kx8 {}
 
+/// What the K-quant kernels read per Q8_K activation block besides its quants, computed once
+/// per quantization rather than once per row pair: the sums of its 8 sub-blocks of 32 quants
+/// as i16 pairs `(S_2i, S_2i+1)` (each `|S| ≤ 32 · 127`), the operand of the Q4_K mins'
+/// `vpmaddwd`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Q8KSide {
+    pub min_pairs: [i32; 4],
+}
+
+/// [`Q8KSide`] of every block.
+pub fn k_block_sides(a: &[BlockQ8K]) -> Vec<Q8KSide> {
+    a.iter()
+        .map(|y| {
+            let sub = |j: usize| y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
+            let pair = |i: usize| (sub(2 * i) as u16 as i32) | (sub(2 * i + 1) << 16);
+            Q8KSide {
+                min_pairs: [pair(0), pair(1), pair(2), pair(3)],
+            }
+        })
+        .collect()
+}
+
 /// Four bytes as a little-endian word.
 #[inline]
 fn word(b: &[u8]) -> u32 {
