@@ -118,6 +118,57 @@ fn reads_every_value_type_and_tensor() {
 }
 
 #[test]
+fn large_f32_arrays_of_a_mapped_file_read_back_in_place_and_exactly() {
+    // A vocabulary's scores: large enough to stay in the mapping, after an odd-length string
+    // so the floats are unaligned in the file.
+    let scores: Vec<f32> = (0..10_000).map(|i| -(i as f32) * 0.75 - 1e-3).collect();
+    let mut w = GgufWriter::new();
+    w.metadata("general.architecture", Value::String("odd".into()))
+        .metadata(
+            "scores",
+            Value::array(
+                ValueType::F32,
+                scores.iter().map(|&x| Value::F32(x)).collect(),
+            ),
+        )
+        .metadata(
+            "few",
+            Value::array(ValueType::F32, vec![Value::F32(2.5), Value::F32(-1.0)]),
+        );
+    let bytes = w.to_bytes();
+    let path = std::env::temp_dir().join(format!("kolibri-f32s-{}.gguf", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let mapped = GgufFile::open(&path).unwrap();
+    let copied = GgufFile::from_bytes(bytes).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    for f in [&mapped, &copied] {
+        let a = f.get_array("scores").unwrap();
+        assert!(a.is_packed_f32());
+        assert_eq!(a.len(), scores.len());
+        let got: Vec<u32> = (0..a.len()).map(|i| a.f32(i).unwrap().to_bits()).collect();
+        let want: Vec<u32> = scores.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(got, want);
+        assert_eq!(a.f32(scores.len()), None);
+        assert_eq!(a.get(3).as_deref(), Some(&Value::F32(scores[3])));
+        assert_eq!(f.get_array("few").unwrap().f32(0), Some(2.5));
+    }
+    // Equal however each side holds the values, and to what was written.
+    assert_eq!(mapped.get("scores"), copied.get("scores"));
+    let written = Value::array(
+        ValueType::F32,
+        scores.iter().map(|&x| Value::F32(x)).collect(),
+    );
+    assert_eq!(mapped.get("scores"), Some(&written));
+    let mut other = scores.clone();
+    other[9_999] = 0.0;
+    let differs = Value::array(
+        ValueType::F32,
+        other.iter().map(|&x| Value::F32(x)).collect(),
+    );
+    assert_ne!(mapped.get("scores"), Some(&differs));
+}
+
+#[test]
 fn version_2_is_read() {
     let mut bytes = sample_file();
     bytes[4..8].copy_from_slice(&2u32.to_le_bytes());

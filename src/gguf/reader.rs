@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::error::GgufError;
 use super::value::{Array, Value, ValueType};
@@ -40,9 +41,15 @@ impl TensorInfo {
 }
 
 enum Backing {
-    Mapped(memmap2::Mmap),
+    /// Shared with the metadata arrays left in the file (see [`FILE_ARRAY_MIN`]).
+    Mapped(Arc<memmap2::Mmap>),
     Owned(Vec<u8>),
 }
+
+/// Fewest elements of an f32 metadata array that is read in place from a mapped file rather
+/// than copied: a vocabulary's scores (1 MB for 262k tokens) are read a few at a time while
+/// encoding, so after the header's pages are released only those stay in memory.
+const FILE_ARRAY_MIN: u64 = 4096;
 
 /// A parsed GGUF file. Tensor data is borrowed from the mapping, never copied.
 pub struct GgufFile {
@@ -68,13 +75,13 @@ impl GgufFile {
         // SAFETY: the mapping is read-only; a file truncated underneath us by another process
         // would fault, as with every mmap-based loader. We never write through it.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
-        Self::parse(Backing::Mapped(map))
+        Self::parse(Backing::Mapped(Arc::new(map)))
     }
 
     /// Parses a file already mapped (or read into an anonymous mapping) by the caller; the
     /// model loader uses this to prefault pages, lock them, or read without `mmap`.
     pub fn from_mmap(map: memmap2::Mmap) -> Result<GgufFile, GgufError> {
-        Self::parse(Backing::Mapped(map))
+        Self::parse(Backing::Mapped(Arc::new(map)))
     }
 
     /// Parses an in-memory GGUF image (tests, fuzzing).
@@ -83,11 +90,11 @@ impl GgufFile {
     }
 
     fn parse(backing: Backing) -> Result<GgufFile, GgufError> {
-        let bytes: &[u8] = match &backing {
-            Backing::Mapped(m) => m,
-            Backing::Owned(v) => v,
+        let (bytes, map): (&[u8], _) = match &backing {
+            Backing::Mapped(m) => (m, Some(m)),
+            Backing::Owned(v) => (v, None),
         };
-        let header = parse_header(bytes)?;
+        let header = parse_header(bytes, map)?;
         Ok(GgufFile {
             version: header.version,
             metadata_index: index_of(&header.metadata, |(k, _)| k),
@@ -189,6 +196,8 @@ struct Header {
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// The mapping `bytes` is, where arrays may stay in place.
+    map: Option<&'a Arc<memmap2::Mmap>>,
 }
 
 impl<'a> Cursor<'a> {
@@ -252,8 +261,8 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
-    let mut c = Cursor { bytes, pos: 0 };
+fn parse_header(bytes: &[u8], map: Option<&Arc<memmap2::Mmap>>) -> Result<Header, GgufError> {
+    let mut c = Cursor { bytes, pos: 0, map };
     let magic: [u8; 4] = c.array(&|| "magic".into())?;
     if &magic != MAGIC {
         return Err(GgufError::BadMagic(magic));
@@ -432,11 +441,18 @@ fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Va
                         .map(|_| Ok(i32::from_le_bytes(c.array(&what)?)))
                         .collect::<Result<_, GgufError>>()?,
                 ),
-                ValueType::F32 => Array::from_f32s(
-                    (0..n)
-                        .map(|_| Ok(f32::from_le_bytes(c.array(&what)?)))
-                        .collect::<Result<_, GgufError>>()?,
-                ),
+                ValueType::F32 => match c.map {
+                    Some(map) if count >= FILE_ARRAY_MIN => {
+                        let at = c.pos;
+                        c.take(4 * count, &what)?;
+                        Array::f32s_in_file(map.clone(), at, n)
+                    }
+                    _ => Array::from_f32s(
+                        (0..n)
+                            .map(|_| Ok(f32::from_le_bytes(c.array(&what)?)))
+                            .collect::<Result<_, GgufError>>()?,
+                    ),
+                },
                 _ => {
                     let mut items = Vec::with_capacity(n);
                     for _ in 0..n {

@@ -3,6 +3,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::strings::PackedStrings;
+
 /// GGUF metadata value type ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -192,26 +194,59 @@ fn all<T>(items: &[Value], pick: fn(&Value) -> Option<T>) -> Option<Vec<T>> {
 /// one [`Value`] each (32 bytes plus a heap block per string) they cost about 20 MB of heap
 /// per model, so strings, i32 and f32 elements are stored packed. The storage is shared: a
 /// clone (the tokenizer's, of the token texts) costs no copy.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Array {
     elem: ValueType,
     items: Arc<Items>,
 }
 
+/// Equal element types and values, however each side stores them (copied or left in the
+/// file).
+impl PartialEq for Array {
+    fn eq(&self, other: &Array) -> bool {
+        self.elem == other.elem
+            && (Arc::ptr_eq(&self.items, &other.items)
+                || self.items == other.items
+                || self.len() == other.len() && self.iter().eq(other.iter()))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Items {
-    /// The strings one after another; string `i` is `text[ends[i - 1]..ends[i]]` (at most
-    /// 4 GiB of text: u32 ends halve the offsets' memory).
-    Strings {
-        text: String,
-        ends: Vec<u32>,
-    },
+    /// The strings one after another, at most 4 GiB of text.
+    Strings(PackedStrings),
     I32(Vec<i32>),
     /// An i32 array whose values all fit a byte (token types: 1-6), a quarter the memory.
     I32AsI8(Vec<i8>),
     F32(Vec<f32>),
+    /// Little-endian f32 elements left in a file mapping (see [`Array::f32s_in_file`]).
+    FileF32(FileF32s),
     /// Any other element type, one value each.
     Values(Vec<Value>),
+}
+
+/// `len` little-endian f32 at byte `at` of a mapping (any alignment).
+#[derive(Clone, Debug)]
+struct FileF32s {
+    map: Arc<memmap2::Mmap>,
+    at: usize,
+    len: usize,
+}
+
+impl FileF32s {
+    fn get(&self, i: usize) -> Option<f32> {
+        if i >= self.len {
+            return None;
+        }
+        let b = self.map.get(self.at + 4 * i..self.at + 4 * i + 4)?;
+        Some(f32::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
+impl PartialEq for FileF32s {
+    fn eq(&self, other: &FileF32s) -> bool {
+        self.len == other.len && (0..self.len).all(|i| self.get(i) == other.get(i))
+    }
 }
 
 impl Array {
@@ -255,31 +290,23 @@ impl Array {
     pub(crate) fn strings_with_capacity(n: usize) -> Array {
         Array {
             elem: ValueType::String,
-            items: Arc::new(Items::Strings {
-                text: String::new(),
-                ends: Vec::with_capacity(n),
-            }),
+            items: Arc::new(Items::Strings(PackedStrings::with_capacity(n))),
         }
     }
 
     /// Appends a string (to a string array made by [`Array::strings_with_capacity`]); false,
     /// with nothing appended, past 4 GiB of text.
     pub(crate) fn push_str(&mut self, s: &str) -> bool {
-        if let Items::Strings { text, ends } = Arc::make_mut(&mut self.items) {
-            let Ok(end) = u32::try_from(text.len() + s.len()) else {
-                return false;
-            };
-            text.push_str(s);
-            ends.push(end);
+        match Arc::make_mut(&mut self.items) {
+            Items::Strings(strings) => strings.push(s),
+            _ => true,
         }
-        true
     }
 
     /// Frees the spare capacity a string array grew while it was read.
     pub(crate) fn shrink_to_fit(&mut self) {
-        if let Items::Strings { text, ends } = Arc::make_mut(&mut self.items) {
-            text.shrink_to_fit();
-            ends.shrink_to_fit();
+        if let Items::Strings(strings) = Arc::make_mut(&mut self.items) {
+            strings.shrink_to_fit();
         }
     }
 
@@ -303,16 +330,26 @@ impl Array {
         }
     }
 
+    /// An f32 array of `len` elements left in `map` at byte `at` (bytes the caller checked
+    /// are there): it costs no memory of its own, and only the pages read are brought in.
+    pub(crate) fn f32s_in_file(map: Arc<memmap2::Mmap>, at: usize, len: usize) -> Array {
+        Array {
+            elem: ValueType::F32,
+            items: Arc::new(Items::FileF32(FileF32s { map, at, len })),
+        }
+    }
+
     pub fn elem_type(&self) -> ValueType {
         self.elem
     }
 
     pub fn len(&self) -> usize {
         match &*self.items {
-            Items::Strings { ends, .. } => ends.len(),
+            Items::Strings(strings) => strings.len(),
             Items::I32(v) => v.len(),
             Items::I32AsI8(v) => v.len(),
             Items::F32(v) => v.len(),
+            Items::FileF32(v) => v.len,
             Items::Values(v) => v.len(),
         }
     }
@@ -324,10 +361,11 @@ impl Array {
     /// Element `i`: borrowed where it is stored as a [`Value`], built otherwise.
     pub fn get(&self, i: usize) -> Option<Cow<'_, Value>> {
         Some(match &*self.items {
-            Items::Strings { .. } => Cow::Owned(Value::String(self.str(i)?.to_owned())),
+            Items::Strings(_) => Cow::Owned(Value::String(self.str(i)?.to_owned())),
             Items::I32(v) => Cow::Owned(Value::I32(*v.get(i)?)),
             Items::I32AsI8(v) => Cow::Owned(Value::I32(*v.get(i)? as i32)),
             Items::F32(v) => Cow::Owned(Value::F32(*v.get(i)?)),
+            Items::FileF32(v) => Cow::Owned(Value::F32(v.get(i)?)),
             Items::Values(v) => Cow::Borrowed(v.get(i)?),
         })
     }
@@ -335,27 +373,22 @@ impl Array {
     /// String element `i` without a copy (`None` past the end or if it is not a string).
     pub fn str(&self, i: usize) -> Option<&str> {
         match &*self.items {
-            Items::Strings { text, ends } => {
-                let start = if i == 0 { 0 } else { *ends.get(i - 1)? };
-                text.get(start as usize..*ends.get(i)? as usize)
-            }
+            Items::Strings(strings) => strings.get(i),
             Items::Values(v) => v.get(i)?.as_str(),
             _ => None,
         }
     }
 
-    /// The elements, if this is a packed f32 array.
-    pub fn f32s(&self) -> Option<&[f32]> {
-        match &*self.items {
-            Items::F32(v) => Some(v),
-            _ => None,
-        }
+    /// Whether every element is an f32, held packed (so [`Array::f32`] is cheap).
+    pub fn is_packed_f32(&self) -> bool {
+        matches!(&*self.items, Items::F32(_) | Items::FileF32(_))
     }
 
     /// Element `i` as f32, if it is a number.
     pub fn f32(&self, i: usize) -> Option<f32> {
         match &*self.items {
             Items::F32(v) => v.get(i).copied(),
+            Items::FileF32(v) => v.get(i),
             _ => self.get(i)?.as_f32(),
         }
     }

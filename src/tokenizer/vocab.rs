@@ -280,7 +280,7 @@ impl Vocab {
     pub fn score(&self, id: TokenId) -> f32 {
         self.scores
             .as_ref()
-            .and_then(|a| a.f32s()?.get(id as usize).copied())
+            .and_then(|a| a.f32(id as usize))
             .unwrap_or(0.0)
     }
 
@@ -506,7 +506,7 @@ fn load_tokens(gguf: &GgufFile) -> Result<(Array, Option<Array>, Vec<TokenData>)
         })
         .collect::<Result<_, _>>()?;
     let scores = match scores {
-        Some(s) if s.f32s().is_some() => Some(s.clone()),
+        Some(s) if s.is_packed_f32() => Some(s.clone()),
         Some(s) => Some(Array::from_f32s(
             (0..s.len())
                 .map(|i| {
