@@ -235,8 +235,6 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
     let mut acc = [_mm512_setzero_ps(); T];
     let blocks = &w.blocks[..];
     for b in 0..w.nb {
-        w.prefetch_block(g, b);
-        w.prefetch_block(g + 1, b);
         let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
         let mut y = [std::ptr::null(); T];
         for t in 0..T {
@@ -244,6 +242,8 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
         }
         let mut isum = [_mm512_setzero_si512(); T];
         for j in 0..8 {
+            w.prefetch_part(g, b, j);
+            w.prefetch_part(g + 1, b, j);
             let sc = rows_u8(&x0.scales[j], &x1.scales[j]);
             let mut s = [_mm512_setzero_si512(); T];
             for h in 0..2 {
@@ -316,8 +316,6 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
     let (top, join) = (q6_k_top, q6_k_join);
     let blocks = &w.blocks[..];
     for b in 0..w.nb {
-        w.prefetch_block(g, b);
-        w.prefetch_block(g + 1, b);
         let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
         let mut y = [std::ptr::null(); T];
         for t in 0..T {
@@ -325,6 +323,8 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
         }
         let mut isum = [_mm512_setzero_si512(); T];
         for j in 0..8 {
+            w.prefetch_part(g, b, j);
+            w.prefetch_part(g + 1, b, j);
             let line = |i: usize| lines(&x0.lines[j][i], &x1.lines[j][i]);
             let (mut sa, mut sb) = ([_mm512_setzero_si512(); T], [_mm512_setzero_si512(); T]);
             for h in 0..2 {
