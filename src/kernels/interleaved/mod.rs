@@ -400,12 +400,13 @@ impl<S: Zeroable> Grouped<S> {
     }
 
     /// Part `part` of [`PREFETCH_PARTS`] of [`Self::prefetch_block`]'s lines, for kernels that
-    /// spread them over a block's sub-blocks. Issued all at once, a block pair's 76 prefetches
-    /// queue behind the few line fill buffers and stall the work behind them. Measured on
-    /// 500 MB of 8960 x 1536 Q4_K matrices, 9 rounds alternated, against the whole block at
-    /// its start (median of 9, four runs): 5 tokens 0.90-0.97x the time on two threads,
-    /// 0.89-0.95x on one; 1 token 0.91-0.99x. Q6_K (1536 x 8960, separate processes
-    /// alternated): 5 tokens 0.62-0.90x, 1 token 0.77-1.01x.
+    /// spread them over a block's sub-blocks. Issued all at once, a Q4_K block pair's 76
+    /// prefetches (108 for Q6_K) queue behind the few line fill buffers and stall the work
+    /// behind them. Measured on 500 MB of 8960 x 1536 Q4_K matrices, alternated in one process
+    /// against the whole block at its start (median of 9 rounds, four runs): 5 tokens
+    /// 0.90-0.97x the time on two threads, 0.89-0.95x on one; 1 token 0.91-0.99x. Q6_K
+    /// (1536 x 8960, separate processes alternated): 5 tokens 0.62-0.90x, 1 token 0.77-1.01x.
+    /// The AVX2 one-group kernels lost 1-6% with it and prefetch whole blocks.
     #[inline(always)]
     pub(crate) fn prefetch_part(&self, g: usize, b: usize, part: usize) {
         let lines = std::mem::size_of::<S>().div_ceil(64);
