@@ -6,9 +6,11 @@
 
 Runs `kolibri bench -o json` for each model and thread count and, when LLAMA_BENCH names a
 llama-bench binary, llama-bench with the same arguments right after it (interleaved, so both
-see the same machine state), then prints one Markdown table with the ratios. Also measures
-time to first token and peak RSS of `kolibri run -n 1` (and of LLAMA_SIMPLE, a llama.cpp
-`llama-simple` binary, when set). Models are names known to scripts/fetch-models.py or paths.
+see the same machine state), then prints one Markdown table with the ratios. With several
+prompt sizes it also prints each batch's time against the smallest batch's (-p 1,5 -n 0: a
+batch of 5 tokens against one). Also measures time to first token and peak RSS of
+`kolibri run -n 1` (and of LLAMA_SIMPLE, a llama.cpp `llama-simple` binary, when set). Models
+are names known to scripts/fetch-models.py or paths.
 """
 import argparse
 import json
@@ -59,6 +61,33 @@ def first_token(cmd):
     return wall, rss
 
 
+def batch_ms(rows, n, t):
+    """Mean milliseconds per prompt batch of n tokens at t threads, or None where not run."""
+    row = rows.get((f"pp{n}", t))
+    return 1000 * n / row["avg_ts"] if row else None
+
+
+def cost_cell(ms, base):
+    return f"{ms:.1f} ({ms / base:.2f}x)" if ms and base else "-"
+
+
+def print_batch_costs(batch_costs):
+    """With several prompt sizes: each batch's time against the smallest batch's, per engine
+    (a batch of N tokens should cost little more than one while the weights dominate)."""
+    sizes = sorted({int(test[2:]) for _, _, ours, _ in batch_costs for test, _ in ours
+                    if test.startswith("pp")})
+    if len(sizes) < 2:
+        return
+    print("\n| model | threads | batch | kolibri ms (x smallest) | llama.cpp ms (x smallest) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, t, ours, theirs in batch_costs:
+        base = (batch_ms(ours, sizes[0], t), batch_ms(theirs, sizes[0], t))
+        for n in sizes[1:]:
+            mine = cost_cell(batch_ms(ours, n, t), base[0])
+            ref = cost_cell(batch_ms(theirs, n, t), base[1])
+            print(f"| {name} | {t} | pp{n} | {mine} | {ref} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-m", default="gemma-3-270m,qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
@@ -76,11 +105,13 @@ def main():
     print("| model | test | threads | kolibri t/s | llama.cpp t/s | ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     startup = []
+    batch_costs = []
     for name in args.m.split(","):
         path = model_path(name)
         for t in threads:
             ours = kolibri_bench(path, args.p, args.n, t, args.r)
             theirs = llama_bench(llama, path, args.p, args.n, t, args.r) if llama else {}
+            batch_costs.append((Path(path).name, t, ours, theirs))
             for key, row in ours.items():
                 ref = theirs.get(key)
                 ref_ts = f"{ref['avg_ts']:.2f} ± {ref['stddev_ts']:.2f}" if ref else "-"
@@ -92,6 +123,8 @@ def main():
                             "--temp", "0", "-t", str(t)])
         theirs = first_token([simple, "-m", path, "-n", "1", "Hello"]) if simple else None
         startup.append((Path(path).name, ours, theirs))
+
+    print_batch_costs(batch_costs)
 
     print("\n| model | kolibri: start to first token, peak RSS | llama.cpp | ratio (time, RSS) |")
     print("| --- | ---: | ---: | ---: |")
