@@ -344,24 +344,21 @@ const PREFETCH_BYTES: usize = 4096;
 #[cfg(target_arch = "x86_64")]
 const FAR_PREFETCH_BYTES: usize = 3 * PREFETCH_BYTES;
 
-/// Prefetches elements `i..i + n` of `s`, moved `ahead` bytes on, with `HINT`.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn prefetch_lines<T, const HINT: i32>(s: &[T], i: usize, n: usize, ahead: usize) {
-    let size = std::mem::size_of::<T>();
-    let at = s.as_ptr().wrapping_add(i + ahead / size) as *const i8;
-    for line in (0..n * size).step_by(64) {
-        // SAFETY: a prefetch is a hint that faults on no address; wrapping arithmetic keeps
-        // the pointer computation defined past the end of `s`.
-        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(at.wrapping_add(line)) };
-    }
-}
-
-/// Prefetches elements `i..i + n` of `s`, moved [`PREFETCH_BYTES`] ahead, into L1.
+/// Prefetches elements `i..i + n` of `s`, moved [`PREFETCH_BYTES`] ahead (rounded down to
+/// whole elements), into L1.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn prefetch_ahead<T>(s: &[T], i: usize, n: usize) {
-    prefetch_lines::<T, { std::arch::x86_64::_MM_HINT_T0 }>(s, i, n, PREFETCH_BYTES);
+    let size = std::mem::size_of::<T>();
+    let at = s.as_ptr().wrapping_add(i + PREFETCH_BYTES / size) as *const i8;
+    for line in (0..n * size).step_by(64) {
+        // SAFETY: a prefetch is a hint that faults on no address; wrapping arithmetic keeps
+        // the pointer computation defined past the end of `s`.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line))
+        };
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -387,8 +384,9 @@ impl Q8_0x8 {
 
 #[cfg(target_arch = "x86_64")]
 impl<S: Zeroable> Grouped<S> {
-    /// [`prefetch_ahead`] of block `b` of group `g`, and into L2 from [`FAR_PREFETCH_BYTES`]
-    /// ahead. Measured on 500 MB of 8960 x 1536 matrices, each pass against 4 KiB into L1
+    /// Block `b` of group `g` into L1 from [`PREFETCH_BYTES`] ahead and into L2 from
+    /// [`FAR_PREFETCH_BYTES`] ahead: all its [`Self::prefetch_part`]s. The far prefetch,
+    /// measured on 500 MB of 8960 x 1536 matrices, each pass against 4 KiB into L1
     /// alone in the same round (median of 10): Q4_K 1 token 0.83x the time on one thread,
     /// 0.93x on two, 5 tokens 0.83x and 0.85-0.88x; Q6_K 0.96-0.99x. The Q5_0 and Q8_0
     /// layouts lost 0-11% with it, so they keep the L1 prefetch alone.
@@ -401,12 +399,13 @@ impl<S: Zeroable> Grouped<S> {
 
     /// Part `part` of [`PREFETCH_PARTS`] of [`Self::prefetch_block`]'s lines, for kernels that
     /// spread them over a block's sub-blocks. Issued all at once, a Q4_K block pair's 76
-    /// prefetches (108 for Q6_K) queue behind the few line fill buffers and stall the work
-    /// behind them. Measured on 500 MB of 8960 x 1536 Q4_K matrices, alternated in one process
-    /// against the whole block at its start (median of 9 rounds, four runs): 5 tokens
-    /// 0.90-0.97x the time on two threads, 0.89-0.95x on one; 1 token 0.91-0.99x. Q6_K
-    /// (1536 x 8960, separate processes alternated): 5 tokens 0.62-0.90x, 1 token 0.77-1.01x.
-    /// The AVX2 one-group kernels lost 1-6% with it and prefetch whole blocks.
+    /// prefetches (108 for Q6_K) arrive as a burst, likely more than the few line fill buffers
+    /// take without stalling the work behind them. Measured on 500 MB of 8960 x 1536 Q4_K
+    /// matrices, alternated in one process against the whole block at its start (median of 9
+    /// rounds, four runs): 5 tokens 0.90-0.97x the time on two threads, 0.89-0.95x on one;
+    /// 1 token 0.91-0.99x. Q6_K (1536 x 8960, separate processes alternated): 5 tokens
+    /// 0.62-0.90x, 1 token 0.78-1.01x. The AVX2 one-group kernels lost 1-6% with it and
+    /// prefetch whole blocks.
     #[inline(always)]
     pub(crate) fn prefetch_part(&self, g: usize, b: usize, part: usize) {
         let lines = std::mem::size_of::<S>().div_ceil(64);
