@@ -678,6 +678,38 @@ fn tiled_matmul_matches_scalar_dot_per_pair() {
         },
         &mut rng,
     );
+    // Float rows: lengths that end in partial SIMD slices, and one shorter than a slice.
+    let float_ks: &[usize] = &[1, 7, 16, 33, 100, 1000];
+    check_tiles(
+        TileCase {
+            ty: GgmlType::F32,
+            dot: scalar::vec_dot_f32_f32,
+            quant: |x| x.to_vec(),
+            dequant: |a| vec![*a as f64],
+            ks: float_ks,
+        },
+        &mut rng,
+    );
+    check_tiles(
+        TileCase {
+            ty: GgmlType::F16,
+            dot: scalar::vec_dot_f16_f16,
+            quant: |x| x.iter().map(|&v| f16::from_f32(v)).collect(),
+            dequant: |a| vec![a.to_f64()],
+            ks: float_ks,
+        },
+        &mut rng,
+    );
+    check_tiles(
+        TileCase {
+            ty: GgmlType::BF16,
+            dot: scalar::vec_dot_bf16_bf16,
+            quant: |x| x.iter().map(|&v| bf16::from_f32(v)).collect(),
+            dequant: |a| vec![a.to_f64()],
+            ks: float_ks,
+        },
+        &mut rng,
+    );
 }
 
 /// Whether two slices hold the same bit patterns (exact, NaN-safe equality).

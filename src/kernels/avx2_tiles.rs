@@ -1,6 +1,6 @@
 //! AVX2 multi-row / multi-token tile kernels: `R` weight rows times `T` activation rows per
 //! call, so each unpacked weight block (nibbles, high bits, scales) is reused for `T` tokens
-//! and each activation block for `R` rows. Per (row, token) the integer sums per sub-block are
+//! and each activation block for `R` rows (the float types: each widened slice). Per (row, token) the integer sums per sub-block are
 //! exactly those of the one-by-one kernels in [`super::avx2`]; only the f32 accumulation order
 //! differs.
 //!
@@ -10,6 +10,8 @@
 //! on). Rows should have equal block counts; only the shortest row's count is used.
 
 use std::arch::x86_64::*;
+
+use half::{bf16, f16};
 
 use super::avx2::{
     bytes_from_bits, f16_to_f32, hsum_ps, k4_scale_vectors, load128, load256, nibbles32,
@@ -204,4 +206,117 @@ pub unsafe fn q6_k_tile<const R: usize, const T: usize>(
         }
     }
     reduce(&acc)
+}
+
+/// 8 values of a float weight type, widened to f32 exactly.
+trait Lanes8: Copy {
+    /// # Safety
+    /// AVX2, FMA and F16C; 8 values readable at `p`.
+    unsafe fn load8(p: *const Self) -> __m256;
+    fn widen(self) -> f32;
+}
+
+impl Lanes8 for f32 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(p: *const f32) -> __m256 {
+        _mm256_loadu_ps(p)
+    }
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl Lanes8 for f16 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(p: *const f16) -> __m256 {
+        _mm256_cvtph_ps(load128(p as *const u8))
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Lanes8 for bf16 {
+    /// A bf16 is the top half of its f32.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(p: *const bf16) -> __m256 {
+        let wide = _mm256_cvtepu16_epi32(load128(p as *const u8));
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(wide))
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// `R` rows × `T` tokens of one float type: each 8-element slice of a row widened once for
+/// all tokens and each token's once for all rows (the dot kernels widen both per pair); the
+/// products are the dot kernels', the order of the f32 sums differs. The last `n % 8`
+/// elements go through a scalar loop, as in those kernels.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn float_tile<E: Lanes8, const R: usize, const T: usize>(
+    w: [&[E]; R],
+    a: [&[E]; T],
+) -> [[f32; T]; R] {
+    let n = common_len(&w, &a);
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    let mut i = 0;
+    while i + 8 <= n {
+        let x: [__m256; R] = std::array::from_fn(|r| E::load8(w[r].as_ptr().add(i)));
+        for t in 0..T {
+            let y = E::load8(a[t].as_ptr().add(i));
+            for r in 0..R {
+                acc[r][t] = _mm256_fmadd_ps(x[r], y, acc[r][t]);
+            }
+        }
+        i += 8;
+    }
+    let mut out = reduce(&acc);
+    for r in 0..R {
+        for t in 0..T {
+            for j in i..n {
+                out[r][t] += w[r][j].widen() * a[t][j].widen();
+            }
+        }
+    }
+    out
+}
+
+/// F32 weights × F32 activations, `R` rows × `T` tokens.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f32_tile<const R: usize, const T: usize>(
+    w: [&[f32]; R],
+    a: [&[f32]; T],
+) -> [[f32; T]; R] {
+    float_tile(w, a)
+}
+
+/// F16 weights × F16 activations, `R` rows × `T` tokens.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f16_tile<const R: usize, const T: usize>(
+    w: [&[f16]; R],
+    a: [&[f16]; T],
+) -> [[f32; T]; R] {
+    float_tile(w, a)
+}
+
+/// BF16 weights × BF16 activations, `R` rows × `T` tokens.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn bf16_tile<const R: usize, const T: usize>(
+    w: [&[bf16]; R],
+    a: [&[bf16]; T],
+) -> [[f32; T]; R] {
+    float_tile(w, a)
 }
