@@ -57,6 +57,8 @@ pub mod interleaved;
 pub mod neon;
 #[cfg(target_arch = "aarch64")]
 mod neon_i8mm;
+#[cfg(target_arch = "aarch64")]
+mod neon_tiles;
 pub mod scalar;
 mod vexp;
 
@@ -775,8 +777,9 @@ const AVX512: Kernels = Kernels {
 };
 
 /// The NEON tables: dot kernels for the types of the reference models, Q4_0, F16, BF16 and
-/// F32 (Q2_K, Q3_K and Q5_K use the scalar ones); batches go through the dot kernels per
-/// token, or through 2-row `smmla` tiles where the CPU has i8mm.
+/// F32 (Q2_K, Q3_K and Q5_K use the scalar ones); quantized batches go through the dot kernels
+/// per token, or through 2-row `smmla` tiles where the CPU has i8mm; float batches through
+/// 2-row NEON tiles.
 #[cfg(target_arch = "aarch64")]
 macro_rules! neon_table {
     ($m:ident) => {
@@ -792,9 +795,24 @@ macro_rules! neon_table {
             f16: neon::vec_dot_f16_f16,
             bf16: neon::vec_dot_bf16_bf16,
             f32: neon::vec_dot_f32_f32,
+            f16_t: neon_float_tiles!(f16_tile),
+            bf16_t: neon_float_tiles!(bf16_tile),
+            f32_t: neon_float_tiles!(f32_tile),
             $($tiles)*
             ..SCALAR
         }
+    };
+}
+
+/// The NEON tile kernels of one float type: two rows per call.
+#[cfg(target_arch = "aarch64")]
+macro_rules! neon_float_tiles {
+    ($f:ident) => {
+        TileSet::Rows2(Tiles {
+            mm: neon_tiles::$f::<2, MM_T>,
+            mm4: neon_tiles::$f::<2, 4>,
+            mm2: neon_tiles::$f::<2, 2>,
+        })
     };
 }
 
@@ -869,8 +887,11 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
         GgmlType::F32 => (simd(k.f32 as usize, SCALAR.f32 as usize), k.f32_t.rows()),
         _ => return None,
     };
+    let float = matches!(ty, GgmlType::F16 | GgmlType::BF16 | GgmlType::F32);
     let dot = match path {
         _ if !dot_simd => "scalar",
+        // The float dot kernels are plain NEON on every aarch64 path.
+        _ if float && cfg!(target_arch = "aarch64") => CpuPath::Neon.name(),
         // i8mm only adds tiles; single tokens use the dotprod kernels.
         CpuPath::I8mm => CpuPath::Dotprod.name(),
         _ => path.name(),
@@ -906,7 +927,13 @@ pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {
         ));
     }
     let batches = if tiles == 2 {
-        format!("{} 2-row x {MM_T}-token tiles", path.name())
+        // Two-row tiles: i8mm for quantized types; plain NEON or AVX-512 for floats.
+        let name = match (float, cfg!(target_arch = "aarch64")) {
+            (false, _) => path.name(),
+            (true, true) => CpuPath::Neon.name(),
+            (true, false) => CpuPath::Avx512.name(),
+        };
+        format!("{name} 2-row x {MM_T}-token tiles")
     } else if tiles == 1 {
         // One-row tiles are the AVX2 ones, on the AVX-512 path too.
         format!("avx2 {MM_T}-token tiles")

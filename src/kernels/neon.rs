@@ -226,7 +226,7 @@ neon_dot_kernels!(
 /// types and conversions are not available, so it is one `asm!` instruction).
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn f16x4_to_f32(h: uint16x4_t) -> float32x4_t {
+pub(super) unsafe fn f16x4_to_f32(h: uint16x4_t) -> float32x4_t {
     let out: float32x4_t;
     // SAFETY: a register-only base NEON instruction.
     unsafe {
@@ -243,7 +243,7 @@ unsafe fn f16x4_to_f32(h: uint16x4_t) -> float32x4_t {
 /// bf16 bits widened to f32 (the bits shifted into the high half).
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn bf16x4_to_f32(h: uint16x4_t) -> float32x4_t {
+pub(super) unsafe fn bf16x4_to_f32(h: uint16x4_t) -> float32x4_t {
     vreinterpretq_f32_u32(vshll_n_u16::<16>(h))
 }
 

@@ -1,0 +1,127 @@
+//! aarch64 NEON tile kernels for the float weight types (F32, F16, BF16): `R` weight rows ×
+//! `T` tokens per call. Each 4-element slice of a weight row is loaded and widened to f32
+//! once for all `T` tokens, and each token's slice once for all `R` rows, where the dot
+//! kernels of [`super::neon`] widen both operands for every (row, token) pair. The products
+//! are theirs (exact widening, one FMA per element); only the order of the f32 sums differs.
+//!
+//! # Safety
+//! Every `pub unsafe fn` requires NEON (every aarch64 core). Rows should have equal lengths;
+//! only the shortest row's length is used.
+
+use std::arch::aarch64::*;
+
+use half::{bf16, f16};
+
+use super::common_len;
+use super::neon::{bf16x4_to_f32, f16x4_to_f32};
+
+/// 4 values of a float weight type, widened to f32 exactly.
+trait Lanes4: Copy {
+    /// # Safety
+    /// NEON; 4 values readable at `p`.
+    unsafe fn load4(p: *const Self) -> float32x4_t;
+    fn widen(self) -> f32;
+}
+
+impl Lanes4 for f32 {
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn load4(p: *const f32) -> float32x4_t {
+        vld1q_f32(p)
+    }
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl Lanes4 for f16 {
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn load4(p: *const f16) -> float32x4_t {
+        f16x4_to_f32(vld1_u16(p as *const u16))
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Lanes4 for bf16 {
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn load4(p: *const bf16) -> float32x4_t {
+        bf16x4_to_f32(vld1_u16(p as *const u16))
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// `R` rows × `T` tokens of one float type: `R · T` accumulators (`R = 2`, `T = 8` keeps 19 of
+/// the 32 vector registers busy); the last `n % 4` elements go through a scalar loop, as in
+/// the dot kernels.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn float_tile<E: Lanes4, const R: usize, const T: usize>(
+    w: [&[E]; R],
+    a: [&[E]; T],
+) -> [[f32; T]; R] {
+    let n = common_len(&w, &a);
+    let mut acc = [[vdupq_n_f32(0.0); T]; R];
+    let mut i = 0;
+    while i + 4 <= n {
+        let x: [float32x4_t; R] = std::array::from_fn(|r| E::load4(w[r].as_ptr().add(i)));
+        for t in 0..T {
+            let y = E::load4(a[t].as_ptr().add(i));
+            for r in 0..R {
+                acc[r][t] = vfmaq_f32(acc[r][t], x[r], y);
+            }
+        }
+        i += 4;
+    }
+    let mut out = [[0.0; T]; R];
+    for r in 0..R {
+        for t in 0..T {
+            out[r][t] = vaddvq_f32(acc[r][t]);
+            for j in i..n {
+                out[r][t] += w[r][j].widen() * a[t][j].widen();
+            }
+        }
+    }
+    out
+}
+
+/// F32 weights × F32 activations, `R` rows × `T` tokens.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "neon")]
+pub unsafe fn f32_tile<const R: usize, const T: usize>(
+    w: [&[f32]; R],
+    a: [&[f32]; T],
+) -> [[f32; T]; R] {
+    float_tile(w, a)
+}
+
+/// F16 weights × F16 activations, `R` rows × `T` tokens.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "neon")]
+pub unsafe fn f16_tile<const R: usize, const T: usize>(
+    w: [&[f16]; R],
+    a: [&[f16]; T],
+) -> [[f32; T]; R] {
+    float_tile(w, a)
+}
+
+/// BF16 weights × BF16 activations, `R` rows × `T` tokens.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "neon")]
+pub unsafe fn bf16_tile<const R: usize, const T: usize>(
+    w: [&[bf16]; R],
+    a: [&[bf16]; T],
+) -> [[f32; T]; R] {
+    float_tile(w, a)
+}
