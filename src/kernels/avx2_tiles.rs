@@ -209,7 +209,7 @@ pub unsafe fn q6_k_tile<const R: usize, const T: usize>(
 }
 
 /// 8 values of a float weight type, widened to f32 exactly.
-trait Lanes8: Copy {
+pub(super) trait Lanes8: Copy {
     /// # Safety
     /// AVX2, FMA and F16C; 8 values readable at `p`.
     unsafe fn load8(p: *const Self) -> __m256;
@@ -251,13 +251,15 @@ impl Lanes8 for bf16 {
     }
 }
 
-/// `R` rows × `T` tokens of one float type: each 8-element slice of a row widened once for
+/// `R` rows × `T` tokens of a float type `E` (f32, f16, bf16): each 8-element slice of a row widened once for
 /// all tokens and each token's once for all rows (the dot kernels widen both per pair); the
 /// products are the dot kernels', the order of the f32 sums differs. The last `n % 8`
 /// elements go through a scalar loop, as in those kernels.
-#[inline]
+///
+/// # Safety
+/// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn float_tile<E: Lanes8, const R: usize, const T: usize>(
+pub(super) unsafe fn float_tile<E: Lanes8, const R: usize, const T: usize>(
     w: [&[E]; R],
     a: [&[E]; T],
 ) -> [[f32; T]; R] {
@@ -283,40 +285,4 @@ unsafe fn float_tile<E: Lanes8, const R: usize, const T: usize>(
         }
     }
     out
-}
-
-/// F32 weights × F32 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn f32_tile<const R: usize, const T: usize>(
-    w: [&[f32]; R],
-    a: [&[f32]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
-}
-
-/// F16 weights × F16 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn f16_tile<const R: usize, const T: usize>(
-    w: [&[f16]; R],
-    a: [&[f16]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
-}
-
-/// BF16 weights × BF16 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn bf16_tile<const R: usize, const T: usize>(
-    w: [&[bf16]; R],
-    a: [&[bf16]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
 }

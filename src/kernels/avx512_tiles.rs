@@ -17,7 +17,7 @@ use super::avx512::tf;
 use super::common_len;
 
 /// 16 values from `p`, or the first `n < 16` of them (the rest zero), as f32.
-trait Lanes16: Copy {
+pub(super) trait Lanes16: Copy {
     /// # Safety
     /// AVX-512 ([`super::avx512::detected`]); `min(n, 16)` values readable at `p`.
     unsafe fn load16(p: *const Self, n: usize) -> __m512;
@@ -68,10 +68,12 @@ impl Lanes16 for bf16 {
 }
 
 tf! {
-/// `R` rows × `T` tokens of one float type: `R · T` accumulators of 16 lanes, so `R = 2`,
-/// `T = 8` keeps 19 of the 32 registers busy.
-#[inline]
-unsafe fn float_tile<E: Lanes16, const R: usize, const T: usize>(
+/// `R` rows × `T` tokens of a float type `E` (f32, f16, bf16): `R · T` accumulators of 16
+/// lanes, so `R = 2`, `T = 8` keeps 19 of the 32 registers busy.
+///
+/// # Safety
+/// See the module docs.
+pub(super) unsafe fn float_tile<E: Lanes16, const R: usize, const T: usize>(
     w: [&[E]; R],
     a: [&[E]; T],
 ) -> [[f32; T]; R] {
@@ -96,38 +98,5 @@ unsafe fn float_tile<E: Lanes16, const R: usize, const T: usize>(
         }
     }
     out
-}
-
-/// F32 weights × F32 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-pub unsafe fn f32_tile<const R: usize, const T: usize>(
-    w: [&[f32]; R],
-    a: [&[f32]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
-}
-
-/// F16 weights × F16 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-pub unsafe fn f16_tile<const R: usize, const T: usize>(
-    w: [&[f16]; R],
-    a: [&[f16]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
-}
-
-/// BF16 weights × BF16 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-pub unsafe fn bf16_tile<const R: usize, const T: usize>(
-    w: [&[bf16]; R],
-    a: [&[bf16]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
 }
 }

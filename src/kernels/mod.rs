@@ -691,16 +691,23 @@ macro_rules! avx2_tiles {
             mm2: avx2_tiles::$f::<1, 2>,
         })
     };
+    (float_tile::<$e:ty>) => {
+        TileSet::Rows1(Tiles {
+            mm: avx2_tiles::float_tile::<$e, 1, MM_T>,
+            mm4: avx2_tiles::float_tile::<$e, 1, 4>,
+            mm2: avx2_tiles::float_tile::<$e, 1, 2>,
+        })
+    };
 }
 
 /// The AVX-512 tile kernels of one float type: two rows per call.
 #[cfg(target_arch = "x86_64")]
 macro_rules! avx512_tiles {
-    ($f:ident) => {
+    (float_tile::<$e:ty>) => {
         TileSet::Rows2(Tiles {
-            mm: avx512_tiles::$f::<2, MM_T>,
-            mm4: avx512_tiles::$f::<2, 4>,
-            mm2: avx512_tiles::$f::<2, 2>,
+            mm: avx512_tiles::float_tile::<$e, 2, MM_T>,
+            mm4: avx512_tiles::float_tile::<$e, 2, 4>,
+            mm2: avx512_tiles::float_tile::<$e, 2, 2>,
         })
     };
 }
@@ -745,9 +752,9 @@ const AVX2: Kernels = Kernels {
     q8_0_t: avx2_tiles!(q8_0_tile),
     q4_k_t: avx2_tiles!(q4_k_tile),
     q6_k_t: avx2_tiles!(q6_k_tile),
-    f16_t: avx2_tiles!(f16_tile),
-    bf16_t: avx2_tiles!(bf16_tile),
-    f32_t: avx2_tiles!(f32_tile),
+    f16_t: avx2_tiles!(float_tile::<f16>),
+    bf16_t: avx2_tiles!(float_tile::<bf16>),
+    f32_t: avx2_tiles!(float_tile::<f32>),
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -771,9 +778,9 @@ const AVX512: Kernels = Kernels {
     q8_0_t: avx2_tiles!(q8_0_tile),
     q4_k_t: avx2_tiles!(q4_k_tile),
     q6_k_t: avx2_tiles!(q6_k_tile),
-    f16_t: avx512_tiles!(f16_tile),
-    bf16_t: avx512_tiles!(bf16_tile),
-    f32_t: avx512_tiles!(f32_tile),
+    f16_t: avx512_tiles!(float_tile::<f16>),
+    bf16_t: avx512_tiles!(float_tile::<bf16>),
+    f32_t: avx512_tiles!(float_tile::<f32>),
 };
 
 /// The NEON tables: dot kernels for the types of the reference models, Q4_0, F16, BF16 and
@@ -795,9 +802,9 @@ macro_rules! neon_table {
             f16: neon::vec_dot_f16_f16,
             bf16: neon::vec_dot_bf16_bf16,
             f32: neon::vec_dot_f32_f32,
-            f16_t: neon_float_tiles!(f16_tile),
-            bf16_t: neon_float_tiles!(bf16_tile),
-            f32_t: neon_float_tiles!(f32_tile),
+            f16_t: neon_float_tiles!(f16),
+            bf16_t: neon_float_tiles!(bf16),
+            f32_t: neon_float_tiles!(f32),
             $($tiles)*
             ..SCALAR
         }
@@ -807,11 +814,11 @@ macro_rules! neon_table {
 /// The NEON tile kernels of one float type: two rows per call.
 #[cfg(target_arch = "aarch64")]
 macro_rules! neon_float_tiles {
-    ($f:ident) => {
+    ($e:ty) => {
         TileSet::Rows2(Tiles {
-            mm: neon_tiles::$f::<2, MM_T>,
-            mm4: neon_tiles::$f::<2, 4>,
-            mm2: neon_tiles::$f::<2, 2>,
+            mm: neon_tiles::float_tile::<$e, 2, MM_T>,
+            mm4: neon_tiles::float_tile::<$e, 2, 4>,
+            mm2: neon_tiles::float_tile::<$e, 2, 2>,
         })
     };
 }

@@ -16,7 +16,7 @@ use super::common_len;
 use super::neon::{bf16x4_to_f32, f16x4_to_f32};
 
 /// 4 values of a float weight type, widened to f32 exactly.
-trait Lanes4: Copy {
+pub(super) trait Lanes4: Copy {
     /// # Safety
     /// NEON; 4 values readable at `p`.
     unsafe fn load4(p: *const Self) -> float32x4_t;
@@ -56,12 +56,14 @@ impl Lanes4 for bf16 {
     }
 }
 
-/// `R` rows × `T` tokens of one float type: `R · T` accumulators (`R = 2`, `T = 8` keeps 19 of
+/// `R` rows × `T` tokens of a float type `E` (f32, f16, bf16): `R · T` accumulators (`R = 2`, `T = 8` keeps 19 of
 /// the 32 vector registers busy); the last `n % 4` elements go through a scalar loop, as in
 /// the dot kernels.
-#[inline]
+///
+/// # Safety
+/// See the module docs.
 #[target_feature(enable = "neon")]
-unsafe fn float_tile<E: Lanes4, const R: usize, const T: usize>(
+pub(super) unsafe fn float_tile<E: Lanes4, const R: usize, const T: usize>(
     w: [&[E]; R],
     a: [&[E]; T],
 ) -> [[f32; T]; R] {
@@ -88,40 +90,4 @@ unsafe fn float_tile<E: Lanes4, const R: usize, const T: usize>(
         }
     }
     out
-}
-
-/// F32 weights × F32 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "neon")]
-pub unsafe fn f32_tile<const R: usize, const T: usize>(
-    w: [&[f32]; R],
-    a: [&[f32]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
-}
-
-/// F16 weights × F16 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "neon")]
-pub unsafe fn f16_tile<const R: usize, const T: usize>(
-    w: [&[f16]; R],
-    a: [&[f16]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
-}
-
-/// BF16 weights × BF16 activations, `R` rows × `T` tokens.
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "neon")]
-pub unsafe fn bf16_tile<const R: usize, const T: usize>(
-    w: [&[bf16]; R],
-    a: [&[bf16]; T],
-) -> [[f32; T]; R] {
-    float_tile(w, a)
 }
