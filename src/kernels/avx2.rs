@@ -387,9 +387,10 @@ pub unsafe fn vec_dot_f16_f16(w: &[f16], a: &[f16]) -> f32 {
     sum
 }
 
+/// 8 bf16 values widened to f32 (each the top half of its f32).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bf16x8(p: *const u8) -> __m256 {
+pub(super) unsafe fn bf16x8(p: *const u8) -> __m256 {
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16))
 }
 

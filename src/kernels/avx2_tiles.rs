@@ -1,8 +1,8 @@
 //! AVX2 multi-row / multi-token tile kernels: `R` weight rows times `T` activation rows per
-//! call, so each unpacked weight block (nibbles, high bits, scales) is reused for `T` tokens
-//! and each activation block for `R` rows (the float types: each widened slice). Per (row, token) the integer sums per sub-block are
-//! exactly those of the one-by-one kernels in [`super::avx2`]; only the f32 accumulation order
-//! differs.
+//! call, so each unpacked weight block (nibbles, high bits, scales; for the float types each
+//! widened slice) is reused for `T` tokens and each activation block for `R` rows. Per (row,
+//! token) the integer sums per sub-block are exactly those of the one-by-one kernels in
+//! [`super::avx2`]; only the f32 accumulation order differs.
 //!
 //! # Safety
 //! Every `pub unsafe fn` here requires AVX2, FMA and F16C ([`super::avx2::detected`]) and
@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 use half::{bf16, f16};
 
 use super::avx2::{
-    bytes_from_bits, f16_to_f32, hsum_ps, k4_scale_vectors, load128, load256, nibbles32,
+    bf16x8, bytes_from_bits, f16_to_f32, hsum_ps, k4_scale_vectors, load128, load256, nibbles32,
     q6k_unpack_half,
 };
 use super::{common_len, scalar};
@@ -239,22 +239,20 @@ impl Lanes8 for f16 {
 }
 
 impl Lanes8 for bf16 {
-    /// A bf16 is the top half of its f32.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn load8(p: *const bf16) -> __m256 {
-        let wide = _mm256_cvtepu16_epi32(load128(p as *const u8));
-        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(wide))
+        bf16x8(p as *const u8)
     }
     fn widen(self) -> f32 {
         self.to_f32()
     }
 }
 
-/// `R` rows × `T` tokens of a float type `E` (f32, f16, bf16): each 8-element slice of a row widened once for
-/// all tokens and each token's once for all rows (the dot kernels widen both per pair); the
-/// products are the dot kernels', the order of the f32 sums differs. The last `n % 8`
-/// elements go through a scalar loop, as in those kernels.
+/// `R` rows × `T` tokens of a float type `E` (f32, f16, bf16): each 8-element slice of a row
+/// widened once for all tokens and each token's once for all rows (the dot kernels widen both
+/// per pair); the products are the dot kernels', the order of the f32 sums differs. The last
+/// `n % 8` elements go through a scalar loop, as in those kernels.
 ///
 /// # Safety
 /// See the module docs.

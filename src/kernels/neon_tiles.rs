@@ -56,9 +56,9 @@ impl Lanes4 for bf16 {
     }
 }
 
-/// `R` rows × `T` tokens of a float type `E` (f32, f16, bf16): `R · T` accumulators (`R = 2`, `T = 8` keeps 19 of
-/// the 32 vector registers busy); the last `n % 4` elements go through a scalar loop, as in
-/// the dot kernels.
+/// `R` rows × `T` tokens of a float type `E` (f32, f16, bf16): `R · T` accumulators (`R = 2`,
+/// `T = 8` keeps 19 of the 32 vector registers busy); the last `n % 4` elements go through a
+/// scalar loop, as in the dot kernels.
 ///
 /// # Safety
 /// See the module docs.
