@@ -22,7 +22,7 @@ use half::f16;
 
 use super::avx512::{load2x256, tf};
 use super::interleaved::{
-    BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8KSide, Q8Side, Q8_0x8, GROUP,
+    prefetch_part, BlockQ4Kx8, BlockQ6Kx8, Grouped, Line32, Q5_0x8, Q8KSide, Q8Side, Q8_0x8, GROUP,
 };
 use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 
@@ -242,8 +242,8 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
         }
         let mut isum = [_mm512_setzero_si512(); T];
         for j in 0..8 {
-            w.prefetch_part(g, b, j);
-            w.prefetch_part(g + 1, b, j);
+            prefetch_part(x0, j);
+            prefetch_part(x1, j);
             let sc = rows_u8(&x0.scales[j], &x1.scales[j]);
             let mut s = [_mm512_setzero_si512(); T];
             for h in 0..2 {
@@ -323,8 +323,8 @@ pub unsafe fn q6_kx8_pair<const T: usize>(
         }
         let mut isum = [_mm512_setzero_si512(); T];
         for j in 0..8 {
-            w.prefetch_part(g, b, j);
-            w.prefetch_part(g + 1, b, j);
+            prefetch_part(x0, j);
+            prefetch_part(x1, j);
             let line = |i: usize| lines(&x0.lines[j][i], &x1.lines[j][i]);
             let (mut sa, mut sb) = ([_mm512_setzero_si512(); T], [_mm512_setzero_si512(); T]);
             for h in 0..2 {

@@ -382,48 +382,67 @@ impl Q8_0x8 {
     }
 }
 
+/// The line at `at` into L1 from [`PREFETCH_BYTES`] ahead and into L2 from
+/// [`FAR_PREFETCH_BYTES`] ahead.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_line_near_far(at: *const i8) {
+    // SAFETY: a prefetch is a hint that faults on no address; wrapping arithmetic keeps the
+    // pointer computation defined past the end of the blocks.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH_BYTES));
+        _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(FAR_PREFETCH_BYTES));
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 impl<S: Zeroable> Grouped<S> {
-    /// Block `b` of group `g` into L1 from [`PREFETCH_BYTES`] ahead and into L2 from
-    /// [`FAR_PREFETCH_BYTES`] ahead: all its [`Self::prefetch_part`]s. The far prefetch,
-    /// measured on 500 MB of 8960 x 1536 matrices, each pass against 4 KiB into L1
-    /// alone in the same round (median of 10): Q4_K 1 token 0.83x the time on one thread,
+    /// Every line of block `b` of group `g`, near and far ([`prefetch_line_near_far`]). The
+    /// far prefetch, measured on 500 MB of 8960 x 1536 matrices, each pass against 4 KiB into
+    /// L1 alone in the same round (median of 10): Q4_K 1 token 0.83x the time on one thread,
     /// 0.93x on two, 5 tokens 0.83x and 0.85-0.88x; Q6_K 0.96-0.99x. The Q5_0 and Q8_0
     /// layouts lost 0-11% with it, so they keep the L1 prefetch alone.
     #[inline(always)]
     pub(crate) fn prefetch_block(&self, g: usize, b: usize) {
-        for part in 0..PREFETCH_PARTS {
-            self.prefetch_part(g, b, part);
+        let block = self.blocks.as_ptr().wrapping_add(g * self.nb + b) as *const i8;
+        for line in 0..std::mem::size_of::<S>().div_ceil(64) {
+            prefetch_line_near_far(block.wrapping_add(64 * line));
         }
     }
+}
 
-    /// Part `part` of [`PREFETCH_PARTS`] of [`Self::prefetch_block`]'s lines, for kernels that
-    /// spread them over a block's sub-blocks. Issued all at once, a Q4_K block pair's 76
-    /// prefetches (108 for Q6_K) arrive as a burst, likely more than the few line fill buffers
-    /// take without stalling the work behind them. Measured on 500 MB of 8960 x 1536 Q4_K
-    /// matrices, alternated in one process against the whole block at its start (median of 9
-    /// rounds, four runs): 5 tokens 0.90-0.97x the time on two threads, 0.89-0.95x on one;
-    /// 1 token 0.91-0.99x. Q6_K (1536 x 8960, separate processes alternated): 5 tokens
-    /// 0.62-0.90x, 1 token 0.78-1.01x. The AVX2 one-group kernels lost 1-6% with it and
-    /// prefetch whole blocks.
-    #[inline(always)]
-    pub(crate) fn prefetch_part(&self, g: usize, b: usize, part: usize) {
-        let lines = std::mem::size_of::<S>().div_ceil(64);
-        let (l0, l1) = (
-            part * lines / PREFETCH_PARTS,
-            (part + 1) * lines / PREFETCH_PARTS,
-        );
-        let block = self.blocks.as_ptr().wrapping_add(g * self.nb + b) as *const i8;
-        for l in l0..l1 {
-            let at = block.wrapping_add(64 * l);
-            // SAFETY: a prefetch is a hint that faults on no address; wrapping arithmetic
-            // keeps the pointer computation defined past the end of the blocks.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
-                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH_BYTES));
-                _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(FAR_PREFETCH_BYTES));
-            }
-        }
+/// Part `part` of [`PREFETCH_PARTS`] of what [`Grouped::prefetch_block`] prefetches for
+/// `block`, for kernels that spread it over a block's sub-blocks: the lines ahead of the
+/// block's `part`-th slice of `⌈size / PARTS⌉` bytes. A slice of `w` bytes gets `⌈w / 64⌉`
+/// prefetches, 64 bytes apart from its start: they reach every line the slice touches
+/// but, perhaps, its last, and that one holds the next slice's start. (A Q4_K block is 19
+/// lines, so 24 prefetches; Q6_K 27 and 32.)
+///
+/// - **Spread, not all at once.** Issued all at once, a Q4_K block pair's 76 prefetches
+///   (108 for Q6_K) arrive as a burst, likely more than the few line fill buffers take
+///   without stalling the work behind them. Measured on 500 MB of 8960 x 1536 Q4_K matrices,
+///   alternated in one process against the whole block at its start (median of 9 rounds,
+///   four runs): 5 tokens 0.90-0.97x the time on two threads, 0.89-0.95x on one; 1 token
+///   0.91-0.99x. Q6_K (1536 x 8960, separate processes alternated): 5 tokens 0.62-0.90x,
+///   1 token 0.78-1.01x. The AVX2 one-group kernels lost 1-6% with it and prefetch whole
+///   blocks.
+/// - **The same count for every part.** Cutting the block's exact line list into parts
+///   gave loops of 2 or 3 prefetches whose count changed from part to part, and a branch on
+///   the storage kind for the block's address. A fixed count from the block's own address
+///   unrolls into straight prefetches. Alternated in one process against the exact split
+///   (median ratio over 11-15 rounds), 500 MB of matrices:
+///   - Q4_K, 8960 x 1536, two threads: 1, 2, 3, 5 and 8 tokens 0.93x, 0.96x, 0.92x, 0.91x
+///     and 0.93x the time; one thread, 1 and 5 tokens 0.96x and 0.86x;
+///   - Q6_K, 1536 x 8960, two threads: 1 token 0.95-0.96x, 5 tokens 0.90-0.94x; one thread
+///     0.95x and 0.87x.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn prefetch_part<S>(block: &S, part: usize) {
+    let width = std::mem::size_of::<S>().div_ceil(PREFETCH_PARTS);
+    let at = (block as *const S as *const i8).wrapping_add(part * width);
+    for line in 0..width.div_ceil(64) {
+        prefetch_line_near_far(at.wrapping_add(64 * line));
     }
 }
 
