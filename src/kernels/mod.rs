@@ -9,7 +9,6 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 use crate::parallel::Disjoint;
@@ -31,6 +30,7 @@ macro_rules! each {
     }};
 }
 
+mod activations;
 #[cfg(target_arch = "x86_64")]
 mod amx;
 #[cfg(target_arch = "x86_64")]
@@ -62,6 +62,10 @@ mod neon_tiles;
 pub mod scalar;
 mod vexp;
 
+use activations::ActData;
+pub use activations::{
+    activation_format, supports, ActFormat, ActSource, QuantizedActivations, CHUNK,
+};
 pub use f16_vec::{
     f16_attend, f16_attend_with, f16_dot, f16_dot_with, f16_mad, f16_mad_with, f16_row_to_f32,
     f16_row_to_f32_with, f16_scale, f16_scale_with, f32_dots, f32_weighted_sum,
@@ -360,205 +364,6 @@ pub fn self_test(path: CpuPath) -> Result<(), String> {
         Ok(())
     } else {
         Err(failures.join(", "))
-    }
-}
-
-/// Storage format of quantized activations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ActFormat {
-    Q8_0,
-    Q8K,
-    F16,
-    BF16,
-    F32,
-}
-
-impl ActFormat {
-    /// Elements per activation block.
-    fn block_len(self) -> usize {
-        match self {
-            ActFormat::Q8_0 => 32,
-            ActFormat::Q8K => QK_K,
-            _ => 1,
-        }
-    }
-}
-
-/// The activation format the kernel for weight type `ty` consumes, or `None` if unsupported.
-pub fn activation_format(ty: GgmlType) -> Option<ActFormat> {
-    use GgmlType::*;
-    Some(match ty {
-        Q4_0 | Q5_0 | Q8_0 => ActFormat::Q8_0,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K => ActFormat::Q8K,
-        F16 => ActFormat::F16,
-        BF16 => ActFormat::BF16,
-        F32 => ActFormat::F32,
-        _ => return None,
-    })
-}
-
-/// Whether [`matmul`] has a kernel for weights of type `ty` (check at model load).
-pub fn supports(ty: GgmlType) -> bool {
-    activation_format(ty).is_some()
-}
-
-enum ActData {
-    Q8_0(Vec<BlockQ8_0>),
-    Q8K(Vec<BlockQ8K>),
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
-    F32(Vec<f32>),
-}
-
-/// Activations of `n_tokens` rows of length `k`, quantized once into the format the weight type
-/// needs, so several matmuls reading the same input (Q, K, V; gate, up) share it.
-pub struct QuantizedActivations {
-    data: ActData,
-    /// Q8_0 only, where Q5_0 or Q8_0 weights are repacked: each block's
-    /// [`interleaved::Q8Side`], shared by every interleaved matmul reading these activations.
-    block_sides: Vec<interleaved::Q8Side>,
-    /// Q8_K only, where K-quant weights are repacked: each block's [`interleaved::Q8KSide`].
-    /// (Repacking, and so this, is x86-only.)
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    k_sides: Vec<interleaved::Q8KSide>,
-    n_tokens: usize,
-    k: usize,
-}
-
-impl QuantizedActivations {
-    /// Quantizes `x` (`n_tokens` rows of `k` floats, row-major) for weights of type `for_type`.
-    /// Any weight type with the same [`activation_format`] can then use the result.
-    pub fn quantize(
-        x: &[f32],
-        n_tokens: usize,
-        k: usize,
-        for_type: GgmlType,
-    ) -> Result<Self, KernelError> {
-        let format = activation_format(for_type).ok_or(KernelError::UnsupportedType(for_type))?;
-        if x.len() != n_tokens * k {
-            return Err(KernelError::Shape(format!(
-                "activation length {} != {n_tokens} tokens x {k}",
-                x.len()
-            )));
-        }
-        let bl = format.block_len();
-        if !k.is_multiple_of(bl) {
-            return Err(KernelError::Shape(format!(
-                "row length {k} is not a multiple of {bl} ({format:?} activations)"
-            )));
-        }
-        // Per-token rows are independent; only split across threads when there are several.
-        let rows_par = n_tokens >= 4;
-        let (q8_0, q8_k) = quantizers();
-        let mut block_sides = Vec::new();
-        let mut k_sides = Vec::new();
-        let data = match format {
-            ActFormat::Q8_0 => {
-                let mut v = vec![
-                    BlockQ8_0 {
-                        d: f16::ZERO,
-                        qs: [0; 32]
-                    };
-                    x.len() / 32
-                ];
-                for_rows(x, &mut v, k, k / 32, rows_par, q8_0);
-                // Only the interleaved kernels read them.
-                if repacks(GgmlType::Q5_0) || repacks(GgmlType::Q8_0) {
-                    block_sides = interleaved::block_sides(&v);
-                }
-                ActData::Q8_0(v)
-            }
-            ActFormat::Q8K => {
-                let zero = BlockQ8K {
-                    d: 0.0,
-                    qs: [0; QK_K],
-                    bsums: [0; QK_K / 16],
-                };
-                let mut v = vec![zero; x.len() / QK_K];
-                for_rows(x, &mut v, k, k / QK_K, rows_par, q8_k);
-                if repacks(GgmlType::Q4_K) || repacks(GgmlType::Q6_K) {
-                    k_sides = interleaved::k_block_sides(&v);
-                }
-                ActData::Q8K(v)
-            }
-            ActFormat::F16 => {
-                let mut v = vec![f16::ZERO; x.len()];
-                v.convert_from_f32_slice(x);
-                ActData::F16(v)
-            }
-            ActFormat::BF16 => {
-                let mut v = vec![bf16::ZERO; x.len()];
-                v.convert_from_f32_slice(x);
-                ActData::BF16(v)
-            }
-            ActFormat::F32 => ActData::F32(x.to_vec()),
-        };
-        Ok(QuantizedActivations {
-            data,
-            block_sides,
-            k_sides,
-            n_tokens,
-            k,
-        })
-    }
-
-    pub fn format(&self) -> ActFormat {
-        match self.data {
-            ActData::Q8_0(_) => ActFormat::Q8_0,
-            ActData::Q8K(_) => ActFormat::Q8K,
-            ActData::F16(_) => ActFormat::F16,
-            ActData::BF16(_) => ActFormat::BF16,
-            ActData::F32(_) => ActFormat::F32,
-        }
-    }
-
-    pub fn n_tokens(&self) -> usize {
-        self.n_tokens
-    }
-
-    pub fn k(&self) -> usize {
-        self.k
-    }
-}
-
-/// Quantizes one row of activations into blocks.
-type Quantizer<B> = fn(&[f32], &mut [B]);
-
-/// The Q8_0 and Q8_K quantizers of the dispatched path (each bit-identical to the scalar one).
-fn quantizers() -> (Quantizer<BlockQ8_0>, Quantizer<BlockQ8K>) {
-    #[cfg(target_arch = "x86_64")]
-    if matches!(cpu_path(), CpuPath::Avx2 | CpuPath::Avx512) && avx2::detected() {
-        return (
-            // SAFETY: AVX2 and FMA were detected.
-            |x, out| unsafe { avx2_quantize::quantize_row_q8_0(x, out) },
-            // SAFETY: as above.
-            |x, out| unsafe { avx2_quantize::quantize_row_q8_k(x, out) },
-        );
-    }
-    (quantize_row_q8_0, quantize_row_q8_k)
-}
-
-fn for_rows<B: Send>(
-    x: &[f32],
-    out: &mut [B],
-    k: usize,
-    blocks_per_row: usize,
-    parallel: bool,
-    f: fn(&[f32], &mut [B]),
-) {
-    if parallel {
-        let n = x.len() / k.max(1);
-        let o = Disjoint::new(out);
-        crate::parallel::for_each(n, |t| {
-            // SAFETY: row t's blocks are `out[t * blocks_per_row..][..blocks_per_row]`, in
-            // bounds (the caller sized `out` for every row) and written by this call only.
-            let row = unsafe { o.slice(t * blocks_per_row, blocks_per_row) };
-            f(&x[t * k..(t + 1) * k], row)
-        });
-    } else {
-        x.chunks(k)
-            .zip(out.chunks_mut(blocks_per_row))
-            .for_each(|(x, o)| f(x, o));
     }
 }
 

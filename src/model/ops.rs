@@ -3,16 +3,16 @@
 use super::arch::RopeStyle;
 
 /// 1 / rms(x), the sum of squares kept in f64 (as ggml does) so long rows lose no precision.
-fn inv_rms(x: &[f32], eps: f32) -> f32 {
+pub fn inv_rms(x: &[f32], eps: f32) -> f32 {
     let mean_sq = x.iter().map(|&v| (v * v) as f64).sum::<f64>() / x.len() as f64;
     1.0 / (mean_sq as f32 + eps).sqrt()
 }
 
-/// `out = x / rms(x) * w` for one row.
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let scale = inv_rms(x, eps);
+/// `out = x * inv_rms * w`: the RMS norm of a row, or of part of one, given the whole row's
+/// [`inv_rms`].
+pub fn rms_norm_part(x: &[f32], w: &[f32], inv_rms: f32, out: &mut [f32]) {
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-        *o = v * scale * g;
+        *o = v * inv_rms * g;
     }
 }
 
@@ -113,7 +113,7 @@ mod tests {
     fn rms_norm_unit_weights_gives_unit_rms() {
         let x = [1.0, -2.0, 3.0, -4.0];
         let mut out = [0.0; 4];
-        rms_norm(&x, &[1.0; 4], 0.0, &mut out);
+        rms_norm_part(&x, &[1.0; 4], inv_rms(&x, 0.0), &mut out);
         let rms = (out.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
         assert!((rms - 1.0).abs() < 1e-6);
         assert!(out[0] > 0.0 && out[1] < 0.0);
