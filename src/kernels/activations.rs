@@ -63,7 +63,7 @@ pub(super) enum ActData {
 
 /// Elements per chunk of an [`ActSource::Computed`] row: a multiple of every activation block
 /// (32 and 256 quants), and 4 KiB of f32, so a chunk is still in L1 when it is quantized.
-pub const CHUNK: usize = 1024;
+const COMPUTED_CHUNK: usize = 1024;
 
 /// Where [`QuantizedActivations::quantize_from`] reads its `n_tokens` rows of `k` floats.
 #[derive(Clone, Copy)]
@@ -71,8 +71,9 @@ pub enum ActSource<'a> {
     /// Rows in memory, row-major.
     Rows(&'a [f32]),
     /// Rows computed on demand: `fill(t, c0, out)` writes elements `c0..c0 + out.len()` of row
-    /// `t`. Chunks start at multiples of [`CHUNK`] and are at most that long; one thread asks
-    /// for a row's chunks, in order, and rows may be asked for on several threads at once.
+    /// `t`. Chunks start at multiples of 1024 (`COMPUTED_CHUNK`) and are at most that long;
+    /// one thread asks for a row's chunks, in order, and rows may be asked for on several
+    /// threads at once.
     Computed(&'a (dyn Fn(usize, usize, &mut [f32]) + Sync)),
 }
 
@@ -83,9 +84,9 @@ impl ActSource<'_> {
         match *self {
             ActSource::Rows(x) => f(0, &x[t * k..(t + 1) * k]),
             ActSource::Computed(fill) => {
-                let mut buf = [0f32; CHUNK];
-                for c0 in (0..k).step_by(CHUNK) {
-                    let chunk = &mut buf[..CHUNK.min(k - c0)];
+                let mut buf = [0f32; COMPUTED_CHUNK];
+                for c0 in (0..k).step_by(COMPUTED_CHUNK) {
+                    let chunk = &mut buf[..COMPUTED_CHUNK.min(k - c0)];
                     fill(t, c0, chunk);
                     f(c0, chunk);
                 }
@@ -328,13 +329,17 @@ mod tests {
         // Rows of one block, of whole chunks plus a block, and of several chunks plus a tail.
         for (n, k) in [
             (1, 256),
-            (3, CHUNK + 256),
-            (5, 2 * CHUNK + 768),
-            (4, CHUNK + 32),
+            (3, COMPUTED_CHUNK + 256),
+            (5, 2 * COMPUTED_CHUNK + 768),
+            (4, COMPUTED_CHUNK + 32),
         ] {
             let x: Vec<f32> = (0..n * k).map(|_| next()).collect();
             let fill = |t: usize, c0: usize, out: &mut [f32]| {
-                assert!(c0.is_multiple_of(CHUNK) && out.len() <= CHUNK && c0 + out.len() <= k);
+                assert!(
+                    c0.is_multiple_of(COMPUTED_CHUNK)
+                        && out.len() <= COMPUTED_CHUNK
+                        && c0 + out.len() <= k
+                );
                 out.copy_from_slice(&x[t * k + c0..][..out.len()]);
             };
             for ty in types {

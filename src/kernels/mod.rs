@@ -63,9 +63,7 @@ pub mod scalar;
 mod vexp;
 
 use activations::ActData;
-pub use activations::{
-    activation_format, supports, ActFormat, ActSource, QuantizedActivations, CHUNK,
-};
+pub use activations::{activation_format, supports, ActFormat, ActSource, QuantizedActivations};
 pub use f16_vec::{
     f16_attend, f16_attend_with, f16_dot, f16_dot_with, f16_mad, f16_mad_with, f16_row_to_f32,
     f16_row_to_f32_with, f16_scale, f16_scale_with, f32_dots, f32_weighted_sum,
