@@ -17,7 +17,7 @@ use super::avx2::{
     bf16x8, bytes_from_bits, f16_to_f32, hsum_ps, k4_scale_vectors, load128, load256, nibbles32,
     q6k_unpack_half,
 };
-use super::{common_len, scalar};
+use super::{common_len, scalar, Widen};
 use crate::quant::blocks::*;
 
 /// Horizontal sums of every accumulator: one reduction per (row, token), not per block.
@@ -209,11 +209,10 @@ pub unsafe fn q6_k_tile<const R: usize, const T: usize>(
 }
 
 /// 8 values of a float weight type, widened to f32 exactly.
-pub(super) trait Lanes8: Copy {
+pub(super) trait Lanes8: Widen {
     /// # Safety
     /// AVX2, FMA and F16C; 8 values readable at `p`.
     unsafe fn load8(p: *const Self) -> __m256;
-    fn widen(self) -> f32;
 }
 
 impl Lanes8 for f32 {
@@ -221,9 +220,6 @@ impl Lanes8 for f32 {
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn load8(p: *const f32) -> __m256 {
         _mm256_loadu_ps(p)
-    }
-    fn widen(self) -> f32 {
-        self
     }
 }
 
@@ -233,9 +229,6 @@ impl Lanes8 for f16 {
     unsafe fn load8(p: *const f16) -> __m256 {
         _mm256_cvtph_ps(load128(p as *const u8))
     }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
 }
 
 impl Lanes8 for bf16 {
@@ -243,9 +236,6 @@ impl Lanes8 for bf16 {
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn load8(p: *const bf16) -> __m256 {
         bf16x8(p as *const u8)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
     }
 }
 

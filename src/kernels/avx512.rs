@@ -346,9 +346,15 @@ pub unsafe fn vec_dot_f16_f16(w: &[f16], a: &[f16]) -> f32 {
     sum
 }
 
+/// 16 bf16 values (u16 lanes) widened to f32: each the top half of its f32.
+#[inline]
+pub(super) unsafe fn bf16_widen16(h: __m256i) -> __m512 {
+    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+}
+
 #[inline]
 unsafe fn bf16x16(p: *const u8) -> __m512 {
-    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(p)), 16))
+    bf16_widen16(load256(p))
 }
 
 /// BF16 weights × BF16 activations (f32 products and sums).

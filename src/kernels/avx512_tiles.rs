@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 
 use half::{bf16, f16};
 
-use super::avx512::tf;
+use super::avx512::{bf16_widen16, tf};
 use super::common_len;
 
 /// 16 values from `p`, or the first `n < 16` of them (the rest zero), as f32.
@@ -58,12 +58,10 @@ impl Lanes16 for f16 {
 }
 
 impl Lanes16 for bf16 {
-    /// A bf16 is the top half of its f32.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn load16(p: *const bf16, n: usize) -> __m512 {
-        let wide = _mm512_cvtepu16_epi32(halves16(p as *const u16, n));
-        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(wide))
+        bf16_widen16(halves16(p as *const u16, n))
     }
 }
 

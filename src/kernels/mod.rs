@@ -410,6 +410,34 @@ impl WeightMatrix<'_> {
 
 type DotFn<W, A> = unsafe fn(&[W], &[A]) -> f32;
 
+/// An element of a float weight type widened to f32 exactly: the scalar tails of the float
+/// tile kernels (AVX2 and NEON; AVX-512 masks its last slice instead).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+trait Widen: Copy {
+    fn widen(self) -> f32;
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+impl Widen for f32 {
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+impl Widen for f16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+impl Widen for bf16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
 /// Blocks every row of a tile has (the caller passes equal lengths; the minimum keeps the tile
 /// kernels' reads in bounds).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]

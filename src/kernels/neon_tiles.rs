@@ -12,15 +12,14 @@ use std::arch::aarch64::*;
 
 use half::{bf16, f16};
 
-use super::common_len;
 use super::neon::{bf16x4_to_f32, f16x4_to_f32};
+use super::{common_len, Widen};
 
 /// 4 values of a float weight type, widened to f32 exactly.
-pub(super) trait Lanes4: Copy {
+pub(super) trait Lanes4: Widen {
     /// # Safety
     /// NEON; 4 values readable at `p`.
     unsafe fn load4(p: *const Self) -> float32x4_t;
-    fn widen(self) -> f32;
 }
 
 impl Lanes4 for f32 {
@@ -28,9 +27,6 @@ impl Lanes4 for f32 {
     #[target_feature(enable = "neon")]
     unsafe fn load4(p: *const f32) -> float32x4_t {
         vld1q_f32(p)
-    }
-    fn widen(self) -> f32 {
-        self
     }
 }
 
@@ -40,9 +36,6 @@ impl Lanes4 for f16 {
     unsafe fn load4(p: *const f16) -> float32x4_t {
         f16x4_to_f32(vld1_u16(p as *const u16))
     }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
 }
 
 impl Lanes4 for bf16 {
@@ -50,9 +43,6 @@ impl Lanes4 for bf16 {
     #[target_feature(enable = "neon")]
     unsafe fn load4(p: *const bf16) -> float32x4_t {
         bf16x4_to_f32(vld1_u16(p as *const u16))
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
     }
 }
 
