@@ -14,15 +14,18 @@ cargo clippy --release --all-targets -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --release --all-targets -- --test-threads=1 2>&1 | tee "$log"
-# The greedy fidelity suite again on every forced path below the dispatched one, and on the
-# in-place kernels (no repacking): each must match llama.cpp on its own.
+# The greedy fidelity suite and the logits bits again on every forced path below the
+# dispatched one, and on the in-place kernels (no repacking): each must match llama.cpp on its
+# own, and give the bits committed for it.
 forced=("KOLIBRI_CPU=scalar" "KOLIBRI_REPACK=0")
 if grep -qE "avx512_?vnni" /proc/cpuinfo 2>/dev/null; then
-  forced+=("KOLIBRI_CPU=avx2")
+  forced+=("KOLIBRI_CPU=avx2" "KOLIBRI_CPU=avx2 KOLIBRI_REPACK=0")
 fi
 for f in "${forced[@]}"; do
-  echo "reference_greedy with $f"
-  env "$f" cargo test --release --test reference_greedy -- --test-threads=1 2>&1 | tee -a "$log"
+  echo "reference_greedy and logits_hash with $f"
+  # shellcheck disable=SC2086 # one word per variable
+  env $f cargo test --release --test reference_greedy --test logits_hash -- --test-threads=1 \
+    2>&1 | tee -a "$log"
 done
 rust_ok=0
 awk '/^test result:/ { p += $4; f += $6 } END { exit (f > 0 || p == 0) }' "$log" || rust_ok=1
