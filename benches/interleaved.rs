@@ -6,7 +6,6 @@
 
 use std::time::Instant;
 
-use kolibri::kernels::interleaved::PackedMatrix;
 use kolibri::kernels::{self, CpuPath, QuantizedActivations, WeightMatrix};
 use kolibri::quant::GgmlType;
 
@@ -58,7 +57,7 @@ fn main() {
         // SAFETY: reinterpreting initialised u16s as bytes.
         let data = unsafe { std::slice::from_raw_parts(store.as_ptr() as *const u8, raw.len()) };
         let wm = WeightMatrix { ty, rows, k, data };
-        let packed = PackedMatrix::repack(ty, data, rows, k, &|_| {}).unwrap();
+        let packed = kernels::repack(ty, data, rows, k, &|_| {}).unwrap();
         for n in [1usize, 2, 4, 5, 6, 8, 16, 64, 256] {
             let x: Vec<f32> = (0..n * k)
                 .map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
@@ -84,7 +83,7 @@ fn main() {
                 let ms = best(|| {
                     pool.install(|| {
                         let avx512 = CpuPath::Avx512;
-                        kernels::matmul_packed_tiles(avx512, false, &packed, &act, &mut wide_got)
+                        kernels::matmul_packed_with(avx512, &packed, &act, &mut wide_got)
                     })
                     .unwrap()
                 });
@@ -93,12 +92,11 @@ fn main() {
             } else {
                 "- | -".to_string()
             };
-            let tiles = if wide && kernels::amx_available() && n >= 16 {
+            let tiles = if CpuPath::Amx.is_available() && n >= 16 {
                 let mut tiles_got = vec![0f32; n * rows];
                 let ms = best(|| {
                     pool.install(|| {
-                        let avx512 = CpuPath::Avx512;
-                        kernels::matmul_packed_tiles(avx512, true, &packed, &act, &mut tiles_got)
+                        kernels::matmul_packed_with(CpuPath::Amx, &packed, &act, &mut tiles_got)
                     })
                     .unwrap()
                 });

@@ -52,7 +52,7 @@ fn repacked_model_holds_one_copy_of_its_weights() {
             ]
         })
         .chain([&w.output])
-        .filter(|lin| lin.packed.is_some())
+        .filter(|lin| lin.packed().is_some())
         .map(|lin| (lin.row_bytes() * lin.rows) as u64)
         .sum();
     assert!(

@@ -1,6 +1,6 @@
 //! What the CPU offers and what the kernels chose, for `kolibri_system_info` and the CLI.
 
-use super::{cpu_path, CpuPath};
+use super::{backend, CpuPath};
 
 /// SIMD features of this CPU that Kolibri's kernels care about.
 pub fn cpu_features() -> Vec<&'static str> {
@@ -27,7 +27,7 @@ pub fn cpu_features() -> Vec<&'static str> {
             "avx512bf16",
             "avxvnni"
         );
-        if super::amx_available() {
+        if CpuPath::Amx.is_available() {
             found.push("amx-int8");
         }
     }
@@ -48,16 +48,15 @@ pub fn cpu_features() -> Vec<&'static str> {
 /// One line: architecture, CPU features, the kernel path in use and the paths available.
 pub fn system_info() -> String {
     let available: Vec<&str> = CpuPath::available().iter().map(|p| p.name()).collect();
-    let tiles = if cpu_path() == CpuPath::Avx512 && super::amx_enabled() {
-        " + amx tiles for prompt batches (KOLIBRI_AMX=0 turns them off)"
-    } else {
-        ""
+    let tiles = match backend().path() {
+        CpuPath::Amx => " (amx tiles for prompt batches; KOLIBRI_AMX=0 turns them off)",
+        _ => "",
     };
     format!(
         "arch: {}; cpu features: {}; kernels: {}{tiles} (available: {}; override with KOLIBRI_CPU)",
         std::env::consts::ARCH,
         cpu_features().join(" "),
-        cpu_path().name(),
+        backend().path().name(),
         available.join(", ")
     )
 }

@@ -28,7 +28,7 @@ pub struct AttentionShape {
 }
 
 /// Batches of fewer queries than this use ggml's per-query kernel precision (see
-/// [`kernels::f16_attend`]); larger ones its f32 tiled kernel. Following the same rule keeps our
+/// [`kernels::Backend::f16_attend`]); larger ones its f32 tiled kernel. Following the same rule keeps our
 /// logits within llama.cpp's, which some models are sensitive to at the 0.1-nat level.
 const F16_ACCUM_BELOW: usize = 64;
 
@@ -79,7 +79,7 @@ pub fn attention(
             .collect();
         // Row p of kv head `kvh` starts at (p * n_head_kv + kvh) * head_dim.
         let kvh = h / group;
-        kernels::f16_attend(
+        kernels::backend().f16_attend(
             &q16,
             &keys[kvh * s.head_dim_k..],
             &values[kvh * hv..],
@@ -185,7 +185,8 @@ fn attend_tile(
             let b1 = (b0 + TILE_ROWS).min(hi);
             for (j, p) in (b0..b1).enumerate() {
                 let off = (p * s.n_head_kv + kvh) * dim;
-                kernels::f16_row_to_f32(&data[off..off + dim], &mut buf[j * dim..(j + 1) * dim]);
+                kernels::backend()
+                    .f16_row_to_f32(&data[off..off + dim], &mut buf[j * dim..(j + 1) * dim]);
             }
             for (ti, t) in tile.clone().enumerate() {
                 let r = visible(s, places[t]);
@@ -205,7 +206,7 @@ fn attend_tile(
     let qs = |t: usize| &q[t * q_row + kvh * group * hk..][..group * hk];
     blocks(keys, hk, &mut |ti, t, rows, cols| {
         let sc = &mut scores[ti * group * n_rows + cols.start..];
-        kernels::f32_dots(qs(t), hk, rows, sc, n_rows);
+        kernels::backend().f32_dots(qs(t), hk, rows, sc, n_rows);
     });
     for (ti, t) in tile.clone().enumerate() {
         let r = visible(s, places[t]);
@@ -220,13 +221,13 @@ fn attend_tile(
     blocks(values, hv, &mut |ti, _, rows, cols| {
         let w = &scores[ti * group * n_rows + cols.start..];
         let o = &mut out[ti * out_row + kvh * group * hv..][..group * hv];
-        kernels::f32_weighted_sum(o, hv, rows, w, n_rows);
+        kernels::backend().f32_weighted_sum(o, hv, rows, w, n_rows);
     });
 }
 
 fn softmax_inplace(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum = kernels::exp_shifted_sum(x, max);
+    let sum = kernels::backend().exp_shifted_sum(x, max);
     let inv = 1.0 / sum;
     for v in x.iter_mut() {
         *v *= inv;

@@ -19,7 +19,7 @@ use super::scratch::Scratch;
 use super::weights::Linear;
 use super::workers::Workers;
 use super::Model;
-use crate::kernels::{self, ActSource, QuantizedActivations};
+use crate::kernels::{self, ActNeeds, ActSource, QuantizedActivations};
 use crate::parallel;
 use crate::tokenizer::TokenId;
 
@@ -462,11 +462,22 @@ fn project<const N: usize>(
     let mut quantized: Vec<QuantizedActivations> = Vec::new();
     let mut outs: [Vec<f32>; N] = std::array::from_fn(|_| Vec::new());
     for (lin, out) in mats.iter().zip(outs.iter_mut()) {
-        let format = kernels::activation_format(lin.ty);
-        let act = match quantized.iter().position(|a| Some(a.format()) == format) {
+        let format = lin.plan.needs().format;
+        let act = match quantized.iter().position(|a| a.format() == format) {
             Some(i) => &quantized[i],
             None => {
-                let act = QuantizedActivations::quantize_from(src, n, k, lin.ty);
+                // With the side data if any matrix reading this format needs it.
+                let needs = ActNeeds {
+                    format,
+                    sides: mats.iter().any(|m| {
+                        m.plan.needs()
+                            == ActNeeds {
+                                format,
+                                sides: true,
+                            }
+                    }),
+                };
+                let act = QuantizedActivations::quantize_from(kernels::backend(), src, n, k, needs);
                 quantized.push(act.map_err(compute_err)?);
                 quantized.last().expect("just pushed")
             }

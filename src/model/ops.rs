@@ -43,12 +43,12 @@ pub fn add_inplace(acc: &mut [f32], x: &[f32]) {
 
 /// `gate = silu(gate) * up`
 pub fn swiglu_inplace(gate: &mut [f32], up: &[f32]) {
-    crate::kernels::swiglu(gate, up)
+    crate::kernels::backend().swiglu(gate, up)
 }
 
 /// `gate = gelu_tanh(gate) * up`, GELU through ggml's f16 table.
 pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
-    crate::kernels::geglu(gate, up)
+    crate::kernels::backend().geglu(gate, up)
 }
 
 /// Rotary position embedding tables for one base frequency: `inv_freq[i]` for each rotated pair.

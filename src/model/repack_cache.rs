@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::kernels::interleaved::PackedMatrix;
+use crate::kernels::PackedWeights;
 use crate::quant::GgmlType;
 
 /// Bumped whenever an interleaved layout (`kernels::interleaved`) changes.
@@ -83,7 +83,7 @@ impl RepackCache {
 
     /// The cached matrices for `wanted`, in its order, if the file is this model's, was
     /// written for exactly these tensors, and every array checks out.
-    pub fn load(&self, wanted: &[Wanted]) -> Option<Vec<PackedMatrix>> {
+    pub fn load(&self, wanted: &[Wanted]) -> Option<Vec<Arc<dyn PackedWeights>>> {
         let file = std::fs::File::open(&self.path).ok()?;
         // SAFETY: read-only mapping of a file only this module writes, always through a
         // rename; every byte is checked below before it is used.
@@ -121,7 +121,7 @@ impl RepackCache {
                 offsets.push(off as usize);
                 arrays.push((off as usize, len as usize, sum));
             }
-            let m = PackedMatrix::from_mapped(w.ty, w.rows, w.k, &map, &offsets)?;
+            let m = crate::kernels::from_mapped(w.ty, w.rows, w.k, &map, &offsets)?;
             // The lengths the shape implies must be the lengths recorded (and checksummed).
             let recorded = &arrays[arrays.len() - n_arrays..];
             let lens_match = m
@@ -143,7 +143,7 @@ impl RepackCache {
     }
 
     /// Writes `mats` (the matrices of `wanted`, in its order) as this model's cache file.
-    pub fn store(&self, wanted: &[Wanted], mats: &[&PackedMatrix]) -> std::io::Result<()> {
+    pub fn store(&self, wanted: &[Wanted], mats: &[&dyn PackedWeights]) -> std::io::Result<()> {
         assert_eq!(wanted.len(), mats.len(), "one matrix per wanted tensor");
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;

@@ -11,8 +11,9 @@ use super::repack_cache::{RepackCache, Wanted};
 use crate::gguf::{GgufFile, TensorInfo};
 use std::sync::Arc;
 
-use crate::kernels::interleaved::PackedMatrix;
-use crate::kernels::{self, KernelError, QuantizedActivations, WeightMatrix};
+use crate::kernels::{
+    self, KernelError, MatmulPlan, PackedWeights, QuantizedActivations, WeightMatrix,
+};
 use crate::quant::{dequant::dequantize_row, GgmlType};
 
 /// A matrix `W[rows][k]` used as `y = W x`, referenced by its byte range in the file.
@@ -26,9 +27,9 @@ pub struct Linear {
     pub k: usize,
     start: usize,
     len: usize,
-    /// The same matrix repacked into 8-row groups (the types [`kernels::repacks`] names), used
-    /// instead of the file bytes.
-    pub packed: Option<Arc<PackedMatrix>>,
+    /// How it is multiplied: in place, or repacked at load into 8-row groups (the types
+    /// [`kernels::repacks`] names), the repacked copy used instead of the file bytes.
+    pub plan: MatmulPlan,
 }
 
 impl Linear {
@@ -41,39 +42,45 @@ impl Linear {
         }
     }
 
-    /// `out = self · act` with the repacked copy if there is one.
+    /// `out = self · act` by the plan.
     pub fn matmul(
         &self,
         gguf: &GgufFile,
         act: &QuantizedActivations,
         out: &mut [f32],
     ) -> Result<(), KernelError> {
-        match &self.packed {
-            Some(p) => kernels::matmul_packed(p, act, out),
-            None => kernels::matmul(&self.matrix(gguf), act, out),
-        }
+        self.plan.matmul(self.matrix(gguf).data, act, out)
     }
 
-    /// Repacks the matrix into 8-row groups where its type has a layout, and releases the file
-    /// pages it came from (every later read goes to the repacked copy). `on_chunk` is told
-    /// the source bytes of each finished chunk (from the repacking threads). Whether it was
-    /// repacked.
+    /// The repacked copy, if the plan has one.
+    pub fn packed(&self) -> Option<&Arc<dyn PackedWeights>> {
+        self.plan.packed()
+    }
+
+    /// Takes the loader's plan: repacked into 8-row groups where the type has a layout, the
+    /// file pages it came from released (every later read goes to the repacked copy).
+    /// `on_chunk` is told the source bytes of each finished chunk (from the repacking
+    /// threads). Whether it was repacked.
     fn repack(&mut self, gguf: &GgufFile, on_chunk: &(dyn Fn(usize) + Sync)) -> bool {
-        if !kernels::repacks(self.ty) {
-            return false;
-        }
-        let data = self.matrix(gguf).data;
+        let w = self.matrix(gguf);
         let done = |bytes: &[u8]| {
             release_pages(bytes);
             on_chunk(bytes.len());
         };
-        let Some(p) = PackedMatrix::repack(self.ty, data, self.rows, self.k, &done) else {
-            return false;
-        };
-        self.packed = Some(Arc::new(p));
-        // The pages that straddled two chunks.
-        release_pages(data);
-        true
+        match MatmulPlan::for_matrix(kernels::backend(), &w, &done) {
+            Ok(plan) if plan.packed().is_some() => {
+                self.plan = plan;
+                // The pages that straddled two chunks.
+                release_pages(w.data);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Uses `p`, a repacked copy of this matrix (from the repack cache).
+    fn use_packed(&mut self, p: Arc<dyn PackedWeights>) {
+        self.plan = MatmulPlan::repacked(kernels::backend(), p);
     }
 
     /// Bytes of one row.
@@ -83,7 +90,7 @@ impl Linear {
 
     /// Dequantizes row `r` into `out` (length `k`); used for embedding lookups.
     pub fn dequantize_row_into(&self, gguf: &GgufFile, r: usize, out: &mut [f32]) {
-        if let Some(p) = &self.packed {
+        if let Some(p) = self.packed() {
             return p.dequantize_row(r, out);
         }
         let rb = self.row_bytes();
@@ -181,6 +188,33 @@ pub struct LayerWeights {
     pub post_ffn_norm: Option<Vec<f32>>,
 }
 
+impl LayerWeights {
+    /// The layer's matrices, in load order.
+    pub fn matrices(&self) -> [&Linear; 7] {
+        [
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wo,
+            &self.ffn_gate,
+            &self.ffn_up,
+            &self.ffn_down,
+        ]
+    }
+
+    fn matrices_mut(&mut self) -> [&mut Linear; 7] {
+        [
+            &mut self.wq,
+            &mut self.wk,
+            &mut self.wv,
+            &mut self.wo,
+            &mut self.ffn_gate,
+            &mut self.ffn_up,
+            &mut self.ffn_down,
+        ]
+    }
+}
+
 pub struct Weights {
     /// [n_vocab, n_embd], looked up row by row.
     pub token_embd: Linear,
@@ -225,23 +259,29 @@ impl Loader<'_> {
             });
         }
         let start = (self.gguf.data_offset() + t.offset) as usize;
-        let lin = Linear {
+        let len = t.size as usize;
+        let matrix = WeightMatrix {
+            ty: t.ggml_type,
+            rows,
+            k,
+            data: &self.gguf.file_bytes()[start..start + len],
+        };
+        let plan = MatmulPlan::in_place(kernels::backend(), &matrix).map_err(|e| {
+            ModelError::BadTensorShape {
+                tensor: format!("{name}: {e}"),
+                expected: vec![k as u64, rows as u64],
+                found: t.dims.clone(),
+            }
+        })?;
+        Ok(Some(Linear {
             name: name.to_owned(),
             ty: t.ggml_type,
             rows,
             k,
             start,
-            len: t.size as usize,
-            packed: None,
-        };
-        lin.matrix(self.gguf)
-            .validate()
-            .map_err(|e| ModelError::BadTensorShape {
-                tensor: format!("{name}: {e}"),
-                expected: vec![k as u64, rows as u64],
-                found: t.dims.clone(),
-            })?;
-        Ok(Some(lin))
+            len,
+            plan,
+        }))
     }
 
     fn linear(&self, name: &str, k: usize, rows: usize) -> Result<Linear, ModelError> {
@@ -271,6 +311,13 @@ impl Loader<'_> {
 }
 
 impl Weights {
+    /// Every matrix the forward pass multiplies by: the layers' in order, then the output
+    /// head.
+    pub fn matrices(&self) -> Vec<&Linear> {
+        let layers = self.layers.iter().flat_map(LayerWeights::matrices);
+        layers.chain([&self.output]).collect()
+    }
+
     /// Locates and checks every tensor and repacks those with an interleaved layout, telling
     /// `progress` the bytes repacked after each tensor. With a `cache`, the repacked matrices
     /// come from it when it holds them (then the second value is true), and are written to it
@@ -336,20 +383,10 @@ impl Weights {
         let mut token_embd = token_embd;
         let mut targets: Vec<&mut Linear> = layers
             .iter_mut()
-            .flat_map(|l: &mut LayerWeights| {
-                [
-                    &mut l.wq,
-                    &mut l.wk,
-                    &mut l.wv,
-                    &mut l.wo,
-                    &mut l.ffn_gate,
-                    &mut l.ffn_up,
-                    &mut l.ffn_down,
-                ]
-            })
+            .flat_map(LayerWeights::matrices_mut)
             .collect();
         targets.push(if tied { &mut token_embd } else { &mut output });
-        targets.retain(|l| kernels::repacks(l.ty) && PackedMatrix::has_layout(l.ty, l.k));
+        targets.retain(|l| MatmulPlan::would_repack(l.ty, l.k));
         let names: Vec<String> = targets.iter().map(|l| l.name.clone()).collect();
         let wanted: Vec<Wanted> = targets
             .iter()
@@ -375,7 +412,7 @@ impl Weights {
         let from_cache = cached.is_some();
         if let Some(mats) = cached {
             for (lin, m) in targets.iter_mut().zip(mats) {
-                lin.packed = Some(Arc::new(m));
+                lin.use_packed(m);
             }
             progress(targets.iter().map(|l| l.len).sum())?;
         } else {
@@ -386,8 +423,10 @@ impl Weights {
                 }
             }
             if let Some(c) = cache {
-                let mats: Vec<&PackedMatrix> =
-                    targets.iter().filter_map(|l| l.packed.as_deref()).collect();
+                let mats: Vec<&dyn PackedWeights> = targets
+                    .iter()
+                    .filter_map(|l| l.packed().map(|p| &**p))
+                    .collect();
                 if mats.len() == wanted.len() {
                     // A cache that cannot be written only costs the next load its speed.
                     let _ = c.store(&wanted, &mats);

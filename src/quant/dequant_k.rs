@@ -38,6 +38,27 @@ pub fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// Unpacks the 12-byte 6-bit scale/min field of Q4_K/Q5_K: returns `(scales, mins)` of the
+/// 8 sub-blocks. Bytes 0..4 / 4..8 hold sc[0..4] / m[0..4] in their low 6 bits; bytes 8..12
+/// hold the low nibbles of sc[4..8] (low) and m[4..8] (high), whose top 2 bits sit in the top
+/// bits of bytes 0..4 / 4..8. Done on 32-bit words since every kernel calls this once per
+/// super-block.
+#[inline(always)]
+pub fn unpack_k4_scales(s: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let w0 = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    let w1 = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
+    let w2 = u32::from_le_bytes([s[8], s[9], s[10], s[11]]);
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const TOP2: u32 = 0x0303_0303;
+    let sc_lo = w0 & LOW6;
+    let m_lo = w1 & LOW6;
+    let sc_hi = (w2 & LOW4) | (((w0 >> 6) & TOP2) << 4);
+    let m_hi = ((w2 >> 4) & LOW4) | (((w1 >> 6) & TOP2) << 4);
+    let join = |a: u32, b: u32| (a as u64 | (b as u64) << 32).to_le_bytes();
+    (join(sc_lo, sc_hi), join(m_lo, m_hi))
+}
+
 /// The 16 signed 6-bit scales of a Q3_K block, already offset by -32 (range `-32..32`).
 ///
 /// Scale `i` has its low 4 bits in the low nibble of `scales[i]` (`i < 8`) or the high nibble of

@@ -1,35 +1,21 @@
 //! `kolibri info [-m MODEL]`: CPU features, the kernel path, and the kernel each weight type
-//! gets; with a model, its tensor types and sizes too.
+//! gets; with a model, its tensor types and sizes, and the matmul plan each matrix runs.
 
 use std::collections::BTreeMap;
 
 use kolibri::gguf::GgufFile;
-use kolibri::kernels::{self, CpuPath};
-use kolibri::quant::GgmlType;
+use kolibri::kernels::{self, types::REGISTRY, CpuPath};
+use kolibri::model::Model;
 
 use crate::args::Args;
-
-const TYPES: [GgmlType; 11] = [
-    GgmlType::Q4_0,
-    GgmlType::Q5_0,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::F32,
-];
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(raw, &["-m", "--model"], &[])?;
     println!("kolibri {}", env!("CARGO_PKG_VERSION"));
     println!("{}", kernels::system_info());
-    let path = kernels::cpu_path();
+    let path = kernels::backend().path();
     println!("\nkernels per weight type on the {path} path:");
-    for ty in TYPES {
+    for ty in REGISTRY.iter().map(|k| k.ty()) {
         if let Some(d) = kernels::describe_kernel(path, ty) {
             println!("  {:<6} {d}", ty.to_string());
         }
@@ -52,6 +38,40 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 bytes as f64 / 1048576.0
             );
         }
+        print_plans(model)?;
     }
+    Ok(())
+}
+
+/// Each matrix's plan as the loaded model runs it: the distinct plans once, numbered, then
+/// every matrix with its number.
+fn print_plans(model: &str) -> Result<(), String> {
+    let m = Model::load(model).map_err(|e| e.to_string())?;
+    let mut plans: Vec<String> = Vec::new();
+    let mut rows = Vec::new();
+    for lin in m.weights.matrices() {
+        let d = lin.plan.describe();
+        let i = match plans.iter().position(|p| *p == d) {
+            Some(i) => i,
+            None => {
+                plans.push(d);
+                plans.len() - 1
+            }
+        };
+        rows.push(format!(
+            "  {:<28} {:<5} {:>6} x {:<6} [{}]",
+            lin.name,
+            lin.ty.to_string(),
+            lin.rows,
+            lin.k,
+            i + 1
+        ));
+    }
+    println!("\nmatmul plans:");
+    for (i, p) in plans.iter().enumerate() {
+        println!("  [{}] {p}", i + 1);
+    }
+    println!("matrices (rows x k):");
+    rows.iter().for_each(|r| println!("{r}"));
     Ok(())
 }

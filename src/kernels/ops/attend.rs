@@ -1,0 +1,119 @@
+//! One query head's attention over f16 cache rows with an online softmax, as ggml's per-query
+//! flash-attention kernel computes it (the backends' `f16_attend`): generic over the three
+//! vector steps, so the AVX2 build inlines its kernels into the row loop.
+
+use half::f16;
+
+use super::f16_rows;
+
+/// One kv head's rows of the cache: key row `p` is `keys[p * stride_k..]`, value row `p`
+/// `values[p * stride_v..]`.
+pub struct Cache<'a> {
+    pub keys: &'a [f16],
+    pub values: &'a [f16],
+    pub stride_k: usize,
+    pub stride_v: usize,
+}
+
+/// The three vector steps of [`online_attend`], per instruction set.
+trait AttendOps {
+    fn dot(q: &[f32], k: &[f16]) -> f32;
+    fn scale(acc: &mut [f16], s: f32);
+    fn mad(acc: &mut [f16], v: &[f16], w: f32);
+}
+
+struct ScalarOps;
+
+impl AttendOps for ScalarOps {
+    fn dot(q: &[f32], k: &[f16]) -> f32 {
+        f16_rows::f16_dot(q, k)
+    }
+    fn scale(acc: &mut [f16], s: f32) {
+        f16_rows::f16_scale(acc, s)
+    }
+    fn mad(acc: &mut [f16], v: &[f16], w: f32) {
+        f16_rows::f16_mad(acc, v, w)
+    }
+}
+
+/// The scalar twin (rows checked by the caller).
+pub fn scalar(
+    q16: &[f32],
+    cache: &Cache,
+    rows: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    online_attend::<ScalarOps>(q16, cache, rows, scale, out)
+}
+
+/// Only used inside [`avx2`], which has the features.
+#[cfg(target_arch = "x86_64")]
+struct Avx2Ops;
+
+#[cfg(target_arch = "x86_64")]
+impl AttendOps for Avx2Ops {
+    #[inline(always)]
+    fn dot(q: &[f32], k: &[f16]) -> f32 {
+        // SAFETY: reached only from `avx2` (AVX2, FMA and F16C detected).
+        unsafe { f16_rows::avx2::f16_dot(q, k) }
+    }
+    #[inline(always)]
+    fn scale(acc: &mut [f16], s: f32) {
+        // SAFETY: as above.
+        unsafe { f16_rows::avx2::f16_scale(acc, s) }
+    }
+    #[inline(always)]
+    fn mad(acc: &mut [f16], v: &[f16], w: f32) {
+        // SAFETY: as above.
+        unsafe { f16_rows::avx2::f16_mad(acc, v, w) }
+    }
+}
+
+/// [`online_attend`] compiled with AVX2 (rows checked by the caller), so the vector steps inline into the row loop.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn avx2(
+    q16: &[f32],
+    cache: &Cache,
+    rows: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    online_attend::<Avx2Ops>(q16, cache, rows, scale, out)
+}
+
+#[inline(always)]
+fn online_attend<O: AttendOps>(
+    q16: &[f32],
+    cache: &Cache,
+    rows: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let (hk, hv) = (q16.len(), out.len());
+    let mut acc = vec![f16::ZERO; hv];
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    for p in rows {
+        let score = O::dot(q16, &cache.keys[p * cache.stride_k..][..hk]) * scale;
+        // A new maximum rescales what was accumulated; otherwise this value is weighted down.
+        let (rescale, weight) = if score > max {
+            let r = (max - score).exp();
+            max = score;
+            (r, 1.0)
+        } else {
+            (1.0, (score - max).exp())
+        };
+        if rescale != 1.0 {
+            O::scale(&mut acc, rescale);
+        }
+        O::mad(&mut acc, &cache.values[p * cache.stride_v..][..hv], weight);
+        sum = sum * rescale + weight;
+    }
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = a.to_f32() / sum;
+    }
+}

@@ -1,0 +1,44 @@
+//! Q4_0 on AVX-512 VNNI: two blocks per `vpdpbusd` for the dot; batches take the AVX2 tiles,
+//! faster than this dot per token here in 15 of 16 measurements (Q4_0, Q8_0, Q4_K, Q6_K;
+//! 2048 × 2048, 8 and 64 tokens, one thread; up to 2.5x).
+//!
+//! # Safety
+//! Every `pub unsafe fn` requires the AVX-512 path's features and activations from the
+//! crate's quantizers.
+
+use std::arch::x86_64::*;
+
+use super::Q4_0;
+use crate::kernels::simd::avx512::{dot_offset, load2x256, nibbles2x32, scales2, tf};
+use crate::kernels::types::q8_family::avx2::tile;
+use crate::kernels::types::{tiles, Dense, WeightType};
+use crate::quant::blocks::{BlockQ4_0, BlockQ8_0};
+
+pub(super) const DENSE: Dense<BlockQ4_0, BlockQ8_0> = Dense {
+    dot,
+    dot_isa: "avx512",
+    tiles: tiles!(Rows1, tile, BlockQ4_0),
+    tiles_isa: "avx2",
+};
+
+tf! {
+/// Q4_0 weights × Q8_0 activations.
+///
+/// # Safety
+/// See the module docs.
+pub unsafe fn dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    let n = w.len().min(a.len());
+    let mut acc = _mm512_setzero_ps();
+    let mut i = 0;
+    while i + 2 <= n {
+        let (x0, x1) = (w.get_unchecked(i), w.get_unchecked(i + 1));
+        let (y0, y1) = (a.get_unchecked(i), a.get_unchecked(i + 1));
+        let q = nibbles2x32(x0.qs.as_ptr(), x1.qs.as_ptr());
+        let av = load2x256(y0.qs.as_ptr() as _, y1.qs.as_ptr() as _);
+        let p = dot_offset::<3>(q, av);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales2(x0.d, x1.d, y0.d, y1.d), acc);
+        i += 2;
+    }
+    _mm512_reduce_add_ps(acc) + Q4_0::dot(&w[i..n], &a[i..n])
+}
+}

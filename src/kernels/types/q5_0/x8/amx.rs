@@ -1,0 +1,50 @@
+//! Q5_0 x8 on AMX: each pair's block unpacked once to a tile of signed quants (`q - 16`) for
+//! the 32-quant tile driver.
+
+use std::arch::x86_64::*;
+
+use super::Q5_0x8;
+use crate::kernels::activations::Q8Side;
+use crate::kernels::packed::amx::blocks32::{matmul_pairs, Blocks32};
+use crate::kernels::packed::avx512::rows_f32;
+use crate::kernels::packed::{PackedKernels, PutRows};
+use crate::quant::blocks::BlockQ8_0;
+
+pub(super) const KERNELS: PackedKernels<Q5_0x8> = PackedKernels {
+    tiles: Some(tiles),
+    ..super::avx512::KERNELS
+};
+
+/// # Safety
+/// The AMX path; `g0..g1` whole pairs of existing groups; `act` holds `n` token rows.
+unsafe fn tiles(
+    w: &Q5_0x8,
+    g0: usize,
+    g1: usize,
+    act: (&[BlockQ8_0], &[Q8Side]),
+    n: usize,
+    put: &mut PutRows,
+) {
+    matmul_pairs(w, g0, g1, act, n, put)
+}
+
+impl Blocks32 for Q5_0x8 {
+    fn nb(&self) -> usize {
+        self.nb
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn unpack(&self, g: usize, b: usize, out: *mut u8) {
+        let q = super::avx512::q5_0_registers(self, g * self.nb + b, (g + 1) * self.nb + b);
+        let b16 = _mm512_set1_epi8(16);
+        for (k, q) in q.iter().enumerate() {
+            let signed = _mm512_sub_epi8(*q, b16);
+            _mm512_storeu_si512(out.add(64 * k) as *mut __m512i, signed);
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn scales(&self, g: usize, b: usize) -> __m512 {
+        rows_f32(&self.d[g * self.nb + b], &self.d[(g + 1) * self.nb + b])
+    }
+}

@@ -1,0 +1,49 @@
+//! Q8_0 x8 on AMX: each pair's block copied once into a tile of its signed quants for the
+//! 32-quant tile driver.
+
+use std::arch::x86_64::*;
+
+use super::Q8_0x8;
+use crate::kernels::activations::Q8Side;
+use crate::kernels::packed::amx::blocks32::{matmul_pairs, Blocks32};
+use crate::kernels::packed::avx512::{lines, rows_f32};
+use crate::kernels::packed::{PackedKernels, PutRows};
+use crate::quant::blocks::BlockQ8_0;
+
+pub(super) const KERNELS: PackedKernels<Q8_0x8> = PackedKernels {
+    tiles: Some(tiles),
+    ..super::avx512::KERNELS
+};
+
+/// # Safety
+/// The AMX path; `g0..g1` whole pairs of existing groups; `act` holds `n` token rows.
+unsafe fn tiles(
+    w: &Q8_0x8,
+    g0: usize,
+    g1: usize,
+    act: (&[BlockQ8_0], &[Q8Side]),
+    n: usize,
+    put: &mut PutRows,
+) {
+    matmul_pairs(w, g0, g1, act, n, put)
+}
+
+impl Blocks32 for Q8_0x8 {
+    fn nb(&self) -> usize {
+        self.nb
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn unpack(&self, g: usize, b: usize, out: *mut u8) {
+        let (x0, x1) = (g * self.nb + b, (g + 1) * self.nb + b);
+        for k in 0..8 {
+            let q = lines(&self.qs[x0 * 8 + k], &self.qs[x1 * 8 + k]);
+            _mm512_storeu_si512(out.add(64 * k) as *mut __m512i, q);
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn scales(&self, g: usize, b: usize) -> __m512 {
+        rows_f32(&self.d[g * self.nb + b], &self.d[(g + 1) * self.nb + b])
+    }
+}
