@@ -50,7 +50,7 @@ fn print_plans(model: &str) -> Result<(), String> {
     let mut plans: Vec<String> = Vec::new();
     let mut rows = Vec::new();
     for lin in m.weights.matrices() {
-        let d = lin.plan.describe();
+        let d = format!("{}: {}", lin.ty, lin.plan.describe());
         let i = match plans.iter().position(|p| *p == d) {
             Some(i) => i,
             None => {

@@ -23,6 +23,7 @@ mod kind;
 pub mod prefetch;
 mod storage;
 
+pub(crate) use grouped::GroupBlock;
 pub use grouped::Grouped;
 pub use kind::{LayoutKind, LayoutOf, PackedWeights};
 pub use storage::{Zeroable, Zeroed};
@@ -102,6 +103,31 @@ macro_rules! widths {
 #[cfg(target_arch = "x86_64")]
 pub(crate) use widths;
 
+/// The per-width table of layout `$L`'s kernel `$k` over `$rows` rows (one group or a pair),
+/// generic over the token count `T`: `$k::<T>(w, g, the first T token rows[, their side
+/// data])` into `out[..T]`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! width_table {
+    ($L:ty, $rows:expr, $k:ident $(, $sides:ident)?) => {{
+        /// # Safety
+        /// The kernel's.
+        unsafe fn at<const T: usize>(
+            w: &$L,
+            g: usize,
+            r: &$crate::kernels::packed::TokenRows<
+                <$L as $crate::kernels::packed::Layout>::Act,
+                $crate::kernels::packed::Side<$L>,
+            >,
+            out: &mut [[f32; $rows]],
+        ) {
+            out[..T].copy_from_slice(&$k::<T>(w, g, r.first() $(, r.$sides())?));
+        }
+        $crate::kernels::packed::widths!(at)
+    }};
+}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use width_table;
+
 /// A layout's kernels on one path. Every entry is `unsafe`: SIMD ones need their CPU features,
 /// and a table is only taken for a backend's path.
 pub(crate) struct PackedKernels<L: Layout> {
@@ -179,6 +205,23 @@ pub(crate) trait Layout: Sized + Send + Sync + 'static {
     /// The kernels on `path`.
     fn kernels(path: CpuPath) -> &'static PackedKernels<Self>;
 }
+
+/// A layout's kernel table for `$path`: its `avx2`, `avx512` and `amx` modules' `KERNELS` on
+/// x86, `$scalar` elsewhere.
+macro_rules! kernels_by_path {
+    ($path:expr, $scalar:expr) => {
+        match $path {
+            #[cfg(target_arch = "x86_64")]
+            $crate::kernels::CpuPath::Avx2 => &avx2::KERNELS,
+            #[cfg(target_arch = "x86_64")]
+            $crate::kernels::CpuPath::Avx512 => &avx512::KERNELS,
+            #[cfg(target_arch = "x86_64")]
+            $crate::kernels::CpuPath::Amx => &amx::KERNELS,
+            _ => &$scalar,
+        }
+    };
+}
+pub(crate) use kernels_by_path;
 
 /// Groups per parallel repack chunk: about 256 KiB of source, so a tensor of a few hundred KiB
 /// still spreads over the threads (the loader repacks one tensor at a time), and releasing

@@ -111,9 +111,4 @@ pub unsafe fn hsum256(v: __m256) -> f32 {
 pub unsafe fn bf16_widen16(h: __m256i) -> __m512 {
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
 }
-
-#[inline]
-pub unsafe fn bf16x16(p: *const u8) -> __m512 {
-    bf16_widen16(load256(p))
-}
 }

@@ -105,6 +105,106 @@ pub(crate) trait WeightType: 'static {
     }
 }
 
+/// Declares weight type `$name` (see [`WeightType`]): its ggml type, block, activation and
+/// block length; its reference `dot` and `dequantize`; how a random block's scales are made
+/// small (`scales`); its kernel sets per path, by architecture (the scalar twin elsewhere);
+/// and its 8-row layout, if it has one.
+macro_rules! weight_type {
+    // `simd: all`: the kernel sets every path of both architectures has, under their usual
+    // names; `simd: x86`: the x86 ones only.
+    (
+        $(#[$doc:meta])*
+        $name:ident = $ty:ident, $block:ty, $act:ty, $len:expr;
+        dot: $dot:path, dequantize: $deq:path, scales: |$b:ident, $bits:ident| $scales:expr;
+        simd: all;
+        $(layout: $layout:expr;)?
+    ) => {
+        $crate::kernels::types::weight_type! {
+            $(#[$doc])*
+            $name = $ty, $block, $act, $len;
+            dot: $dot, dequantize: $deq, scales: |$b, $bits| $scales;
+            x86 { Avx2 => avx2::DENSE, Avx512 | Amx => avx512::DENSE }
+            arm { Neon => neon::BASE, Dotprod => neon::DOTPROD, I8mm => neon::I8MM }
+            $(layout: $layout;)?
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        $name:ident = $ty:ident, $block:ty, $act:ty, $len:expr;
+        dot: $dot:path, dequantize: $deq:path, scales: |$b:ident, $bits:ident| $scales:expr;
+        simd: x86;
+    ) => {
+        $crate::kernels::types::weight_type! {
+            $(#[$doc])*
+            $name = $ty, $block, $act, $len;
+            dot: $dot, dequantize: $deq, scales: |$b, $bits| $scales;
+            x86 { Avx2 => avx2::DENSE, Avx512 | Amx => avx512::DENSE }
+        }
+    };
+    (
+        $(#[$doc:meta])*
+        $name:ident = $ty:ident, $block:ty, $act:ty, $len:expr;
+        dot: $dot:path, dequantize: $deq:path, scales: |$b:ident, $bits:ident| $scales:expr;
+        $(x86 { $($($xp:ident)|+ => $xd:expr),* $(,)? })?
+        $(arm { $($($ap:ident)|+ => $ad:expr),* $(,)? })?
+        $(layout: $layout:expr;)?
+    ) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl $crate::kernels::types::WeightType for $name {
+            const TYPE: $crate::quant::GgmlType = $crate::quant::GgmlType::$ty;
+            type Block = $block;
+            type Act = $act;
+            const BLOCK_LEN: usize = $len;
+
+            fn dot(w: &[$block], a: &[$act]) -> f32 {
+                $dot(w, a)
+            }
+
+            fn dequantize(b: &$block, out: &mut [f32]) {
+                $deq(b, out.try_into().expect("one block"))
+            }
+
+            fn dense(
+                path: $crate::kernels::CpuPath,
+            ) -> &'static $crate::kernels::types::Dense<$block, $act> {
+                #[allow(unused_imports)]
+                use $crate::kernels::CpuPath;
+                const SCALAR: $crate::kernels::types::Dense<$block, $act> =
+                    $crate::kernels::types::scalar_dense::<$name>();
+                match path {
+                    $($(
+                        #[cfg(target_arch = "x86_64")]
+                        $(CpuPath::$xp)|+ => &$xd,
+                    )*)?
+                    $($(
+                        #[cfg(target_arch = "aarch64")]
+                        $(CpuPath::$ap)|+ => &$ad,
+                    )*)?
+                    _ => &SCALAR,
+                }
+            }
+
+            fn random_blocks(n: usize, bits: &mut dyn FnMut() -> u64) -> Vec<$block> {
+                let mut v: Vec<$block> = $crate::kernels::types::random_raw(n, bits);
+                for $b in v.iter_mut() {
+                    let $bits = &mut *bits;
+                    $scales;
+                }
+                v
+            }
+
+            $(
+                fn layout() -> Option<&'static dyn $crate::kernels::packed::LayoutKind> {
+                    Some(&$layout)
+                }
+            )?
+        }
+    };
+}
+pub(crate) use weight_type;
+
 /// The scalar kernel set of `T`: its reference dot, no tiles.
 pub(crate) const fn scalar_dense<T: WeightType>() -> Dense<T::Block, T::Act> {
     Dense {

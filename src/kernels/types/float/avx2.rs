@@ -12,67 +12,46 @@ use std::arch::x86_64::*;
 use half::{bf16, f16};
 
 use super::Widen;
-use crate::kernels::simd::avx2::{f16_to_f32, hsum_ps, load128, reduce};
-use crate::kernels::types::{common_len, tiles, Dense, DotFn};
+use crate::kernels::simd::avx2::{hsum_ps, load128, reduce};
+use crate::kernels::types::{common_len, tiles, Dense};
 
 /// The AVX2 kernels of float element `E`.
 pub(super) struct Kernels<E: 'static>(std::marker::PhantomData<E>);
 
-/// The element types' dot kernels.
-pub(super) trait Dot: Lanes8 + 'static {
-    const DOT: DotFn<Self, Self>;
-}
-
-impl Dot for f16 {
-    const DOT: DotFn<f16, f16> = vec_dot_f16_f16;
-}
-
-impl Dot for bf16 {
-    const DOT: DotFn<bf16, bf16> = vec_dot_bf16_bf16;
-}
-
-impl Dot for f32 {
-    const DOT: DotFn<f32, f32> = vec_dot_f32_f32;
-}
-
-impl<E: Dot> Kernels<E> {
+impl<E: Lanes8> Kernels<E> {
     pub(super) const DENSE: Dense<E, E> = Dense {
-        dot: E::DOT,
+        dot: dot::<E>,
         dot_isa: "avx2",
         tiles: tiles!(Rows1, float_tile, E),
         tiles_isa: "avx2",
     };
 }
 
-/// F16 weights × F16 activations (f32 products and sums).
+/// `w · a`: 32 products per step in four f32 FMA chains, then 8 at a time, then the tail.
 ///
 /// # Safety
 /// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_f16_f16(w: &[f16], a: &[f16]) -> f32 {
+unsafe fn dot<E: Lanes8>(w: &[E], a: &[E]) -> f32 {
     let n = w.len().min(a.len());
-    let (pw, pa) = (w.as_ptr() as *const u8, a.as_ptr() as *const u8);
+    let (pw, pa) = (w.as_ptr(), a.as_ptr());
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut i = 0;
     while i + 32 <= n {
         for (k, s) in acc.iter_mut().enumerate() {
-            let o = 2 * (i + 8 * k);
-            let x = _mm256_cvtph_ps(load128(pw.add(o)));
-            let y = _mm256_cvtph_ps(load128(pa.add(o)));
-            *s = _mm256_fmadd_ps(x, y, *s);
+            let o = i + 8 * k;
+            *s = _mm256_fmadd_ps(E::load8(pw.add(o)), E::load8(pa.add(o)), *s);
         }
         i += 32;
     }
     while i + 8 <= n {
-        let x = _mm256_cvtph_ps(load128(pw.add(2 * i)));
-        let y = _mm256_cvtph_ps(load128(pa.add(2 * i)));
-        acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+        acc[0] = _mm256_fmadd_ps(E::load8(pw.add(i)), E::load8(pa.add(i)), acc[0]);
         i += 8;
     }
     let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     let mut sum = hsum_ps(s);
     for j in i..n {
-        sum += f16_to_f32(w[j]) * f16_to_f32(a[j]);
+        sum += w[j].widen() * a[j].widen();
     }
     sum
 }
@@ -82,68 +61,6 @@ pub unsafe fn vec_dot_f16_f16(w: &[f16], a: &[f16]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn bf16x8(p: *const u8) -> __m256 {
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16))
-}
-
-/// BF16 weights × BF16 activations (f32 products and sums).
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_bf16_bf16(w: &[bf16], a: &[bf16]) -> f32 {
-    let n = w.len().min(a.len());
-    let (pw, pa) = (w.as_ptr() as *const u8, a.as_ptr() as *const u8);
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = 2 * (i + 8 * k);
-            *s = _mm256_fmadd_ps(bf16x8(pw.add(o)), bf16x8(pa.add(o)), *s);
-        }
-        i += 32;
-    }
-    while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(bf16x8(pw.add(2 * i)), bf16x8(pa.add(2 * i)), acc[0]);
-        i += 8;
-    }
-    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut sum = hsum_ps(s);
-    for j in i..n {
-        sum += w[j].to_f32() * a[j].to_f32();
-    }
-    sum
-}
-
-/// F32 × F32.
-///
-/// # Safety
-/// See the module docs.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
-    let n = w.len().min(a.len());
-    let (pw, pa) = (w.as_ptr(), a.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = i + 8 * k;
-            *s = _mm256_fmadd_ps(_mm256_loadu_ps(pw.add(o)), _mm256_loadu_ps(pa.add(o)), *s);
-        }
-        i += 32;
-    }
-    while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(
-            _mm256_loadu_ps(pw.add(i)),
-            _mm256_loadu_ps(pa.add(i)),
-            acc[0],
-        );
-        i += 8;
-    }
-    let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    let mut sum = hsum_ps(s);
-    for j in i..n {
-        sum += w[j] * a[j];
-    }
-    sum
 }
 
 /// 8 values of a float weight type, widened to f32 exactly.

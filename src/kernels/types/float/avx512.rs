@@ -11,33 +11,16 @@ use std::arch::x86_64::*;
 
 use half::{bf16, f16};
 
-use crate::kernels::simd::avx2::f16_to_f32;
-use crate::kernels::simd::avx512::{bf16_widen16, bf16x16, load256, tf};
-use crate::kernels::types::{common_len, tiles, Dense, DotFn};
+use super::Widen;
+use crate::kernels::simd::avx512::{bf16_widen16, tf};
+use crate::kernels::types::{common_len, tiles, Dense};
 
 /// The AVX-512 kernels of float element `E`.
 pub(super) struct Kernels<E: 'static>(std::marker::PhantomData<E>);
 
-/// The element types' dot kernels.
-pub(super) trait Dot: Lanes16 + 'static {
-    const DOT: DotFn<Self, Self>;
-}
-
-impl Dot for f16 {
-    const DOT: DotFn<f16, f16> = vec_dot_f16_f16;
-}
-
-impl Dot for bf16 {
-    const DOT: DotFn<bf16, bf16> = vec_dot_bf16_bf16;
-}
-
-impl Dot for f32 {
-    const DOT: DotFn<f32, f32> = vec_dot_f32_f32;
-}
-
-impl<E: Dot> Kernels<E> {
+impl<E: Lanes16> Kernels<E> {
     pub(super) const DENSE: Dense<E, E> = Dense {
-        dot: E::DOT,
+        dot: dot::<E>,
         dot_isa: "avx512",
         tiles: tiles!(Rows2, float_tile, E),
         tiles_isa: "avx512",
@@ -45,71 +28,11 @@ impl<E: Dot> Kernels<E> {
 }
 
 tf! {
-/// F16 weights × F16 activations (f32 products and sums).
+/// `w · a`: 64 products per step in four f32 FMA chains, then 16 at a time, then the tail.
 ///
 /// # Safety
 /// See the module docs.
-pub unsafe fn vec_dot_f16_f16(w: &[f16], a: &[f16]) -> f32 {
-    let n = w.len().min(a.len());
-    let (pw, pa) = (w.as_ptr() as *const u8, a.as_ptr() as *const u8);
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 64 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = 2 * (i + 16 * k);
-            let x = _mm512_cvtph_ps(load256(pw.add(o)));
-            let y = _mm512_cvtph_ps(load256(pa.add(o)));
-            *s = _mm512_fmadd_ps(x, y, *s);
-        }
-        i += 64;
-    }
-    while i + 16 <= n {
-        let x = _mm512_cvtph_ps(load256(pw.add(2 * i)));
-        let y = _mm512_cvtph_ps(load256(pa.add(2 * i)));
-        acc[0] = _mm512_fmadd_ps(x, y, acc[0]);
-        i += 16;
-    }
-    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    let mut sum = _mm512_reduce_add_ps(s);
-    for j in i..n {
-        sum += f16_to_f32(w[j]) * f16_to_f32(a[j]);
-    }
-    sum
-}
-
-/// BF16 weights × BF16 activations (f32 products and sums).
-///
-/// # Safety
-/// See the module docs.
-pub unsafe fn vec_dot_bf16_bf16(w: &[bf16], a: &[bf16]) -> f32 {
-    let n = w.len().min(a.len());
-    let (pw, pa) = (w.as_ptr() as *const u8, a.as_ptr() as *const u8);
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 64 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = 2 * (i + 16 * k);
-            *s = _mm512_fmadd_ps(bf16x16(pw.add(o)), bf16x16(pa.add(o)), *s);
-        }
-        i += 64;
-    }
-    while i + 16 <= n {
-        acc[0] = _mm512_fmadd_ps(bf16x16(pw.add(2 * i)), bf16x16(pa.add(2 * i)), acc[0]);
-        i += 16;
-    }
-    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    let mut sum = _mm512_reduce_add_ps(s);
-    for j in i..n {
-        sum += w[j].to_f32() * a[j].to_f32();
-    }
-    sum
-}
-
-/// F32 × F32.
-///
-/// # Safety
-/// See the module docs.
-pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
+unsafe fn dot<E: Lanes16>(w: &[E], a: &[E]) -> f32 {
     let n = w.len().min(a.len());
     let (pw, pa) = (w.as_ptr(), a.as_ptr());
     let mut acc = [_mm512_setzero_ps(); 4];
@@ -117,25 +40,25 @@ pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     while i + 64 <= n {
         for (k, s) in acc.iter_mut().enumerate() {
             let o = i + 16 * k;
-            *s = _mm512_fmadd_ps(_mm512_loadu_ps(pw.add(o)), _mm512_loadu_ps(pa.add(o)), *s);
+            *s = _mm512_fmadd_ps(E::load16(pw.add(o), 16), E::load16(pa.add(o), 16), *s);
         }
         i += 64;
     }
     while i + 16 <= n {
-        acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(pw.add(i)), _mm512_loadu_ps(pa.add(i)), acc[0]);
+        acc[0] = _mm512_fmadd_ps(E::load16(pw.add(i), 16), E::load16(pa.add(i), 16), acc[0]);
         i += 16;
     }
     let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
     let mut sum = _mm512_reduce_add_ps(s);
     for j in i..n {
-        sum += w[j] * a[j];
+        sum += w[j].widen() * a[j].widen();
     }
     sum
 }
 }
 
 /// 16 values from `p`, or the first `n < 16` of them (the rest zero), as f32.
-pub trait Lanes16: Copy {
+pub trait Lanes16: Widen {
     /// # Safety
     /// AVX-512 (the AVX-512 path); `min(n, 16)` values readable at `p`.
     unsafe fn load16(p: *const Self, n: usize) -> __m512;

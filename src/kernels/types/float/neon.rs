@@ -12,96 +12,48 @@ use half::{bf16, f16};
 
 use super::Widen;
 use crate::kernels::simd::neon::{bf16x4_to_f32, f16x4_to_f32};
-use crate::kernels::types::{common_len, tiles, Dense, DotFn};
+use crate::kernels::types::{common_len, tiles, Dense};
 
 /// The NEON kernels of float element `E`.
 pub(super) struct Kernels<E: 'static>(std::marker::PhantomData<E>);
 
-/// The element types' dot kernels.
-pub(super) trait Dot: Lanes4 + 'static {
-    const DOT: DotFn<Self, Self>;
-}
-
-impl Dot for f16 {
-    const DOT: DotFn<f16, f16> = vec_dot_f16_f16;
-}
-
-impl Dot for bf16 {
-    const DOT: DotFn<bf16, bf16> = vec_dot_bf16_bf16;
-}
-
-impl Dot for f32 {
-    const DOT: DotFn<f32, f32> = vec_dot_f32_f32;
-}
-
-impl<E: Dot> Kernels<E> {
+impl<E: Lanes4> Kernels<E> {
     pub(super) const DENSE: Dense<E, E> = Dense {
-        dot: E::DOT,
+        dot: dot::<E>,
         dot_isa: "neon",
         tiles: tiles!(Rows2, float_tile, E),
         tiles_isa: "neon",
     };
 }
 
-/// The float dot kernels: 16 products per step in four f32 FMA chains, then the tail. Their
-/// sums are ordered differently from the scalar twins' f64 sums, so they match within f32
-/// rounding (tested), like the AVX2 ones.
-macro_rules! neon_float_dot {
-    ($(#[$doc:meta])* $name:ident, $T:ty, |$p:ident| $load4:expr, $to_f32:expr) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// NEON (every aarch64 core).
-        #[target_feature(enable = "neon")]
-        pub unsafe fn $name(w: &[$T], a: &[$T]) -> f32 {
-            let n = w.len().min(a.len());
-            let load = |$p: *const $T| -> float32x4_t { $load4 };
-            let (pw, pa) = (w.as_ptr(), a.as_ptr());
-            let mut acc = [vdupq_n_f32(0.0); 4];
-            let mut i = 0;
-            while i + 16 <= n {
-                for (k, s) in acc.iter_mut().enumerate() {
-                    let o = i + 4 * k;
-                    *s = vfmaq_f32(*s, load(pw.add(o)), load(pa.add(o)));
-                }
-                i += 16;
-            }
-            while i + 4 <= n {
-                acc[0] = vfmaq_f32(acc[0], load(pw.add(i)), load(pa.add(i)));
-                i += 4;
-            }
-            let s = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
-            let mut sum = vaddvq_f32(s);
-            let to_f32: fn($T) -> f32 = $to_f32;
-            for j in i..n {
-                sum += to_f32(w[j]) * to_f32(a[j]);
-            }
-            sum
+/// `w · a`: 16 products per step in four f32 FMA chains, then 4 at a time, then the tail.
+///
+/// # Safety
+/// See the module docs.
+#[target_feature(enable = "neon")]
+unsafe fn dot<E: Lanes4>(w: &[E], a: &[E]) -> f32 {
+    let n = w.len().min(a.len());
+    let (pw, pa) = (w.as_ptr(), a.as_ptr());
+    let mut acc = [vdupq_n_f32(0.0); 4];
+    let mut i = 0;
+    while i + 16 <= n {
+        for (k, s) in acc.iter_mut().enumerate() {
+            let o = i + 4 * k;
+            *s = vfmaq_f32(*s, E::load4(pw.add(o)), E::load4(pa.add(o)));
         }
-    };
+        i += 16;
+    }
+    while i + 4 <= n {
+        acc[0] = vfmaq_f32(acc[0], E::load4(pw.add(i)), E::load4(pa.add(i)));
+        i += 4;
+    }
+    let s = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+    let mut sum = vaddvq_f32(s);
+    for j in i..n {
+        sum += w[j].widen() * a[j].widen();
+    }
+    sum
 }
-
-neon_float_dot!(
-    /// F16 weights × F16 activations.
-    vec_dot_f16_f16,
-    half::f16,
-    |p| f16x4_to_f32(vld1_u16(p as *const u16)),
-    |x| x.to_f32()
-);
-neon_float_dot!(
-    /// BF16 weights × BF16 activations.
-    vec_dot_bf16_bf16,
-    half::bf16,
-    |p| bf16x4_to_f32(vld1_u16(p as *const u16)),
-    |x| x.to_f32()
-);
-neon_float_dot!(
-    /// F32 × F32.
-    vec_dot_f32_f32,
-    f32,
-    |p| vld1q_f32(p),
-    |x| x
-);
 
 /// 4 values of a float weight type, widened to f32 exactly.
 pub trait Lanes4: Widen {

@@ -10,64 +10,29 @@ mod avx512;
 mod neon;
 mod x8;
 
-use super::{random_raw, random_scale, scalar_dense, Dense, WeightType};
-use crate::kernels::cpu::CpuPath;
-use crate::kernels::packed::LayoutKind;
+use super::{random_scale, weight_type};
 use crate::quant::blocks::BlockQ8_0;
 use crate::quant::dequant::dequantize_q8_0;
-use crate::quant::GgmlType;
 
-pub struct Q8_0;
+weight_type! {
+    /// Q8_0 weights × Q8_0 activations.
+    Q8_0 = Q8_0, BlockQ8_0, BlockQ8_0, 32;
+    dot: dot, dequantize: dequantize_q8_0, scales: |b, bits| b.d = random_scale(bits());
+    simd: all;
+    layout: x8::LAYOUT;
+}
 
-const SCALAR: Dense<BlockQ8_0, BlockQ8_0> = scalar_dense::<Q8_0>();
-
-impl WeightType for Q8_0 {
-    const TYPE: GgmlType = GgmlType::Q8_0;
-    type Block = BlockQ8_0;
-    type Act = BlockQ8_0;
-    const BLOCK_LEN: usize = 32;
-
-    fn dot(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
-        debug_assert_eq!(w.len(), a.len());
-        let mut sum = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let sumi: i32 =
-                x.qs.iter()
-                    .zip(&y.qs)
-                    .map(|(&p, &q)| p as i32 * q as i32)
-                    .sum();
-            sum += sumi as f32 * x.d.to_f32() * y.d.to_f32();
-        }
-        sum
+/// The reference: exact integer sums per block, scaled in f32 as llama.cpp's generic kernel.
+fn dot(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    debug_assert_eq!(w.len(), a.len());
+    let mut sum = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sumi: i32 =
+            x.qs.iter()
+                .zip(&y.qs)
+                .map(|(&p, &q)| p as i32 * q as i32)
+                .sum();
+        sum += sumi as f32 * x.d.to_f32() * y.d.to_f32();
     }
-
-    fn dequantize(b: &BlockQ8_0, out: &mut [f32]) {
-        dequantize_q8_0(b, out.try_into().expect("one block"))
-    }
-
-    fn dense(path: CpuPath) -> &'static Dense<BlockQ8_0, BlockQ8_0> {
-        match path {
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx2 => &avx2::DENSE,
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx512 | CpuPath::Amx => &avx512::DENSE,
-            #[cfg(target_arch = "aarch64")]
-            CpuPath::Neon => &neon::BASE,
-            #[cfg(target_arch = "aarch64")]
-            CpuPath::Dotprod => &neon::DOTPROD,
-            #[cfg(target_arch = "aarch64")]
-            CpuPath::I8mm => &neon::I8MM,
-            _ => &SCALAR,
-        }
-    }
-
-    fn random_blocks(n: usize, bits: &mut dyn FnMut() -> u64) -> Vec<BlockQ8_0> {
-        let mut v: Vec<BlockQ8_0> = random_raw(n, bits);
-        v.iter_mut().for_each(|b| b.d = random_scale(bits()));
-        v
-    }
-
-    fn layout() -> Option<&'static dyn LayoutKind> {
-        Some(&x8::LAYOUT)
-    }
+    sum
 }

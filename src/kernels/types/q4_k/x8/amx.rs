@@ -5,31 +5,16 @@ use std::arch::x86_64::*;
 
 use super::avx512::{q4_k_min_pairs, q4_k_min_sums};
 use super::{BlockQ4Kx8, Q4Kx8};
-use crate::kernels::activations::Q8KSide;
 use crate::kernels::packed::amx::kquant::{
     both_halves, matmul_pairs, split_products, store_register, TileWeights, TokenBlock,
 };
 use crate::kernels::packed::avx512::{lines, rows_f32, rows_u8};
-use crate::kernels::packed::{Grouped, PackedKernels, PutRows};
-use crate::quant::blocks::BlockQ8K;
+use crate::kernels::packed::{Grouped, PackedKernels};
 
 pub(super) const KERNELS: PackedKernels<Q4Kx8> = PackedKernels {
-    tiles: Some(tiles),
+    tiles: Some(matmul_pairs::<Q4Kx8>),
     ..super::avx512::KERNELS
 };
-
-/// # Safety
-/// The AMX path; `g0..g1` whole pairs of existing groups; `act` holds `n` token rows.
-unsafe fn tiles(
-    w: &Q4Kx8,
-    g0: usize,
-    g1: usize,
-    act: (&[BlockQ8K], &[Q8KSide]),
-    n: usize,
-    put: &mut PutRows,
-) {
-    matmul_pairs(w, g0, g1, act, n, put)
-}
 
 impl TileWeights for Grouped<BlockQ4Kx8> {
     type Block = BlockQ4Kx8;

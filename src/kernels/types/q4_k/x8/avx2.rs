@@ -8,26 +8,15 @@
 use std::arch::x86_64::*;
 
 use super::{BlockQ4Kx8, Q4Kx8};
-use crate::kernels::activations::Q8KSide;
 use crate::kernels::packed::avx2::{bcast4_k, pairs_u8, rows_f32, rows_out};
-use crate::kernels::packed::{widths, Grouped, PackedKernels, TokenRows, GROUP};
+use crate::kernels::packed::{width_table, Grouped, PackedKernels, GROUP};
 use crate::quant::blocks::BlockQ8K;
 
 pub(super) const KERNELS: PackedKernels<Q4Kx8> = PackedKernels {
-    group: Some(widths!(group)),
+    group: Some(width_table!(Q4Kx8, GROUP, q4_kx8_group)),
     group_isa: "avx2",
     ..PackedKernels::scalar(super::WIDTH)
 };
-
-/// [`q4_kx8_group`] of the first `T` tokens.
-unsafe fn group<const T: usize>(
-    w: &Q4Kx8,
-    g: usize,
-    rows: &TokenRows<BlockQ8K, Q8KSide>,
-    out: &mut [[f32; GROUP]],
-) {
-    out[..T].copy_from_slice(&q4_kx8_group::<T>(w, g, rows.first()));
-}
 
 /// Q4_K x8 rows of group `g` × `T` tokens: `out[t][r]`.
 ///

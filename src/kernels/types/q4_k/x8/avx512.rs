@@ -13,26 +13,16 @@ use super::{BlockQ4Kx8, Q4Kx8};
 use crate::kernels::activations::Q8KSide;
 use crate::kernels::packed::avx512::{bcast4, lines, row_pairs, rows_f32, rows_out, rows_u8};
 use crate::kernels::packed::prefetch::prefetch_part;
-use crate::kernels::packed::{widths, Grouped, PackedKernels, TokenRows, PAIR};
+use crate::kernels::packed::{width_table, Grouped, PackedKernels, PAIR};
 use crate::kernels::simd::avx512::tf;
 use crate::quant::blocks::BlockQ8K;
 
 pub(super) const KERNELS: PackedKernels<Q4Kx8> = PackedKernels {
-    pair: Some(widths!(pair)),
+    pair: Some(width_table!(Q4Kx8, PAIR, q4_kx8_pair, first_sides)),
     pair_isa: "avx512",
     pair_min: 1,
     ..super::avx2::KERNELS
 };
-
-/// [`q4_kx8_pair`] of the first `T` tokens.
-unsafe fn pair<const T: usize>(
-    w: &Q4Kx8,
-    g: usize,
-    rows: &TokenRows<BlockQ8K, Q8KSide>,
-    out: &mut [[f32; PAIR]],
-) {
-    out[..T].copy_from_slice(&q4_kx8_pair::<T>(w, g, rows.first(), rows.first_sides()));
-}
 
 tf! {
 /// Both groups' Q4_K mins as i16 pairs `(m[2i][r], m[2i + 1][r])` per 32-bit lane, for

@@ -14,21 +14,16 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
-use std::sync::Arc;
-
 use half::f16;
 
 use super::Q4K;
-use crate::kernels::activations::Q8KSide;
 use crate::kernels::cpu::CpuPath;
 use crate::kernels::packed::{
-    dequantize_by_blocks, Grouped, Layout, LayoutOf, Line32, PackedKernels, Release, Zeroable,
-    GROUP,
+    kernels_by_path, GroupBlock, Grouped, LayoutOf, Line32, PackedKernels, Zeroable, GROUP,
 };
-use crate::quant::blocks::{cast_blocks, BlockQ4K, BlockQ8K};
+use crate::quant::blocks::{BlockQ4K, BlockQ8K};
 use crate::quant::dequant_k::get_scale_min_k4;
 use crate::quant::types::QK_K;
-use crate::quant::GgmlType;
 
 /// A Q4_K matrix in 8-row groups.
 pub type Q4Kx8 = Grouped<BlockQ4Kx8>;
@@ -39,67 +34,6 @@ pub(super) static LAYOUT: LayoutOf<Q4Kx8> = LayoutOf::new();
 const WIDTH: usize = 8;
 
 const SCALAR: PackedKernels<Q4Kx8> = PackedKernels::scalar(WIDTH);
-
-impl Layout for Q4Kx8 {
-    const TYPE: GgmlType = GgmlType::Q4_K;
-    type File = Q4K;
-    type Act = BlockQ8K;
-
-    fn shape(&self) -> (usize, usize, usize) {
-        (self.rows, self.k, self.nb)
-    }
-
-    fn group_bytes(&self) -> usize {
-        self.nb * std::mem::size_of::<BlockQ4Kx8>()
-    }
-
-    fn repack(data: &[u8], rows: usize, k: usize, done: &Release<'_>) -> Option<Q4Kx8> {
-        let nb = k / QK_K;
-        let w: &[BlockQ4K] = cast_blocks(data).filter(|w| w.len() == rows * nb)?;
-        Some(Grouped::repack(w, rows, k, nb, done, BlockQ4Kx8::put))
-    }
-
-    fn from_mapped(
-        rows: usize,
-        k: usize,
-        map: &Arc<memmap2::Mmap>,
-        offsets: &[usize],
-    ) -> Option<Q4Kx8> {
-        Grouped::mapped(rows, k, k / QK_K, map, offsets)
-    }
-
-    fn arrays(&self) -> Vec<&[u8]> {
-        vec![self.blocks.bytes()]
-    }
-
-    fn dequantize_row(&self, r: usize, out: &mut [f32]) {
-        dequantize_by_blocks((self.nb, self.k), r, out, |g, b, rr, o| {
-            self.block(g, b).dequantize(rr, o)
-        })
-    }
-
-    fn scalar_group(
-        &self,
-        g: usize,
-        a: &[&[BlockQ8K]],
-        _sides: &[&[Q8KSide]],
-        out: &mut [[f32; GROUP]],
-    ) {
-        Grouped::scalar_group(self, g, a, out, dot)
-    }
-
-    fn kernels(path: CpuPath) -> &'static PackedKernels<Q4Kx8> {
-        match path {
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx2 => &avx2::KERNELS,
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx512 => &avx512::KERNELS,
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Amx => &amx::KERNELS,
-            _ => &SCALAR,
-        }
-    }
-}
 
 /// One (8-row group, block column) of a repacked Q4_K matrix.
 #[derive(Clone, Copy)]
@@ -118,6 +52,61 @@ pub struct BlockQ4Kx8 {
 
 // SAFETY: integers and f16 bit patterns only; every bit pattern is a valid value.
 unsafe impl Zeroable for BlockQ4Kx8 {}
+
+impl GroupBlock for BlockQ4Kx8 {
+    type File = Q4K;
+
+    /// Writes file block `x` as row `r`.
+    fn put_row(&mut self, r: usize, x: &BlockQ4K) {
+        self.d[r] = x.d;
+        self.dmin[r] = x.dmin;
+        for j in 0..8 {
+            (self.scales[j][r], self.mins[j][r]) = get_scale_min_k4(j, &x.scales);
+        }
+        // Four quants at a time: sub-block j's quants 4m..4m+4 (low nibbles of line 4j + m)
+        // and 16+4m..16+4m+4 (high nibbles), from the file's nibbles of sub-block j.
+        for j in 0..8 {
+            let src = &x.qs[32 * (j / 2)..32 * (j / 2) + 32];
+            let shift = 4 * (j % 2);
+            let nibbles = |at: usize| (word(&src[at..]) >> shift) & 0x0f0f_0f0f;
+            for m in 0..4 {
+                let v = nibbles(4 * m) | nibbles(16 + 4 * m) << 4;
+                self.qs[4 * j + m].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+
+    /// Row `r` as f32.
+    fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let (d, dmin) = (self.d[r].to_f32(), self.dmin[r].to_f32());
+        for (p, o) in out.iter_mut().enumerate().take(QK_K) {
+            let j = p / 32;
+            let (sc, m) = (self.scales[j][r] as f32, self.mins[j][r] as f32);
+            *o = d * sc * self.quant(r, p) as f32 - dmin * m;
+        }
+    }
+
+    /// Scalar twin of the SIMD kernels: row `r` · activation block `y`, with exactly the
+    /// integer sums of the scalar dot.
+    fn dot_row(&self, y: &BlockQ8K, r: usize) -> f32 {
+        let x = self;
+        let mut isum = 0i32;
+        for j in 0..8 {
+            let s: i32 = (32 * j..32 * j + 32)
+                .map(|p| x.quant(r, p) as i32 * y.qs[p] as i32)
+                .sum();
+            isum += x.scales[j][r] as i32 * s;
+        }
+        let summ: i32 = (0..16)
+            .map(|c| y.bsums[c] as i32 * x.mins[c / 2][r] as i32)
+            .sum();
+        x.d[r].to_f32() * y.d * isum as f32 - x.dmin[r].to_f32() * y.d * summ as f32
+    }
+
+    fn kernels(path: CpuPath) -> &'static PackedKernels<Q4Kx8> {
+        kernels_by_path!(path, SCALAR)
+    }
+}
 
 /// Four bytes as a little-endian word.
 #[inline]
@@ -146,58 +135,12 @@ fn position(r: usize, p: usize) -> (usize, usize, u32) {
 }
 
 impl BlockQ4Kx8 {
-    /// Writes file block `x` as row `r`.
-    pub(crate) fn put(&mut self, r: usize, x: &BlockQ4K) {
-        self.d[r] = x.d;
-        self.dmin[r] = x.dmin;
-        for j in 0..8 {
-            (self.scales[j][r], self.mins[j][r]) = get_scale_min_k4(j, &x.scales);
-        }
-        // Four quants at a time: sub-block j's quants 4m..4m+4 (low nibbles of line 4j + m)
-        // and 16+4m..16+4m+4 (high nibbles), from the file's nibbles of sub-block j.
-        for j in 0..8 {
-            let src = &x.qs[32 * (j / 2)..32 * (j / 2) + 32];
-            let shift = 4 * (j % 2);
-            let nibbles = |at: usize| (word(&src[at..]) >> shift) & 0x0f0f_0f0f;
-            for m in 0..4 {
-                let v = nibbles(4 * m) | nibbles(16 + 4 * m) << 4;
-                self.qs[4 * j + m].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
-            }
-        }
-    }
-
     /// Quant `p` (0..256, unsigned) of row `r`.
     #[inline]
     pub fn quant(&self, r: usize, p: usize) -> u8 {
         let (line, byte, shift) = position(r, p);
         (self.qs[line].0[byte] >> shift) & 15
     }
-
-    /// Row `r` as f32.
-    pub fn dequantize(&self, r: usize, out: &mut [f32]) {
-        let (d, dmin) = (self.d[r].to_f32(), self.dmin[r].to_f32());
-        for (p, o) in out.iter_mut().enumerate().take(QK_K) {
-            let j = p / 32;
-            let (sc, m) = (self.scales[j][r] as f32, self.mins[j][r] as f32);
-            *o = d * sc * self.quant(r, p) as f32 - dmin * m;
-        }
-    }
-}
-
-/// Scalar twin of the SIMD kernels: row `r` of `x` · activation block `y`, with exactly the
-/// integer sums of the scalar dot.
-fn dot(x: &BlockQ4Kx8, y: &BlockQ8K, r: usize) -> f32 {
-    let mut isum = 0i32;
-    for j in 0..8 {
-        let s: i32 = (32 * j..32 * j + 32)
-            .map(|p| x.quant(r, p) as i32 * y.qs[p] as i32)
-            .sum();
-        isum += x.scales[j][r] as i32 * s;
-    }
-    let summ: i32 = (0..16)
-        .map(|c| y.bsums[c] as i32 * x.mins[c / 2][r] as i32)
-        .sum();
-    x.d[r].to_f32() * y.d * isum as f32 - x.dmin[r].to_f32() * y.d * summ as f32
 }
 
 #[cfg(test)]
@@ -215,7 +158,7 @@ mod tests {
                 scales: std::array::from_fn(|_| byte()),
                 qs: std::array::from_fn(|_| byte()),
             },
-            BlockQ4Kx8::put,
+            BlockQ4Kx8::put_row,
             BlockQ4Kx8::quant,
             file_quant,
         );

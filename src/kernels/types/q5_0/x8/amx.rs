@@ -4,29 +4,14 @@
 use std::arch::x86_64::*;
 
 use super::Q5_0x8;
-use crate::kernels::activations::Q8Side;
 use crate::kernels::packed::amx::blocks32::{matmul_pairs, Blocks32};
 use crate::kernels::packed::avx512::rows_f32;
-use crate::kernels::packed::{PackedKernels, PutRows};
-use crate::quant::blocks::BlockQ8_0;
+use crate::kernels::packed::PackedKernels;
 
 pub(super) const KERNELS: PackedKernels<Q5_0x8> = PackedKernels {
-    tiles: Some(tiles),
+    tiles: Some(matmul_pairs::<Q5_0x8>),
     ..super::avx512::KERNELS
 };
-
-/// # Safety
-/// The AMX path; `g0..g1` whole pairs of existing groups; `act` holds `n` token rows.
-unsafe fn tiles(
-    w: &Q5_0x8,
-    g0: usize,
-    g1: usize,
-    act: (&[BlockQ8_0], &[Q8Side]),
-    n: usize,
-    put: &mut PutRows,
-) {
-    matmul_pairs(w, g0, g1, act, n, put)
-}
 
 impl Blocks32 for Q5_0x8 {
     fn nb(&self) -> usize {

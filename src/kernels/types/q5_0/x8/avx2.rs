@@ -13,24 +13,14 @@ use std::arch::x86_64::*;
 use super::Q5_0x8;
 use crate::kernels::activations::Q8Side;
 use crate::kernels::packed::avx2::{bcast4, rows_out};
-use crate::kernels::packed::{widths, PackedKernels, TokenRows, GROUP};
+use crate::kernels::packed::{width_table, PackedKernels, GROUP};
 use crate::quant::blocks::BlockQ8_0;
 
 pub(super) const KERNELS: PackedKernels<Q5_0x8> = PackedKernels {
-    group: Some(widths!(group)),
+    group: Some(width_table!(Q5_0x8, GROUP, q5_0x8_group, first_sides)),
     group_isa: "avx2",
     ..PackedKernels::scalar(8)
 };
-
-/// [`q5_0x8_group`] of the first `T` tokens.
-unsafe fn group<const T: usize>(
-    w: &Q5_0x8,
-    g: usize,
-    rows: &TokenRows<BlockQ8_0, Q8Side>,
-    out: &mut [[f32; GROUP]],
-) {
-    out[..T].copy_from_slice(&q5_0x8_group::<T>(w, g, rows.first(), rows.first_sides()));
-}
 
 /// The 8 unpacked registers of Q5_0x8 block `gb` (quants 0..=31).
 #[inline]

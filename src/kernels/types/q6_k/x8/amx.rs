@@ -5,31 +5,16 @@ use std::arch::x86_64::*;
 
 use super::avx512::{q6_k_join, q6_k_top};
 use super::{BlockQ6Kx8, Q6Kx8};
-use crate::kernels::activations::Q8KSide;
 use crate::kernels::packed::amx::kquant::{
     both_halves, matmul_pairs, split_products, store_register, TileWeights, TokenBlock,
 };
 use crate::kernels::packed::avx512::{lines, rows_f32, rows_i8};
-use crate::kernels::packed::{Grouped, PackedKernels, PutRows};
-use crate::quant::blocks::BlockQ8K;
+use crate::kernels::packed::{Grouped, PackedKernels};
 
 pub(super) const KERNELS: PackedKernels<Q6Kx8> = PackedKernels {
-    tiles: Some(tiles),
+    tiles: Some(matmul_pairs::<Q6Kx8>),
     ..super::avx512::KERNELS
 };
-
-/// # Safety
-/// The AMX path; `g0..g1` whole pairs of existing groups; `act` holds `n` token rows.
-unsafe fn tiles(
-    w: &Q6Kx8,
-    g0: usize,
-    g1: usize,
-    act: (&[BlockQ8K], &[Q8KSide]),
-    n: usize,
-    put: &mut PutRows,
-) {
-    matmul_pairs(w, g0, g1, act, n, put)
-}
 
 impl TileWeights for Grouped<BlockQ6Kx8> {
     type Block = BlockQ6Kx8;

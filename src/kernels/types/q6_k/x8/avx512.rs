@@ -10,29 +10,18 @@
 use std::arch::x86_64::*;
 
 use super::{BlockQ6Kx8, Q6Kx8};
-use crate::kernels::activations::Q8KSide;
 use crate::kernels::packed::avx512::{bcast4, lines, row_pairs, rows_f32, rows_i8, rows_out};
 use crate::kernels::packed::prefetch::prefetch_part;
-use crate::kernels::packed::{widths, Grouped, PackedKernels, TokenRows, GROUP, PAIR};
+use crate::kernels::packed::{width_table, Grouped, PackedKernels, GROUP, PAIR};
 use crate::kernels::simd::avx512::tf;
 use crate::quant::blocks::BlockQ8K;
 
 pub(super) const KERNELS: PackedKernels<Q6Kx8> = PackedKernels {
-    pair: Some(widths!(pair)),
+    pair: Some(width_table!(Q6Kx8, PAIR, q6_kx8_pair)),
     pair_isa: "avx512",
     pair_min: 1,
     ..super::avx2::KERNELS
 };
-
-/// [`q6_kx8_pair`] of the first `T` tokens.
-unsafe fn pair<const T: usize>(
-    w: &Q6Kx8,
-    g: usize,
-    rows: &TokenRows<BlockQ8K, Q8KSide>,
-    out: &mut [[f32; PAIR]],
-) {
-    out[..T].copy_from_slice(&q6_kx8_pair::<T>(w, g, rows.first()));
-}
 
 tf! {
 /// A Q6_K quant per byte, `(v & 15) | top`, from a byte whose low nibble is its low bits

@@ -14,20 +14,15 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
-use std::sync::Arc;
-
 use half::f16;
 
 use super::Q6K;
-use crate::kernels::activations::Q8KSide;
 use crate::kernels::cpu::CpuPath;
 use crate::kernels::packed::{
-    dequantize_by_blocks, Grouped, Layout, LayoutOf, Line32, PackedKernels, Release, Zeroable,
-    GROUP,
+    kernels_by_path, GroupBlock, Grouped, LayoutOf, Line32, PackedKernels, Zeroable, GROUP,
 };
-use crate::quant::blocks::{cast_blocks, BlockQ6K, BlockQ8K};
+use crate::quant::blocks::{BlockQ6K, BlockQ8K};
 use crate::quant::types::QK_K;
-use crate::quant::GgmlType;
 
 /// A Q6_K matrix in 8-row groups.
 pub type Q6Kx8 = Grouped<BlockQ6Kx8>;
@@ -38,67 +33,6 @@ pub(super) static LAYOUT: LayoutOf<Q6Kx8> = LayoutOf::new();
 const WIDTH: usize = 5;
 
 const SCALAR: PackedKernels<Q6Kx8> = PackedKernels::scalar(WIDTH);
-
-impl Layout for Q6Kx8 {
-    const TYPE: GgmlType = GgmlType::Q6_K;
-    type File = Q6K;
-    type Act = BlockQ8K;
-
-    fn shape(&self) -> (usize, usize, usize) {
-        (self.rows, self.k, self.nb)
-    }
-
-    fn group_bytes(&self) -> usize {
-        self.nb * std::mem::size_of::<BlockQ6Kx8>()
-    }
-
-    fn repack(data: &[u8], rows: usize, k: usize, done: &Release<'_>) -> Option<Q6Kx8> {
-        let nb = k / QK_K;
-        let w: &[BlockQ6K] = cast_blocks(data).filter(|w| w.len() == rows * nb)?;
-        Some(Grouped::repack(w, rows, k, nb, done, BlockQ6Kx8::put))
-    }
-
-    fn from_mapped(
-        rows: usize,
-        k: usize,
-        map: &Arc<memmap2::Mmap>,
-        offsets: &[usize],
-    ) -> Option<Q6Kx8> {
-        Grouped::mapped(rows, k, k / QK_K, map, offsets)
-    }
-
-    fn arrays(&self) -> Vec<&[u8]> {
-        vec![self.blocks.bytes()]
-    }
-
-    fn dequantize_row(&self, r: usize, out: &mut [f32]) {
-        dequantize_by_blocks((self.nb, self.k), r, out, |g, b, rr, o| {
-            self.block(g, b).dequantize(rr, o)
-        })
-    }
-
-    fn scalar_group(
-        &self,
-        g: usize,
-        a: &[&[BlockQ8K]],
-        _sides: &[&[Q8KSide]],
-        out: &mut [[f32; GROUP]],
-    ) {
-        Grouped::scalar_group(self, g, a, out, dot)
-    }
-
-    fn kernels(path: CpuPath) -> &'static PackedKernels<Q6Kx8> {
-        match path {
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx2 => &avx2::KERNELS,
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx512 => &avx512::KERNELS,
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Amx => &amx::KERNELS,
-            _ => &SCALAR,
-        }
-    }
-}
 
 /// One (8-row group, block column) of a repacked Q6_K matrix.
 #[derive(Clone, Copy)]
@@ -115,6 +49,63 @@ pub struct BlockQ6Kx8 {
 
 // SAFETY: integers and f16 bit patterns only; every bit pattern is a valid value.
 unsafe impl Zeroable for BlockQ6Kx8 {}
+
+impl GroupBlock for BlockQ6Kx8 {
+    type File = Q6K;
+
+    /// Writes file block `x` as row `r`.
+    fn put_row(&mut self, r: usize, x: &BlockQ6K) {
+        self.d[r] = x.d;
+        for (c, s) in x.scales.iter().enumerate() {
+            self.scales[c][r] = *s;
+        }
+        // Four quants at a time. Sub-block j of the file: low 4 bits in a nibble of
+        // `ql[64 (j/4) + 32 (j%2)..][..32]`, top 2 bits at bit 2 (j%4) of `qh[32 (j/4)..][..32]`.
+        for j in 0..8 {
+            let ql = &x.ql[64 * (j / 4) + 32 * (j % 2)..][..32];
+            let qh = &x.qh[32 * (j / 4)..][..32];
+            let (ls, hs) = (4 * ((j % 4) / 2), 2 * (j % 4));
+            let low = |k: usize| (word(&ql[k..]) >> ls) & 0x0f0f_0f0f;
+            let top = |k: usize| (word(&qh[k..]) >> hs) & 0x0303_0303;
+            for mm in 0..4 {
+                let v = low(4 * mm) | low(16 + 4 * mm) << 4;
+                self.lines[j][mm].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            for half in 0..2 {
+                let v = (0..4).fold(0, |v, mm| v | top(16 * half + 4 * mm) << (2 * mm));
+                self.lines[j][4 + half].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+
+    /// Row `r` as f32.
+    fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let d = self.d[r].to_f32();
+        for (p, o) in out.iter_mut().enumerate().take(QK_K) {
+            let sc = self.scales[p / 16][r] as f32;
+            *o = d * sc * (self.quant(r, p) as i32 - 32) as f32;
+        }
+    }
+
+    /// Scalar twin of the SIMD kernels: row `r` · activation block `y`, with exactly the
+    /// integer sums of the scalar dot.
+    fn dot_row(&self, y: &BlockQ8K, r: usize) -> f32 {
+        let x = self;
+        let isum: i32 = (0..16)
+            .map(|c| {
+                let s: i32 = (16 * c..16 * c + 16)
+                    .map(|p| (x.quant(r, p) as i32 - 32) * y.qs[p] as i32)
+                    .sum();
+                x.scales[c][r] as i32 * s
+            })
+            .sum();
+        x.d[r].to_f32() * y.d * isum as f32
+    }
+
+    fn kernels(path: CpuPath) -> &'static PackedKernels<Q6Kx8> {
+        kernels_by_path!(path, SCALAR)
+    }
+}
 
 /// Four bytes as a little-endian word.
 #[inline]
@@ -148,31 +139,6 @@ fn position(r: usize, p: usize) -> (usize, usize, usize, u32, u32) {
 }
 
 impl BlockQ6Kx8 {
-    /// Writes file block `x` as row `r`.
-    pub(crate) fn put(&mut self, r: usize, x: &BlockQ6K) {
-        self.d[r] = x.d;
-        for (c, s) in x.scales.iter().enumerate() {
-            self.scales[c][r] = *s;
-        }
-        // Four quants at a time. Sub-block j of the file: low 4 bits in a nibble of
-        // `ql[64 (j/4) + 32 (j%2)..][..32]`, top 2 bits at bit 2 (j%4) of `qh[32 (j/4)..][..32]`.
-        for j in 0..8 {
-            let ql = &x.ql[64 * (j / 4) + 32 * (j % 2)..][..32];
-            let qh = &x.qh[32 * (j / 4)..][..32];
-            let (ls, hs) = (4 * ((j % 4) / 2), 2 * (j % 4));
-            let low = |k: usize| (word(&ql[k..]) >> ls) & 0x0f0f_0f0f;
-            let top = |k: usize| (word(&qh[k..]) >> hs) & 0x0303_0303;
-            for mm in 0..4 {
-                let v = low(4 * mm) | low(16 + 4 * mm) << 4;
-                self.lines[j][mm].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
-            }
-            for half in 0..2 {
-                let v = (0..4).fold(0, |v, mm| v | top(16 * half + 4 * mm) << (2 * mm));
-                self.lines[j][4 + half].0[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
-            }
-        }
-    }
-
     /// Quant `p` (0..256, unsigned 0..=63) of row `r`.
     #[inline]
     pub fn quant(&self, r: usize, p: usize) -> u8 {
@@ -180,29 +146,6 @@ impl BlockQ6Kx8 {
         ((self.lines[l / 4][l % 4].0[byte] >> ls) & 15)
             | ((self.lines[h / 2][4 + h % 2].0[byte] >> hs) & 3) << 4
     }
-
-    /// Row `r` as f32.
-    pub fn dequantize(&self, r: usize, out: &mut [f32]) {
-        let d = self.d[r].to_f32();
-        for (p, o) in out.iter_mut().enumerate().take(QK_K) {
-            let sc = self.scales[p / 16][r] as f32;
-            *o = d * sc * (self.quant(r, p) as i32 - 32) as f32;
-        }
-    }
-}
-
-/// Scalar twin of the SIMD kernels: row `r` of `x` · activation block `y`, with exactly the
-/// integer sums of the scalar dot.
-fn dot(x: &BlockQ6Kx8, y: &BlockQ8K, r: usize) -> f32 {
-    let isum: i32 = (0..16)
-        .map(|c| {
-            let s: i32 = (16 * c..16 * c + 16)
-                .map(|p| (x.quant(r, p) as i32 - 32) * y.qs[p] as i32)
-                .sum();
-            x.scales[c][r] as i32 * s
-        })
-        .sum();
-    x.d[r].to_f32() * y.d * isum as f32
 }
 
 #[cfg(test)]
@@ -220,7 +163,7 @@ mod tests {
                 scales: std::array::from_fn(|_| byte() as i8),
                 d: f16::from_f32(0.5),
             },
-            BlockQ6Kx8::put,
+            BlockQ6Kx8::put_row,
             BlockQ6Kx8::quant,
             file_quant,
         );

@@ -10,24 +10,14 @@ use std::arch::x86_64::*;
 use super::Q8_0x8;
 use crate::kernels::activations::Q8Side;
 use crate::kernels::packed::avx2::{bcast4, rows_out};
-use crate::kernels::packed::{widths, PackedKernels, TokenRows, GROUP};
+use crate::kernels::packed::{width_table, PackedKernels, GROUP};
 use crate::quant::blocks::BlockQ8_0;
 
 pub(super) const KERNELS: PackedKernels<Q8_0x8> = PackedKernels {
-    group: Some(widths!(group)),
+    group: Some(width_table!(Q8_0x8, GROUP, q8_0x8_group, first_sides)),
     group_isa: "avx2",
     ..PackedKernels::scalar(8)
 };
-
-/// [`q8_0x8_group`] of the first `T` tokens.
-unsafe fn group<const T: usize>(
-    w: &Q8_0x8,
-    g: usize,
-    rows: &TokenRows<BlockQ8_0, Q8Side>,
-    out: &mut [[f32; GROUP]],
-) {
-    out[..T].copy_from_slice(&q8_0x8_group::<T>(w, g, rows.first(), rows.first_sides()));
-}
 
 /// Q8_0x8 rows of group `g` × `T` tokens: `out[t][r]`. Each product is |w| · sign(a, w)
 /// (`vpmaddubsw` needs one unsigned side); pair sums reach 2 · 128 · 127, so every register

@@ -11,26 +11,16 @@ use std::arch::x86_64::*;
 use super::Q8_0x8;
 use crate::kernels::activations::Q8Side;
 use crate::kernels::packed::avx512::{bcast4, lines, rows_f32, rows_out};
-use crate::kernels::packed::{widths, PackedKernels, TokenRows, PAIR};
+use crate::kernels::packed::{width_table, PackedKernels, PAIR};
 use crate::kernels::simd::avx512::tf;
 use crate::quant::blocks::BlockQ8_0;
 
 pub(super) const KERNELS: PackedKernels<Q8_0x8> = PackedKernels {
-    pair: Some(widths!(pair)),
+    pair: Some(width_table!(Q8_0x8, PAIR, q8_0x8_pair, first_sides)),
     pair_isa: "avx512",
     pair_min: 6,
     ..super::avx2::KERNELS
 };
-
-/// [`q8_0x8_pair`] of the first `T` tokens.
-unsafe fn pair<const T: usize>(
-    w: &Q8_0x8,
-    g: usize,
-    rows: &TokenRows<BlockQ8_0, Q8Side>,
-    out: &mut [[f32; PAIR]],
-) {
-    out[..T].copy_from_slice(&q8_0x8_pair::<T>(w, g, rows.first(), rows.first_sides()));
-}
 
 tf! {
 /// Q8_0x8 groups `g`, `g + 1` × `T` tokens. The signed quants are flipped to `w + 128`

@@ -17,8 +17,8 @@ use super::Q8_0;
 use crate::kernels::activations::Q8Side;
 use crate::kernels::cpu::CpuPath;
 use crate::kernels::packed::{
-    as_bytes, chunk_groups, dequantize_by_blocks, Layout, LayoutOf, Line32, PackedKernels, Release,
-    Zeroed, GROUP,
+    as_bytes, chunk_groups, dequantize_by_blocks, kernels_by_path, Layout, LayoutOf, Line32,
+    PackedKernels, Release, Zeroed, GROUP,
 };
 use crate::quant::blocks::{cast_blocks, BlockQ8_0};
 use crate::quant::GgmlType;
@@ -86,15 +86,7 @@ impl Layout for Q8_0x8 {
     }
 
     fn kernels(path: CpuPath) -> &'static PackedKernels<Q8_0x8> {
-        match path {
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx2 => &avx2::KERNELS,
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx512 => &avx512::KERNELS,
-            #[cfg(target_arch = "x86_64")]
-            CpuPath::Amx => &amx::KERNELS,
-            _ => &SCALAR,
-        }
+        kernels_by_path!(path, SCALAR)
     }
 }
 
