@@ -12,6 +12,11 @@
 //! - [`batching`]: continuous batching of many requests over one multi-sequence context.
 //! - [`capi`]: the C ABI over all of the above (`include/kolibri.h`).
 
+// Unsafe operations inside an `unsafe fn` need their own block and its SAFETY comment, as
+// everywhere else.
+#![warn(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod batching;
 pub mod capi;
 pub mod chat;

@@ -297,7 +297,8 @@ impl<T> Disjoint<T> {
     /// elements.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn slice(&self, at: usize, len: usize) -> &mut [T] {
-        std::slice::from_raw_parts_mut(self.0.add(at), len)
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(at), len) }
     }
 
     /// Writes element `at`.
@@ -305,7 +306,8 @@ impl<T> Disjoint<T> {
     /// # Safety
     /// As [`Disjoint::slice`] for one element.
     pub unsafe fn write(&self, at: usize, v: T) {
-        self.0.add(at).write(v)
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { self.0.add(at).write(v) }
     }
 }
 

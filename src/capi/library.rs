@@ -70,6 +70,7 @@ mod tests {
         let header =
             format!("{KOLIBRI_VERSION_MAJOR}.{KOLIBRI_VERSION_MINOR}.{KOLIBRI_VERSION_PATCH}");
         assert_eq!(header, env!("CARGO_PKG_VERSION"));
+        // SAFETY: kolibri_version returns a static NUL-terminated string.
         let runtime = unsafe { std::ffi::CStr::from_ptr(kolibri_version()) };
         assert_eq!(runtime.to_str().unwrap(), header);
         assert_eq!(

@@ -12,6 +12,7 @@ use super::sampler::{kolibri_sampler_new, kolibri_sampler_params};
 use super::status::*;
 
 fn last_error() -> String {
+    // SAFETY: the last error is a NUL-terminated string valid until this thread's next call.
     unsafe { CStr::from_ptr(kolibri_last_error()) }
         .to_string_lossy()
         .into_owned()
@@ -46,6 +47,7 @@ fn last_error_is_per_thread() {
 fn text_output_follows_the_buffer_convention() {
     let mut buf = [b'#' as c_char; 6];
     let mut len = 0usize;
+    // SAFETY: each buffer passed to write_text is null or holds the length passed.
     let too_small = guard(|| unsafe { write_text(b"hello", buf.as_mut_ptr(), 5, &mut len) });
     assert_eq!(too_small, KOLIBRI_STATUS_BUFFER_TOO_SMALL);
     assert_eq!(len, 5);
@@ -53,11 +55,15 @@ fn text_output_follows_the_buffer_convention() {
         buf.iter().all(|&b| b == b'#' as c_char),
         "buffer written on failure"
     );
+    // SAFETY: as above.
     let query = guard(|| unsafe { write_text(b"hello", std::ptr::null_mut(), 0, &mut len) });
     assert_eq!(query, KOLIBRI_STATUS_BUFFER_TOO_SMALL);
+    // SAFETY: as above.
     let fits = guard(|| unsafe { write_text(b"hello", buf.as_mut_ptr(), 6, &mut len) });
     assert_eq!(fits, KOLIBRI_STATUS_OK);
+    // SAFETY: write_text wrote "hello" and its NUL.
     assert_eq!(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_bytes(), b"hello");
+    // SAFETY: as above.
     let null_buf = guard(|| unsafe { write_text(b"x", std::ptr::null_mut(), 4, &mut len) });
     assert_eq!(null_buf, KOLIBRI_STATUS_INVALID_ARGUMENT);
 }
@@ -73,6 +79,7 @@ struct FutureParams {
 #[test]
 fn params_versions_are_checked() {
     let ours = kolibri_model_params::defaults();
+    // SAFETY: `p` points at a whole FutureParams, at least `struct_size` bytes.
     let read = |p: &FutureParams| unsafe {
         read_params::<kolibri_model_params>((p as *const FutureParams).cast())
     };
@@ -95,6 +102,7 @@ fn params_versions_are_checked() {
     assert!(read(&future).is_err());
     // A bool holding 2 (a binding writing a wrong byte) is refused, not read as UB.
     future.current.struct_size = size_of::<kolibri_model_params>();
+    // SAFETY: the offset of a field inside the struct.
     unsafe {
         let base = (&mut future.current as *mut kolibri_model_params).cast::<u8>();
         *base.add(std::mem::offset_of!(kolibri_model_params, use_mmap)) = 2;
@@ -108,6 +116,7 @@ fn sampler_params_are_validated() {
     let mut p = kolibri_sampler_params::defaults();
     p.min_p = f32::NAN;
     let mut out = std::ptr::null_mut();
+    // SAFETY: valid params and a valid out pointer.
     let status = unsafe { kolibri_sampler_new(&p, &mut out) };
     assert_eq!(status, KOLIBRI_STATUS_INVALID_ARGUMENT);
     assert!(out.is_null());

@@ -148,20 +148,35 @@ const _: () = {
 /// valid) and have no padding.
 pub unsafe trait Block: Copy {}
 
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ4_0 {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ4_1 {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ5_0 {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ5_1 {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ8_0 {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ2K {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ3K {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ4K {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ5K {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ6K {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockQ8K {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockIQ4NL {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for f16 {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for half::bf16 {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for f32 {}
 
 /// Views `bytes` as blocks. Returns `None` if the length is not a multiple of the block size or

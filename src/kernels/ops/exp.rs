@@ -162,21 +162,24 @@ pub mod avx2 {
     /// AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn shifted_lanes(x: &mut [f32], shift: f32) -> [f32; LANES] {
-        let s = _mm256_set1_ps(shift);
-        let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        for c in x.chunks_exact_mut(LANES) {
-            let p = c.as_mut_ptr();
-            let e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(p), s));
-            let e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(8)), s));
-            _mm256_storeu_ps(p, e0);
-            _mm256_storeu_ps(p.add(8), e1);
-            a0 = _mm256_add_ps(a0, e0);
-            a1 = _mm256_add_ps(a1, e1);
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let s = _mm256_set1_ps(shift);
+            let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for c in x.chunks_exact_mut(LANES) {
+                let p = c.as_mut_ptr();
+                let e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(p), s));
+                let e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(8)), s));
+                _mm256_storeu_ps(p, e0);
+                _mm256_storeu_ps(p.add(8), e1);
+                a0 = _mm256_add_ps(a0, e0);
+                a1 = _mm256_add_ps(a1, e1);
+            }
+            let mut lanes = [0f32; LANES];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), a0);
+            _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a1);
+            lanes
         }
-        let mut lanes = [0f32; LANES];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), a0);
-        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a1);
-        lanes
     }
 
     /// SwiGLU on the whole 8-float chunks; returns how many elements it did.
@@ -185,16 +188,19 @@ pub mod avx2 {
     /// AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn swiglu(gate: &mut [f32], up: &[f32]) -> usize {
-        let n = gate.len().min(up.len()) / 8 * 8;
-        let one = _mm256_set1_ps(1.0);
-        for i in (0..n).step_by(8) {
-            let g = _mm256_loadu_ps(gate.as_ptr().add(i));
-            let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
-            let silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
-            let v = _mm256_mul_ps(silu, _mm256_loadu_ps(up.as_ptr().add(i)));
-            _mm256_storeu_ps(gate.as_mut_ptr().add(i), v);
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let n = gate.len().min(up.len()) / 8 * 8;
+            let one = _mm256_set1_ps(1.0);
+            for i in (0..n).step_by(8) {
+                let g = _mm256_loadu_ps(gate.as_ptr().add(i));
+                let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+                let silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+                let v = _mm256_mul_ps(silu, _mm256_loadu_ps(up.as_ptr().add(i)));
+                _mm256_storeu_ps(gate.as_mut_ptr().add(i), v);
+            }
+            n
         }
-        n
     }
 }
 

@@ -59,20 +59,23 @@ pub mod avx2 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn f16_mad(acc: &mut [f16], v: &[f16], w: f32) {
-        let n = acc.len().min(v.len());
-        let wv = _mm256_set1_ps(w);
-        let mut i = 0;
-        while i + 8 <= n {
-            let pa = acc.as_mut_ptr().add(i) as *mut __m128i;
-            let a = _mm256_cvtph_ps(_mm_loadu_si128(pa));
-            let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i));
-            _mm_storeu_si128(
-                pa,
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_fmadd_ps(x, wv, a)),
-            );
-            i += 8;
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let n = acc.len().min(v.len());
+            let wv = _mm256_set1_ps(w);
+            let mut i = 0;
+            while i + 8 <= n {
+                let pa = acc.as_mut_ptr().add(i) as *mut __m128i;
+                let a = _mm256_cvtph_ps(_mm_loadu_si128(pa));
+                let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i));
+                _mm_storeu_si128(
+                    pa,
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_fmadd_ps(x, wv, a)),
+                );
+                i += 8;
+            }
+            super::f16_mad(&mut acc[i..n], &v[i..n], w);
         }
-        super::f16_mad(&mut acc[i..n], &v[i..n], w);
     }
 
     /// [`super::f16_dot`] eight lanes at a time (multiply, then add: no FMA); bit-identical to it.
@@ -81,20 +84,23 @@ pub mod avx2 {
     /// See the module's docs.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn f16_dot(q: &[f32], k: &[f16]) -> f32 {
-        let n = q.len().min(k.len());
-        let body = n / 8 * 8;
-        let mut acc = _mm256_setzero_ps();
-        for i in (0..body).step_by(8) {
-            let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.as_ptr().add(i) as *const __m128i));
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q.as_ptr().add(i)), kv));
-        }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
-        let sum = lanes.iter().sum::<f32>();
-        if body == n {
-            sum
-        } else {
-            sum + super::f16_dot(&q[body..n], &k[body..n])
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let n = q.len().min(k.len());
+            let body = n / 8 * 8;
+            let mut acc = _mm256_setzero_ps();
+            for i in (0..body).step_by(8) {
+                let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.as_ptr().add(i) as *const __m128i));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(q.as_ptr().add(i)), kv));
+            }
+            let mut lanes = [0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+            let sum = lanes.iter().sum::<f32>();
+            if body == n {
+                sum
+            } else {
+                sum + super::f16_dot(&q[body..n], &k[body..n])
+            }
         }
     }
 
@@ -104,12 +110,15 @@ pub mod avx2 {
     /// See the module's docs.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn f16_row_to_f32(src: &[f16], dst: &mut [f32]) {
-        let n = src.len().min(dst.len()) / 8 * 8;
-        for i in (0..n).step_by(8) {
-            let h = _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i);
-            _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let n = src.len().min(dst.len()) / 8 * 8;
+            for i in (0..n).step_by(8) {
+                let h = _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i);
+                _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+            }
+            super::f16_row_to_f32(&src[n..], &mut dst[n..]);
         }
-        super::f16_row_to_f32(&src[n..], &mut dst[n..]);
     }
 
     /// [`super::f16_scale`] eight lanes at a time; bit-identical to it.
@@ -118,16 +127,19 @@ pub mod avx2 {
     /// See the module's docs.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn f16_scale(acc: &mut [f16], s: f32) {
-        let sv = _mm256_set1_ps(s);
-        let mut chunks = acc.chunks_exact_mut(8);
-        for c in &mut chunks {
-            let p = c.as_mut_ptr() as *mut __m128i;
-            let a = _mm256_cvtph_ps(_mm_loadu_si128(p));
-            _mm_storeu_si128(
-                p,
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_mul_ps(a, sv)),
-            );
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let sv = _mm256_set1_ps(s);
+            let mut chunks = acc.chunks_exact_mut(8);
+            for c in &mut chunks {
+                let p = c.as_mut_ptr() as *mut __m128i;
+                let a = _mm256_cvtph_ps(_mm_loadu_si128(p));
+                _mm_storeu_si128(
+                    p,
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_mul_ps(a, sv)),
+                );
+            }
+            super::f16_scale(chunks.into_remainder(), s);
         }
-        super::f16_scale(chunks.into_remainder(), s);
     }
 }

@@ -79,30 +79,35 @@ pub mod avx2 {
     /// Requires AVX2 and F16C, and `table` to hold 65537 entries.
     #[target_feature(enable = "avx2,f16c")]
     pub unsafe fn geglu(table: &[u16], gate: &mut [f32], up: &[f32]) -> usize {
-        assert_eq!(table.len(), 1 << 16 | 1);
-        let n = gate.len().min(up.len()) / 8 * 8;
-        let base = table.as_ptr() as *const i32;
-        let (lo, hi) = (_mm256_set1_ps(ZERO_TO), _mm256_set1_ps(IDENTITY_FROM));
-        // The low two bytes of each 32-bit lane, gathered into the lane's low 8 bytes.
-        let low_halves = _mm256_setr_epi8(
-            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, //
-            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
-        );
-        for i in (0..n).step_by(8) {
-            let x = _mm256_loadu_ps(gate.as_ptr().add(i));
-            let bits = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x);
-            let idx = _mm256_cvtepu16_epi32(bits);
-            // Entry `idx` is the low half of the 4 bytes at byte offset 2 idx.
-            let raw = _mm256_i32gather_epi32::<2>(base, idx);
-            let packed = _mm256_permute4x64_epi64::<0b1000>(_mm256_shuffle_epi8(raw, low_halves));
-            let g = _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
-            // Ordered compares: NaN keeps its table entry, as in the scalar twin.
-            let g = _mm256_blendv_ps(g, _mm256_setzero_ps(), _mm256_cmp_ps::<_CMP_LE_OQ>(x, lo));
-            let g = _mm256_blendv_ps(g, x, _mm256_cmp_ps::<_CMP_GE_OQ>(x, hi));
-            let v = _mm256_mul_ps(g, _mm256_loadu_ps(up.as_ptr().add(i)));
-            _mm256_storeu_ps(gate.as_mut_ptr().add(i), v);
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            assert_eq!(table.len(), 1 << 16 | 1);
+            let n = gate.len().min(up.len()) / 8 * 8;
+            let base = table.as_ptr() as *const i32;
+            let (lo, hi) = (_mm256_set1_ps(ZERO_TO), _mm256_set1_ps(IDENTITY_FROM));
+            // The low two bytes of each 32-bit lane, gathered into the lane's low 8 bytes.
+            let low_halves = _mm256_setr_epi8(
+                0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, //
+                0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+            );
+            for i in (0..n).step_by(8) {
+                let x = _mm256_loadu_ps(gate.as_ptr().add(i));
+                let bits = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x);
+                let idx = _mm256_cvtepu16_epi32(bits);
+                // Entry `idx` is the low half of the 4 bytes at byte offset 2 idx.
+                let raw = _mm256_i32gather_epi32::<2>(base, idx);
+                let packed =
+                    _mm256_permute4x64_epi64::<0b1000>(_mm256_shuffle_epi8(raw, low_halves));
+                let g = _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+                // Ordered compares: NaN keeps its table entry, as in the scalar twin.
+                let g =
+                    _mm256_blendv_ps(g, _mm256_setzero_ps(), _mm256_cmp_ps::<_CMP_LE_OQ>(x, lo));
+                let g = _mm256_blendv_ps(g, x, _mm256_cmp_ps::<_CMP_GE_OQ>(x, hi));
+                let v = _mm256_mul_ps(g, _mm256_loadu_ps(up.as_ptr().add(i)));
+                _mm256_storeu_ps(gate.as_mut_ptr().add(i), v);
+            }
+            n
         }
-        n
     }
 }
 

@@ -37,11 +37,14 @@ unsafe fn hmax(v: __m256) -> f32 {
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn amax(x: *const f32, n: usize) -> f32 {
-    let mut m = _mm256_setzero_ps();
-    for i in (0..n).step_by(8) {
-        m = _mm256_max_ps(abs(_mm256_loadu_ps(x.add(i))), m);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let mut m = _mm256_setzero_ps();
+        for i in (0..n).step_by(8) {
+            m = _mm256_max_ps(abs(_mm256_loadu_ps(x.add(i))), m);
+        }
+        hmax(m)
     }
-    hmax(m)
 }
 
 /// `round_ties_even(v * s)` as i32 lanes, NaN as 0 (the scalar `as` casts' result): the
@@ -59,12 +62,15 @@ unsafe fn round_scaled(v: __m256, s: __m256) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn pack32(q: [__m256i; 4], out: *mut i8) {
-    // The packs work within 128-bit halves; the permute puts the quarters back in order.
-    let w01 = _mm256_packs_epi32(q[0], q[1]);
-    let w23 = _mm256_packs_epi32(q[2], q[3]);
-    let b = _mm256_packs_epi16(w01, w23);
-    let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(out as *mut __m256i, b);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        // The packs work within 128-bit halves; the permute puts the quarters back in order.
+        let w01 = _mm256_packs_epi32(q[0], q[1]);
+        let w23 = _mm256_packs_epi32(q[2], q[3]);
+        let b = _mm256_packs_epi16(w01, w23);
+        let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(out as *mut __m256i, b);
+    }
 }
 
 /// [`crate::quant::activation::quantize_row_q8_0`].
@@ -73,21 +79,24 @@ unsafe fn pack32(q: [__m256i; 4], out: *mut i8) {
 /// See the module docs; `x.len() == 32 * out.len()`.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
-    assert_eq!(
-        x.len(),
-        out.len() * 32,
-        "quantize_row_q8_0: length mismatch"
-    );
-    for (xb, yb) in x.chunks_exact(32).zip(out.iter_mut()) {
-        let p = xb.as_ptr();
-        let amax = amax(p, 32);
-        let d = amax / 127.0;
-        let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
-        yb.d = f16::from_f32(d);
-        let q = each!(4, _mm256_setzero_si256(), |i| {
-            round_scaled(_mm256_loadu_ps(p.add(8 * i)), id)
-        });
-        pack32(q, yb.qs.as_mut_ptr());
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        assert_eq!(
+            x.len(),
+            out.len() * 32,
+            "quantize_row_q8_0: length mismatch"
+        );
+        for (xb, yb) in x.chunks_exact(32).zip(out.iter_mut()) {
+            let p = xb.as_ptr();
+            let amax = amax(p, 32);
+            let d = amax / 127.0;
+            let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+            yb.d = f16::from_f32(d);
+            let q = each!(4, _mm256_setzero_si256(), |i| {
+                round_scaled(_mm256_loadu_ps(p.add(8 * i)), id)
+            });
+            pack32(q, yb.qs.as_mut_ptr());
+        }
     }
 }
 
@@ -97,42 +106,47 @@ pub unsafe fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
 /// See the module docs; `x.len() == 256 * out.len()`.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
-    assert_eq!(
-        x.len(),
-        out.len() * QK_K,
-        "quantize_row_q8_k: length mismatch"
-    );
-    for (xb, yb) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
-        let p = xb.as_ptr();
-        let Some(iscale) = q8_k_scale(xb, amax(p, QK_K), yb) else {
-            continue;
-        };
-        let s = _mm256_set1_ps(iscale);
-        // 64 quants (4 groups of 16) per step; each group's sum from its two i32 vectors.
-        for c in 0..QK_K / 64 {
-            // The scalar code's cap at 127, although |iscale * v| <= 127 up to a rounding.
-            let cap = _mm256_set1_epi32(127);
-            let q = each!(8, _mm256_setzero_si256(), |i| {
-                let v = _mm256_loadu_ps(p.add(64 * c + 8 * i));
-                _mm256_min_epi32(round_scaled(v, s), cap)
-            });
-            pack32([q[0], q[1], q[2], q[3]], yb.qs.as_mut_ptr().add(64 * c));
-            pack32(
-                [q[4], q[5], q[6], q[7]],
-                yb.qs.as_mut_ptr().add(64 * c + 32),
-            );
-            let g = each!(4, _mm256_setzero_si256(), |i| {
-                _mm256_add_epi32(q[2 * i], q[2 * i + 1])
-            });
-            let h = _mm256_hadd_epi32(_mm256_hadd_epi32(g[0], g[1]), _mm256_hadd_epi32(g[2], g[3]));
-            let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
-            let mut s4 = [0i32; 4];
-            _mm_storeu_si128(s4.as_mut_ptr() as *mut __m128i, sums);
-            for (k, &v) in s4.iter().enumerate() {
-                yb.bsums[4 * c + k] = v as i16;
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        assert_eq!(
+            x.len(),
+            out.len() * QK_K,
+            "quantize_row_q8_k: length mismatch"
+        );
+        for (xb, yb) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+            let p = xb.as_ptr();
+            let Some(iscale) = q8_k_scale(xb, amax(p, QK_K), yb) else {
+                continue;
+            };
+            let s = _mm256_set1_ps(iscale);
+            // 64 quants (4 groups of 16) per step; each group's sum from its two i32 vectors.
+            for c in 0..QK_K / 64 {
+                // The scalar code's cap at 127, although |iscale * v| <= 127 up to a rounding.
+                let cap = _mm256_set1_epi32(127);
+                let q = each!(8, _mm256_setzero_si256(), |i| {
+                    let v = _mm256_loadu_ps(p.add(64 * c + 8 * i));
+                    _mm256_min_epi32(round_scaled(v, s), cap)
+                });
+                pack32([q[0], q[1], q[2], q[3]], yb.qs.as_mut_ptr().add(64 * c));
+                pack32(
+                    [q[4], q[5], q[6], q[7]],
+                    yb.qs.as_mut_ptr().add(64 * c + 32),
+                );
+                let g = each!(4, _mm256_setzero_si256(), |i| {
+                    _mm256_add_epi32(q[2 * i], q[2 * i + 1])
+                });
+                let h =
+                    _mm256_hadd_epi32(_mm256_hadd_epi32(g[0], g[1]), _mm256_hadd_epi32(g[2], g[3]));
+                let sums =
+                    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+                let mut s4 = [0i32; 4];
+                _mm_storeu_si128(s4.as_mut_ptr() as *mut __m128i, sums);
+                for (k, &v) in s4.iter().enumerate() {
+                    yb.bsums[4 * c + k] = v as i16;
+                }
             }
+            yb.d = 1.0 / iscale;
         }
-        yb.d = 1.0 / iscale;
     }
 }
 

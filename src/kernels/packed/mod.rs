@@ -120,7 +120,10 @@ macro_rules! width_table {
             >,
             out: &mut [[f32; $rows]],
         ) {
-            out[..T].copy_from_slice(&$k::<T>(w, g, r.first() $(, r.$sides())?));
+            // SAFETY: this function's `# Safety` contract, which the caller upholds.
+            unsafe {
+                out[..T].copy_from_slice(&$k::<T>(w, g, r.first() $(, r.$sides())?));
+            }
         }
         $crate::kernels::packed::widths!(at)
     }};

@@ -124,9 +124,12 @@ fn run<W: Sync, A: Sync>(
     let task = move |c: usize| {
         let r0 = c * chunk;
         let r1 = (r0 + chunk).min(rows);
-        // SAFETY (for every write below): t < n_tokens and r < rows, so the index is in
-        // bounds of `out` (len rows * n_tokens), and row r belongs to this task only.
-        let put = |r: usize, t: usize, v: f32| unsafe { ptr.write(t * rows + r, v) };
+        // Callers pass t < n_tokens and r < rows of this task.
+        let put = |r: usize, t: usize, v: f32| {
+            // SAFETY: the index is in bounds of `out` (len rows * n_tokens), and row r belongs
+            // to this task only.
+            unsafe { ptr.write(t * rows + r, v) }
+        };
         for b0 in (r0..r1).step_by(row_block) {
             let b1 = (b0 + row_block).min(r1);
             let block = (b0, b1);
@@ -147,7 +150,8 @@ fn run<W: Sync, A: Sync>(
                 let wr = wrow(r);
                 let from = if r >= r_mm { 0 } else { t };
                 for tt in from..n_tokens {
-                    // SAFETY: as above.
+                    // SAFETY: the dot comes from the table of a backend's path, which the CPU
+                    // runs; both rows have `nb` blocks.
                     put(r, tt, unsafe { dot(wr, arow(tt)) });
                 }
             }

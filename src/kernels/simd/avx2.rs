@@ -25,13 +25,15 @@ pub unsafe fn hsum_ps(v: __m256) -> f32 {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn load256(p: *const u8) -> __m256i {
-    _mm256_loadu_si256(p as *const __m256i)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn load128(p: *const u8) -> __m128i {
-    _mm_loadu_si128(p as *const __m128i)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe { _mm_loadu_si128(p as *const __m128i) }
 }
 
 /// 16 packed nibbles -> 32 bytes: low nibbles in the low lane, high nibbles in the high lane
@@ -39,11 +41,14 @@ pub unsafe fn load128(p: *const u8) -> __m128i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn nibbles32(p: *const u8) -> __m256i {
-    let q = load128(p);
-    _mm256_and_si256(
-        _mm256_set_m128i(_mm_srli_epi16(q, 4), q),
-        _mm256_set1_epi8(0x0f),
-    )
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let q = load128(p);
+        _mm256_and_si256(
+            _mm256_set_m128i(_mm_srli_epi16(q, 4), q),
+            _mm256_set1_epi8(0x0f),
+        )
+    }
 }
 
 /// Bit j of `bits` -> byte j = 0xff or 0.
@@ -104,20 +109,26 @@ pub unsafe fn k4_scale_vectors(sc: [u8; 8]) -> [__m256i; 8] {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn k4_min_products(m: [u8; 8], bsums: &[i16; 16]) -> __m256i {
-    let m8 = _mm_cvtsi64_si128(u64::from_le_bytes(m) as i64);
-    let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    _mm256_madd_epi16(load256(bsums.as_ptr() as _), m16)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let m8 = _mm_cvtsi64_si128(u64::from_le_bytes(m) as i64);
+        let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        _mm256_madd_epi16(load256(bsums.as_ptr() as _), m16)
+    }
 }
 
 /// Horizontal sums of every accumulator: one reduction per (row, token), not per block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn reduce<const R: usize, const T: usize>(acc: &[[__m256; T]; R]) -> [[f32; T]; R] {
-    let mut out = [[0.0; T]; R];
-    for r in 0..R {
-        for t in 0..T {
-            out[r][t] = hsum_ps(acc[r][t]);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let mut out = [[0.0; T]; R];
+        for r in 0..R {
+            for t in 0..T {
+                out[r][t] = hsum_ps(acc[r][t]);
+            }
         }
+        out
     }
-    out
 }

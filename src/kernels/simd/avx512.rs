@@ -25,33 +25,45 @@ pub(crate) use tf;
 tf! {
 #[inline]
 pub unsafe fn load256(p: *const u8) -> __m256i {
-    _mm256_loadu_si256(p as *const __m256i)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        _mm256_loadu_si256(p as *const __m256i)
+    }
 }
 
 #[inline]
 pub unsafe fn load512(p: *const u8) -> __m512i {
-    _mm512_loadu_si512(p as *const __m512i)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        _mm512_loadu_si512(p as *const __m512i)
+    }
 }
 
 /// Two 32-byte runs as one vector.
 #[inline]
 pub unsafe fn load2x256(p0: *const u8, p1: *const u8) -> __m512i {
-    _mm512_inserti64x4(_mm512_castsi256_si512(load256(p0)), load256(p1), 1)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        _mm512_inserti64x4(_mm512_castsi256_si512(load256(p0)), load256(p1), 1)
+    }
 }
 
 /// The nibbles of two Q4_0-style blocks in element order: [b0 lo, b0 hi, b1 lo, b1 hi].
 #[inline]
 pub unsafe fn nibbles2x32(p0: *const u8, p1: *const u8) -> __m512i {
-    let q = _mm256_set_m128i(
-        _mm_loadu_si128(p1 as *const __m128i),
-        _mm_loadu_si128(p0 as *const __m128i),
-    );
-    let m4 = _mm256_set1_epi8(0x0f);
-    let lo = _mm256_and_si256(q, m4);
-    let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    let z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    // [b0 lo, b1 lo, b0 hi, b1 hi] -> lanes 0, 2, 1, 3.
-    _mm512_shuffle_i64x2(z, z, 0b11_01_10_00)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let q = _mm256_set_m128i(
+            _mm_loadu_si128(p1 as *const __m128i),
+            _mm_loadu_si128(p0 as *const __m128i),
+        );
+        let m4 = _mm256_set1_epi8(0x0f);
+        let lo = _mm256_and_si256(q, m4);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        let z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        // [b0 lo, b1 lo, b0 hi, b1 hi] -> lanes 0, 2, 1, 3.
+        _mm512_shuffle_i64x2(z, z, 0b11_01_10_00)
+    }
 }
 
 /// `d_w * d_a` of two blocks, broadcast to the low and high 8 lanes.
@@ -86,12 +98,15 @@ pub unsafe fn dot_offset<const SHIFT: u32>(q: __m512i, a: __m512i) -> __m512i {
 /// `sum_j m[j/2] * bsums[j]` as 8 i32 partial sums.
 #[inline]
 pub unsafe fn k4_prologue(scales: &[u8; 12], bsums: &[i16; 16]) -> (__m512i, __m256i) {
-    let (sc, m) = unpack_k4_scales(scales);
-    let scv = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(u64::from_le_bytes(sc) as i64));
-    let m8 = _mm_cvtsi64_si128(u64::from_le_bytes(m) as i64);
-    let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    let mins = _mm256_madd_epi16(load256(bsums.as_ptr() as _), m16);
-    (scv, mins)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let (sc, m) = unpack_k4_scales(scales);
+        let scv = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(u64::from_le_bytes(sc) as i64));
+        let m8 = _mm_cvtsi64_si128(u64::from_le_bytes(m) as i64);
+        let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        let mins = _mm256_madd_epi16(load256(bsums.as_ptr() as _), m16);
+        (scv, mins)
+    }
 }
 
 /// Lane selector: scale 2j in the low 8 lanes, 2j+1 in the high 8.

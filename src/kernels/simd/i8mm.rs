@@ -47,7 +47,8 @@ pub unsafe fn zip8(x: int8x16_t, y: int8x16_t) -> [int8x16_t; 2] {
 #[inline]
 #[target_feature(enable = "neon")]
 pub unsafe fn load_zip16(x: *const i8, y: *const i8) -> [int8x16_t; 2] {
-    zip8(vld1q_s8(x), vld1q_s8(y))
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe { zip8(vld1q_s8(x), vld1q_s8(y)) }
 }
 
 /// The 2×2 tile of sums over `n` 8-quant steps: `w[i]` interleaved weights, the activations of
@@ -59,13 +60,16 @@ pub unsafe fn tile_dot<const N: usize>(
     xa: *const i8,
     xb: *const i8,
 ) -> int32x4_t {
-    let mut s = vdupq_n_s32(0);
-    for j in 0..N / 2 {
-        let a = load_zip16(xa.add(16 * j), xb.add(16 * j));
-        s = mmla(s, w[2 * j], a[0]);
-        s = mmla(s, w[2 * j + 1], a[1]);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let mut s = vdupq_n_s32(0);
+        for j in 0..N / 2 {
+            let a = load_zip16(xa.add(16 * j), xb.add(16 * j));
+            s = mmla(s, w[2 * j], a[0]);
+            s = mmla(s, w[2 * j + 1], a[1]);
+        }
+        s
     }
-    s
 }
 
 /// `[x, x, y, y]`: one value per row, both tokens.
@@ -94,14 +98,17 @@ pub unsafe fn per_row_i32(x: i32, y: i32) -> int32x4_t {
 #[inline]
 #[target_feature(enable = "neon")]
 pub unsafe fn unzip_tiles<const T: usize>(acc: &[float32x4_t; T]) -> [[f32; T]; 2] {
-    let mut out = [[0.0; T]; 2];
-    for p in 0..T / 2 {
-        let mut v = [0f32; 4];
-        vst1q_f32(v.as_mut_ptr(), acc[p]);
-        out[0][2 * p] = v[0];
-        out[0][2 * p + 1] = v[1];
-        out[1][2 * p] = v[2];
-        out[1][2 * p + 1] = v[3];
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let mut out = [[0.0; T]; 2];
+        for p in 0..T / 2 {
+            let mut v = [0f32; 4];
+            vst1q_f32(v.as_mut_ptr(), acc[p]);
+            out[0][2 * p] = v[0];
+            out[0][2 * p + 1] = v[1];
+            out[1][2 * p] = v[2];
+            out[1][2 * p + 1] = v[3];
+        }
+        out
     }
-    out
 }

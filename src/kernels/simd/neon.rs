@@ -39,17 +39,20 @@ pub unsafe fn dot4_widen(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_
 #[inline]
 #[target_feature(enable = "neon")]
 pub unsafe fn q5_high_bits(qh: &[u8; 4]) -> (uint8x16_t, uint8x16_t) {
-    let h = vreinterpretq_u8_u32(vdupq_n_u32(u32::from_le_bytes(*qh)));
-    // Lane j of the low half tests bit j % 8 of byte j / 8; the high half bytes 2 and 3.
-    const IDX_LO: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
-    const IDX_HI: [u8; 16] = [2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
-    const BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
-    let bit = vld1q_u8(BIT.as_ptr());
-    let pick = |idx: &[u8; 16]| {
-        let bytes = vqtbl1q_u8(h, vld1q_u8(idx.as_ptr()));
-        vandq_u8(vtstq_u8(bytes, bit), vdupq_n_u8(0x10))
-    };
-    (pick(&IDX_LO), pick(&IDX_HI))
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let h = vreinterpretq_u8_u32(vdupq_n_u32(u32::from_le_bytes(*qh)));
+        // Lane j of the low half tests bit j % 8 of byte j / 8; the high half bytes 2 and 3.
+        const IDX_LO: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+        const IDX_HI: [u8; 16] = [2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
+        const BIT: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+        let bit = vld1q_u8(BIT.as_ptr());
+        let pick = |idx: &[u8; 16]| {
+            let bytes = vqtbl1q_u8(h, vld1q_u8(idx.as_ptr()));
+            vandq_u8(vtstq_u8(bytes, bit), vdupq_n_u8(0x10))
+        };
+        (pick(&IDX_LO), pick(&IDX_HI))
+    }
 }
 
 /// types and conversions are not available, so it is one `asm!` instruction).
@@ -85,8 +88,11 @@ pub mod base {
     #[inline]
     #[target_feature(enable = "neon")]
     pub unsafe fn dot32(w: (int8x16_t, int8x16_t), a: &[i8; 32]) -> i32 {
-        let acc = super::dot4_widen(vdupq_n_s32(0), w.0, vld1q_s8(a.as_ptr()));
-        vaddvq_s32(super::dot4_widen(acc, w.1, vld1q_s8(a.as_ptr().add(16))))
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let acc = super::dot4_widen(vdupq_n_s32(0), w.0, vld1q_s8(a.as_ptr()));
+            vaddvq_s32(super::dot4_widen(acc, w.1, vld1q_s8(a.as_ptr().add(16))))
+        }
     }
 }
 
@@ -99,8 +105,11 @@ pub mod dotprod {
     #[inline]
     #[target_feature(enable = "neon,dotprod")]
     pub unsafe fn dot32(w: (int8x16_t, int8x16_t), a: &[i8; 32]) -> i32 {
-        let acc = super::dot4_sdot(vdupq_n_s32(0), w.0, vld1q_s8(a.as_ptr()));
-        vaddvq_s32(super::dot4_sdot(acc, w.1, vld1q_s8(a.as_ptr().add(16))))
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let acc = super::dot4_sdot(vdupq_n_s32(0), w.0, vld1q_s8(a.as_ptr()));
+            vaddvq_s32(super::dot4_sdot(acc, w.1, vld1q_s8(a.as_ptr().add(16))))
+        }
     }
 }
 

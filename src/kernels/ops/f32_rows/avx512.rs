@@ -16,15 +16,18 @@ tf! {
 /// # Safety
 /// See the module docs.
 pub unsafe fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
-    let n_q = q.len() / d.max(1);
-    for g0 in (0..n_q).step_by(4) {
-        let g = (n_q - g0).min(4);
-        let (q, out) = (&q[g0 * d..(g0 + g) * d], &mut out[g0 * stride..]);
-        match g {
-            1 => dots_g::<1>(q, d, rows, out, stride),
-            2 => dots_g::<2>(q, d, rows, out, stride),
-            3 => dots_g::<3>(q, d, rows, out, stride),
-            _ => dots_g::<4>(q, d, rows, out, stride),
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n_q = q.len() / d.max(1);
+        for g0 in (0..n_q).step_by(4) {
+            let g = (n_q - g0).min(4);
+            let (q, out) = (&q[g0 * d..(g0 + g) * d], &mut out[g0 * stride..]);
+            match g {
+                1 => dots_g::<1>(q, d, rows, out, stride),
+                2 => dots_g::<2>(q, d, rows, out, stride),
+                3 => dots_g::<3>(q, d, rows, out, stride),
+                _ => dots_g::<4>(q, d, rows, out, stride),
+            }
         }
     }
 }
@@ -32,14 +35,17 @@ pub unsafe fn f32_dots(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], strid
 /// All rows against `G` queries: blocks of four rows, then single rows.
 #[inline]
 unsafe fn dots_g<const G: usize>(q: &[f32], d: usize, rows: &[f32], out: &mut [f32], stride: usize) {
-    let n = rows.len() / d.max(1);
-    let mut j = 0;
-    while j + 4 <= n {
-        dots_block::<G, 4>(q, d, rows, out, stride, j);
-        j += 4;
-    }
-    for j in j..n {
-        dots_block::<G, 1>(q, d, rows, out, stride, j);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n = rows.len() / d.max(1);
+        let mut j = 0;
+        while j + 4 <= n {
+            dots_block::<G, 4>(q, d, rows, out, stride, j);
+            j += 4;
+        }
+        for j in j..n {
+            dots_block::<G, 1>(q, d, rows, out, stride, j);
+        }
     }
 }
 
@@ -53,32 +59,35 @@ unsafe fn dots_block<const G: usize, const R: usize>(
     stride: usize,
     j0: usize,
 ) {
-    let (pq, pr) = (q.as_ptr(), rows.as_ptr().add(j0 * d));
-    let mut acc = [[_mm512_setzero_ps(); G]; R];
-    let mut i = 0;
-    let mut step = |i: usize, mask: __mmask16| {
-        let v = each!(R, _mm512_setzero_ps(), |r| _mm512_maskz_loadu_ps(mask, pr.add(r * d + i)));
-        for g in 0..G {
-            let qv = _mm512_maskz_loadu_ps(mask, pq.add(g * d + i));
-            for (acc, v) in acc.iter_mut().zip(&v) {
-                acc[g] = _mm512_fmadd_ps(qv, *v, acc[g]);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let (pq, pr) = (q.as_ptr(), rows.as_ptr().add(j0 * d));
+        let mut acc = [[_mm512_setzero_ps(); G]; R];
+        let mut i = 0;
+        let mut step = |i: usize, mask: __mmask16| {
+            let v = each!(R, _mm512_setzero_ps(), |r| _mm512_maskz_loadu_ps(mask, pr.add(r * d + i)));
+            for g in 0..G {
+                let qv = _mm512_maskz_loadu_ps(mask, pq.add(g * d + i));
+                for (acc, v) in acc.iter_mut().zip(&v) {
+                    acc[g] = _mm512_fmadd_ps(qv, *v, acc[g]);
+                }
             }
+        };
+        while i + 16 <= d {
+            step(i, !0);
+            i += 16;
         }
-    };
-    while i + 16 <= d {
-        step(i, !0);
-        i += 16;
-    }
-    if i < d {
-        step(i, (1u16 << (d - i)) - 1);
-    }
-    for g in 0..G {
-        if R == 4 {
-            let sums = hsum4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
-            _mm_storeu_ps(out.as_mut_ptr().add(g * stride + j0), sums);
-        } else {
-            for (r, acc) in acc.iter().enumerate() {
-                out[g * stride + j0 + r] = _mm512_reduce_add_ps(acc[g]);
+        if i < d {
+            step(i, (1u16 << (d - i)) - 1);
+        }
+        for g in 0..G {
+            if R == 4 {
+                let sums = hsum4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]);
+                _mm_storeu_ps(out.as_mut_ptr().add(g * stride + j0), sums);
+            } else {
+                for (r, acc) in acc.iter().enumerate() {
+                    out[g * stride + j0 + r] = _mm512_reduce_add_ps(acc[g]);
+                }
             }
         }
     }
@@ -87,13 +96,16 @@ unsafe fn dots_block<const G: usize, const R: usize>(
 /// `[Σa, Σb, Σc, Σd]`: the four horizontal sums at once.
 #[inline]
 unsafe fn hsum4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
-    let half = |v: __m512| {
-        _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps::<1>(v))
-    };
-    let ab = _mm256_hadd_ps(half(a), half(b));
-    let cd = _mm256_hadd_ps(half(c), half(d));
-    let abcd = _mm256_hadd_ps(ab, cd);
-    _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let half = |v: __m512| {
+            _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps::<1>(v))
+        };
+        let ab = _mm256_hadd_ps(half(a), half(b));
+        let cd = _mm256_hadd_ps(half(c), half(d));
+        let abcd = _mm256_hadd_ps(ab, cd);
+        _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+    }
 }
 
 /// [`super::f32_weighted_sum`] on 16 lanes, four accumulators at a time; bit-identical to it
@@ -103,15 +115,18 @@ unsafe fn hsum4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
 /// # Safety
 /// See the module docs.
 pub unsafe fn f32_weighted_sum(acc: &mut [f32], d: usize, rows: &[f32], w: &[f32], stride: usize) {
-    let n_acc = acc.len() / d.max(1);
-    for g0 in (0..n_acc).step_by(4) {
-        let g = (n_acc - g0).min(4);
-        let (acc, w) = (&mut acc[g0 * d..(g0 + g) * d], &w[g0 * stride..]);
-        match g {
-            1 => weighted_sum_g::<1>(acc, rows, w, stride),
-            2 => weighted_sum_g::<2>(acc, rows, w, stride),
-            3 => weighted_sum_g::<3>(acc, rows, w, stride),
-            _ => weighted_sum_g::<4>(acc, rows, w, stride),
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n_acc = acc.len() / d.max(1);
+        for g0 in (0..n_acc).step_by(4) {
+            let g = (n_acc - g0).min(4);
+            let (acc, w) = (&mut acc[g0 * d..(g0 + g) * d], &w[g0 * stride..]);
+            match g {
+                1 => weighted_sum_g::<1>(acc, rows, w, stride),
+                2 => weighted_sum_g::<2>(acc, rows, w, stride),
+                3 => weighted_sum_g::<3>(acc, rows, w, stride),
+                _ => weighted_sum_g::<4>(acc, rows, w, stride),
+            }
         }
     }
 }
@@ -120,13 +135,16 @@ pub unsafe fn f32_weighted_sum(acc: &mut [f32], d: usize, rows: &[f32], w: &[f32
 /// accumulator registers live over all rows, as in the AVX2 kernel.
 #[inline]
 unsafe fn weighted_sum_g<const G: usize>(acc: &mut [f32], rows: &[f32], w: &[f32], stride: usize) {
-    let mut i = 0;
-    match G {
-        1 | 2 => weighted_pass::<G, 4>(acc, rows, w, stride, &mut i),
-        _ => weighted_pass::<G, 2>(acc, rows, w, stride, &mut i),
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let mut i = 0;
+        match G {
+            1 | 2 => weighted_pass::<G, 4>(acc, rows, w, stride, &mut i),
+            _ => weighted_pass::<G, 2>(acc, rows, w, stride, &mut i),
+        }
+        weighted_pass::<G, 1>(acc, rows, w, stride, &mut i);
+        super::avx2::weighted_sum_columns::<G>(acc, rows, w, stride, i);
     }
-    weighted_pass::<G, 1>(acc, rows, w, stride, &mut i);
-    super::avx2::weighted_sum_columns::<G>(acc, rows, w, stride, i);
 }
 
 /// Columns `[*i, ..)` in passes of `16 S` floats while whole passes fit; advances `*i`.
@@ -138,30 +156,33 @@ unsafe fn weighted_pass<const G: usize, const S: usize>(
     stride: usize,
     i: &mut usize,
 ) {
-    let d = acc.len() / G;
-    let n = rows.len() / d.max(1);
-    let p = acc.as_mut_ptr();
-    while *i + 16 * S <= d {
-        let c = *i;
-        let mut a = each!(G, [_mm512_setzero_ps(); S], |g| each!(S, _mm512_setzero_ps(), |s| {
-            _mm512_loadu_ps(p.add(g * d + c + 16 * s))
-        }));
-        for j in 0..n {
-            let r = rows.as_ptr().add(j * d + c);
-            let v = each!(S, _mm512_setzero_ps(), |s| _mm512_loadu_ps(r.add(16 * s)));
-            for (g, a) in a.iter_mut().enumerate() {
-                let wj = _mm512_set1_ps(*w.get_unchecked(g * stride + j));
-                for (a, v) in a.iter_mut().zip(&v) {
-                    *a = _mm512_fmadd_ps(wj, *v, *a);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let d = acc.len() / G;
+        let n = rows.len() / d.max(1);
+        let p = acc.as_mut_ptr();
+        while *i + 16 * S <= d {
+            let c = *i;
+            let mut a = each!(G, [_mm512_setzero_ps(); S], |g| each!(S, _mm512_setzero_ps(), |s| {
+                _mm512_loadu_ps(p.add(g * d + c + 16 * s))
+            }));
+            for j in 0..n {
+                let r = rows.as_ptr().add(j * d + c);
+                let v = each!(S, _mm512_setzero_ps(), |s| _mm512_loadu_ps(r.add(16 * s)));
+                for (g, a) in a.iter_mut().enumerate() {
+                    let wj = _mm512_set1_ps(*w.get_unchecked(g * stride + j));
+                    for (a, v) in a.iter_mut().zip(&v) {
+                        *a = _mm512_fmadd_ps(wj, *v, *a);
+                    }
                 }
             }
-        }
-        for (g, a) in a.iter().enumerate() {
-            for (s, a) in a.iter().enumerate() {
-                _mm512_storeu_ps(p.add(g * d + c + 16 * s), *a);
+            for (g, a) in a.iter().enumerate() {
+                for (s, a) in a.iter().enumerate() {
+                    _mm512_storeu_ps(p.add(g * d + c + 16 * s), *a);
+                }
             }
+            *i += 16 * S;
         }
-        *i += 16 * S;
     }
 }
 }

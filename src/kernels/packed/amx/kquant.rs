@@ -96,9 +96,12 @@ pub unsafe fn both_halves(s32: __m512i) -> __m512i {
 /// Stores register `reg`'s hi and lo rows: slice `reg / 16`, tile row `reg % 16`.
 #[inline]
 pub unsafe fn store_register(out: *mut u8, reg: usize, (hi, lo): (__m512i, __m512i)) {
-    let at = out.add((reg / 16) * 2 * TILE + (reg % 16) * 64);
-    _mm512_storeu_si512(at as *mut __m512i, hi);
-    _mm512_storeu_si512(at.add(TILE) as *mut __m512i, lo);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let at = out.add((reg / 16) * 2 * TILE + (reg % 16) * 64);
+        _mm512_storeu_si512(at as *mut __m512i, hi);
+        _mm512_storeu_si512(at.add(TILE) as *mut __m512i, lo);
+    }
 }
 }
 
@@ -118,66 +121,69 @@ struct ActTiles {
 /// `2 · TT` tiles.
 #[inline(always)]
 unsafe fn block_step<const TT: usize>(act: ActTiles, panel: *const u8, sums: *mut u8) {
-    asm!("tilezero tmm0", "tilezero tmm1", options(nostack, nomem));
-    if TT == 2 {
-        asm!("tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
-    }
-    let qs = std::mem::offset_of!(BlockQ8K, qs);
-    for s in 0..4 {
-        let a0 = (act.base as *const u8).add(qs + 64 * s);
-        let w = panel.add(s * 2 * TILE);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        asm!("tilezero tmm0", "tilezero tmm1", options(nostack, nomem));
         if TT == 2 {
-            let a1 = a0.add(TILE_TOKENS * act.stride);
-            asm!(
-                "tileloadd tmm4, [{a0} + {sa} * 1]",
-                "tileloadd tmm5, [{a1} + {sa} * 1]",
-                "tileloadd tmm6, [{w} + {sw} * 1]",
-                "tileloadd tmm7, [{wl} + {sw} * 1]",
-                "tdpbssd tmm0, tmm4, tmm6",
-                "tdpbssd tmm1, tmm4, tmm7",
-                "tdpbssd tmm2, tmm5, tmm6",
-                "tdpbssd tmm3, tmm5, tmm7",
-                a0 = in(reg) a0,
-                a1 = in(reg) a1,
-                sa = in(reg) act.stride,
-                w = in(reg) w,
-                wl = in(reg) w.add(TILE),
-                sw = in(reg) 64usize,
-                options(nostack, readonly),
-            );
-        } else {
-            asm!(
-                "tileloadd tmm4, [{a0} + {sa} * 1]",
-                "tileloadd tmm6, [{w} + {sw} * 1]",
-                "tileloadd tmm7, [{wl} + {sw} * 1]",
-                "tdpbssd tmm0, tmm4, tmm6",
-                "tdpbssd tmm1, tmm4, tmm7",
-                a0 = in(reg) a0,
-                sa = in(reg) act.stride,
-                w = in(reg) w,
-                wl = in(reg) w.add(TILE),
-                sw = in(reg) 64usize,
-                options(nostack, readonly),
-            );
+            asm!("tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
         }
-    }
-    asm!(
-        "tilestored [{s} + {st} * 1], tmm0",
-        "tilestored [{s1} + {st} * 1], tmm1",
-        s = in(reg) sums,
-        s1 = in(reg) sums.add(TILE),
-        st = in(reg) 64usize,
-        options(nostack),
-    );
-    if TT == 2 {
+        let qs = std::mem::offset_of!(BlockQ8K, qs);
+        for s in 0..4 {
+            let a0 = (act.base as *const u8).add(qs + 64 * s);
+            let w = panel.add(s * 2 * TILE);
+            if TT == 2 {
+                let a1 = a0.add(TILE_TOKENS * act.stride);
+                asm!(
+                    "tileloadd tmm4, [{a0} + {sa} * 1]",
+                    "tileloadd tmm5, [{a1} + {sa} * 1]",
+                    "tileloadd tmm6, [{w} + {sw} * 1]",
+                    "tileloadd tmm7, [{wl} + {sw} * 1]",
+                    "tdpbssd tmm0, tmm4, tmm6",
+                    "tdpbssd tmm1, tmm4, tmm7",
+                    "tdpbssd tmm2, tmm5, tmm6",
+                    "tdpbssd tmm3, tmm5, tmm7",
+                    a0 = in(reg) a0,
+                    a1 = in(reg) a1,
+                    sa = in(reg) act.stride,
+                    w = in(reg) w,
+                    wl = in(reg) w.add(TILE),
+                    sw = in(reg) 64usize,
+                    options(nostack, readonly),
+                );
+            } else {
+                asm!(
+                    "tileloadd tmm4, [{a0} + {sa} * 1]",
+                    "tileloadd tmm6, [{w} + {sw} * 1]",
+                    "tileloadd tmm7, [{wl} + {sw} * 1]",
+                    "tdpbssd tmm0, tmm4, tmm6",
+                    "tdpbssd tmm1, tmm4, tmm7",
+                    a0 = in(reg) a0,
+                    sa = in(reg) act.stride,
+                    w = in(reg) w,
+                    wl = in(reg) w.add(TILE),
+                    sw = in(reg) 64usize,
+                    options(nostack, readonly),
+                );
+            }
+        }
         asm!(
-            "tilestored [{s} + {st} * 1], tmm2",
-            "tilestored [{s1} + {st} * 1], tmm3",
-            s = in(reg) sums.add(2 * TILE),
-            s1 = in(reg) sums.add(3 * TILE),
+            "tilestored [{s} + {st} * 1], tmm0",
+            "tilestored [{s1} + {st} * 1], tmm1",
+            s = in(reg) sums,
+            s1 = in(reg) sums.add(TILE),
             st = in(reg) 64usize,
             options(nostack),
         );
+        if TT == 2 {
+            asm!(
+                "tilestored [{s} + {st} * 1], tmm2",
+                "tilestored [{s1} + {st} * 1], tmm3",
+                s = in(reg) sums.add(2 * TILE),
+                s1 = in(reg) sums.add(3 * TILE),
+                st = in(reg) 64usize,
+                options(nostack),
+            );
+        }
     }
 }
 
@@ -193,15 +199,18 @@ unsafe fn finish_step<W: TileWeights>(
     sums: *const u8,
     acc: &mut [[f32; PAIR]],
 ) {
-    // Here, where `consts` inlines, so its 384 bytes stay in registers.
-    let c = &W::consts(x0, x1);
-    for (i, (acc, y)) in acc.iter_mut().zip(ys).enumerate().take(tt * TILE_TOKENS) {
-        let tile = sums.add((i / TILE_TOKENS) * 2 * TILE + (i % TILE_TOKENS) * 64);
-        let hi = _mm512_loadu_si512(tile as *const __m512i);
-        let lo = _mm512_loadu_si512(tile.add(TILE) as *const __m512i);
-        let isum = _mm512_add_epi32(_mm512_slli_epi32(hi, 7), lo);
-        let a = W::finish(c, y, isum, _mm512_loadu_ps(acc.as_ptr()));
-        _mm512_storeu_ps(acc.as_mut_ptr(), a);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        // Here, where `consts` inlines, so its 384 bytes stay in registers.
+        let c = &W::consts(x0, x1);
+        for (i, (acc, y)) in acc.iter_mut().zip(ys).enumerate().take(tt * TILE_TOKENS) {
+            let tile = sums.add((i / TILE_TOKENS) * 2 * TILE + (i % TILE_TOKENS) * 64);
+            let hi = _mm512_loadu_si512(tile as *const __m512i);
+            let lo = _mm512_loadu_si512(tile.add(TILE) as *const __m512i);
+            let isum = _mm512_add_epi32(_mm512_slli_epi32(hi, 7), lo);
+            let a = W::finish(c, y, isum, _mm512_loadu_ps(acc.as_ptr()));
+            _mm512_storeu_ps(acc.as_mut_ptr(), a);
+        }
     }
 }
 
@@ -219,84 +228,88 @@ pub unsafe fn matmul_pairs<W: TileWeights>(
     n: usize,
     put: &mut PutRows,
 ) {
-    let gw = w.grouped();
-    let nb = gw.nb;
-    let blocks = &gw.blocks[..];
-    let per_pair = nb * PANEL_BLOCK;
-    let pairs_per_pass = (PANEL_BUDGET / per_pair).max(1);
-    let stride = nb * std::mem::size_of::<BlockQ8K>();
-    SCRATCH.with(|s| {
-        let (panels, accs) = &mut *s.borrow_mut();
-        let _tiles = Tiles::configure(64);
-        let mut sums = [[Line64([0; 64]); 4 * TILE / 64]; 2];
-        let mut ys = [[TokenBlock::default(); 2 * TILE_TOKENS]; 2];
-        for p0 in (g0..g1).step_by(2 * pairs_per_pass) {
-            let p1 = (p0 + 2 * pairs_per_pass).min(g1);
-            let np = (p1 - p0) / 2;
-            panels.resize(np * per_pair / 64, Line64([0; 64]));
-            for p in 0..np {
-                let g = p0 + 2 * p;
-                for b in 0..nb {
-                    let out = panels
-                        .as_mut_ptr()
-                        .cast::<u8>()
-                        .add(p * per_pair + b * PANEL_BLOCK);
-                    W::unpack(&blocks[g * nb + b], &blocks[(g + 1) * nb + b], out);
-                }
-            }
-            accs.resize(np * 2 * TILE_TOKENS, [0.0; PAIR]);
-            let mut t0 = 0;
-            while t0 < n {
-                let tt = if n - t0 >= 2 * TILE_TOKENS { 2 } else { 1 };
-                accs.iter_mut().for_each(|a| *a = [0.0; PAIR]);
-                let span = 2 * TILE_TOKENS;
-                // Each step's sums are finished during the next step's tile work (two buffers
-                // of sums and of token sides), so the vector and tile units overlap.
-                let mut pending: Option<(usize, usize)> = None;
-                let mut step = 0;
-                // Finishes pair `p`'s step at block `at` from its sums.
-                let mut finish = |(p, at): (usize, usize), ys: &[TokenBlock], sums: *const u8| {
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let gw = w.grouped();
+        let nb = gw.nb;
+        let blocks = &gw.blocks[..];
+        let per_pair = nb * PANEL_BLOCK;
+        let pairs_per_pass = (PANEL_BUDGET / per_pair).max(1);
+        let stride = nb * std::mem::size_of::<BlockQ8K>();
+        SCRATCH.with(|s| {
+            let (panels, accs) = &mut *s.borrow_mut();
+            let _tiles = Tiles::configure(64);
+            let mut sums = [[Line64([0; 64]); 4 * TILE / 64]; 2];
+            let mut ys = [[TokenBlock::default(); 2 * TILE_TOKENS]; 2];
+            for p0 in (g0..g1).step_by(2 * pairs_per_pass) {
+                let p1 = (p0 + 2 * pairs_per_pass).min(g1);
+                let np = (p1 - p0) / 2;
+                panels.resize(np * per_pair / 64, Line64([0; 64]));
+                for p in 0..np {
                     let g = p0 + 2 * p;
-                    let x = (&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
-                    finish_step::<W>(tt, x, ys, sums, &mut accs[p * span..(p + 1) * span]);
-                };
-                for b in 0..nb {
-                    let act_b = ActTiles {
-                        base: act.as_ptr().add(t0 * nb + b),
-                        stride,
-                    };
-                    for (i, y) in ys[b % 2].iter_mut().enumerate().take(tt * TILE_TOKENS) {
-                        let at = (t0 + i) * nb + b;
-                        *y = TokenBlock::of(act.get_unchecked(at), sides.get_unchecked(at));
-                    }
-                    for p in 0..np {
-                        let panel = panels
-                            .as_ptr()
+                    for b in 0..nb {
+                        let out = panels
+                            .as_mut_ptr()
                             .cast::<u8>()
                             .add(p * per_pair + b * PANEL_BLOCK);
-                        let buf = sums[step % 2].as_mut_ptr().cast::<u8>();
-                        if tt == 2 {
-                            block_step::<2>(act_b, panel, buf);
-                        } else {
-                            block_step::<1>(act_b, panel, buf);
-                        }
-                        if let Some(prev) = pending.take() {
-                            let sums = sums[(step + 1) % 2].as_ptr().cast::<u8>();
-                            finish(prev, &ys[prev.1 % 2], sums);
-                        }
-                        pending = Some((p, b));
-                        step += 1;
+                        W::unpack(&blocks[g * nb + b], &blocks[(g + 1) * nb + b], out);
                     }
                 }
-                if let Some(prev) = pending {
-                    let sums = sums[(step + 1) % 2].as_ptr().cast::<u8>();
-                    finish(prev, &ys[prev.1 % 2], sums);
+                accs.resize(np * 2 * TILE_TOKENS, [0.0; PAIR]);
+                let mut t0 = 0;
+                while t0 < n {
+                    let tt = if n - t0 >= 2 * TILE_TOKENS { 2 } else { 1 };
+                    accs.iter_mut().for_each(|a| *a = [0.0; PAIR]);
+                    let span = 2 * TILE_TOKENS;
+                    // Each step's sums are finished during the next step's tile work (two buffers
+                    // of sums and of token sides), so the vector and tile units overlap.
+                    let mut pending: Option<(usize, usize)> = None;
+                    let mut step = 0;
+                    // Finishes pair `p`'s step at block `at` from its sums.
+                    let mut finish =
+                        |(p, at): (usize, usize), ys: &[TokenBlock], sums: *const u8| {
+                            let g = p0 + 2 * p;
+                            let x = (&blocks[g * nb + at], &blocks[(g + 1) * nb + at]);
+                            finish_step::<W>(tt, x, ys, sums, &mut accs[p * span..(p + 1) * span]);
+                        };
+                    for b in 0..nb {
+                        let act_b = ActTiles {
+                            base: act.as_ptr().add(t0 * nb + b),
+                            stride,
+                        };
+                        for (i, y) in ys[b % 2].iter_mut().enumerate().take(tt * TILE_TOKENS) {
+                            let at = (t0 + i) * nb + b;
+                            *y = TokenBlock::of(act.get_unchecked(at), sides.get_unchecked(at));
+                        }
+                        for p in 0..np {
+                            let panel = panels
+                                .as_ptr()
+                                .cast::<u8>()
+                                .add(p * per_pair + b * PANEL_BLOCK);
+                            let buf = sums[step % 2].as_mut_ptr().cast::<u8>();
+                            if tt == 2 {
+                                block_step::<2>(act_b, panel, buf);
+                            } else {
+                                block_step::<1>(act_b, panel, buf);
+                            }
+                            if let Some(prev) = pending.take() {
+                                let sums = sums[(step + 1) % 2].as_ptr().cast::<u8>();
+                                finish(prev, &ys[prev.1 % 2], sums);
+                            }
+                            pending = Some((p, b));
+                            step += 1;
+                        }
+                    }
+                    if let Some(prev) = pending {
+                        let sums = sums[(step + 1) % 2].as_ptr().cast::<u8>();
+                        finish(prev, &ys[prev.1 % 2], sums);
+                    }
+                    for p in 0..np {
+                        put(p0 + 2 * p, t0, &accs[p * span..p * span + tt * TILE_TOKENS]);
+                    }
+                    t0 += tt * TILE_TOKENS;
                 }
-                for p in 0..np {
-                    put(p0 + 2 * p, t0, &accs[p * span..p * span + tt * TILE_TOKENS]);
-                }
-                t0 += tt * TILE_TOKENS;
             }
-        }
-    });
+        });
+    }
 }

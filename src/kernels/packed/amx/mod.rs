@@ -58,16 +58,19 @@ impl Tiles {
     /// # Safety
     /// the AMX path (`CpuPath::Amx`); `a_bytes` a multiple of 4 up to 64.
     pub unsafe fn configure(a_bytes: u16) -> Tiles {
-        let (k4, a) = ((a_bytes / 4) as u8, a_bytes);
-        let cfg = TileConfig {
-            palette: 1,
-            start_row: 0,
-            reserved: [0; 14],
-            colsb: [64, 64, 64, 64, a, a, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
-            rows: [16, 16, 16, 16, 16, 16, k4, k4, 0, 0, 0, 0, 0, 0, 0, 0],
-        };
-        asm!("ldtilecfg [{}]", in(reg) &cfg, options(nostack, readonly));
-        Tiles
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let (k4, a) = ((a_bytes / 4) as u8, a_bytes);
+            let cfg = TileConfig {
+                palette: 1,
+                start_row: 0,
+                reserved: [0; 14],
+                colsb: [64, 64, 64, 64, a, a, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+                rows: [16, 16, 16, 16, 16, 16, k4, k4, 0, 0, 0, 0, 0, 0, 0, 0],
+            };
+            asm!("ldtilecfg [{}]", in(reg) &cfg, options(nostack, readonly));
+            Tiles
+        }
     }
 }
 

@@ -33,27 +33,30 @@ tf! {
 /// # Safety
 /// See the module docs.
 unsafe fn dot<E: Lanes16>(w: &[E], a: &[E]) -> f32 {
-    let n = w.len().min(a.len());
-    let (pw, pa) = (w.as_ptr(), a.as_ptr());
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 64 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = i + 16 * k;
-            *s = _mm512_fmadd_ps(E::load16(pw.add(o), 16), E::load16(pa.add(o), 16), *s);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n = w.len().min(a.len());
+        let (pw, pa) = (w.as_ptr(), a.as_ptr());
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 64 <= n {
+            for (k, s) in acc.iter_mut().enumerate() {
+                let o = i + 16 * k;
+                *s = _mm512_fmadd_ps(E::load16(pw.add(o), 16), E::load16(pa.add(o), 16), *s);
+            }
+            i += 64;
         }
-        i += 64;
+        while i + 16 <= n {
+            acc[0] = _mm512_fmadd_ps(E::load16(pw.add(i), 16), E::load16(pa.add(i), 16), acc[0]);
+            i += 16;
+        }
+        let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        let mut sum = _mm512_reduce_add_ps(s);
+        for j in i..n {
+            sum += w[j].widen() * a[j].widen();
+        }
+        sum
     }
-    while i + 16 <= n {
-        acc[0] = _mm512_fmadd_ps(E::load16(pw.add(i), 16), E::load16(pa.add(i), 16), acc[0]);
-        i += 16;
-    }
-    let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    let mut sum = _mm512_reduce_add_ps(s);
-    for j in i..n {
-        sum += w[j].widen() * a[j].widen();
-    }
-    sum
 }
 }
 
@@ -78,7 +81,10 @@ tf! {
 /// 16 halves (u16 lanes), masked to the first `n`.
 #[inline]
 unsafe fn halves16(p: *const u16, n: usize) -> __m256i {
-    _mm256_maskz_loadu_epi16(first(n), p as *const i16)
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        _mm256_maskz_loadu_epi16(first(n), p as *const i16)
+    }
 }
 }
 
@@ -86,7 +92,8 @@ impl Lanes16 for f32 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn load16(p: *const f32, n: usize) -> __m512 {
-        _mm512_maskz_loadu_ps(first(n), p)
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { _mm512_maskz_loadu_ps(first(n), p) }
     }
 }
 
@@ -94,7 +101,8 @@ impl Lanes16 for f16 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn load16(p: *const f16, n: usize) -> __m512 {
-        _mm512_cvtph_ps(halves16(p as *const u16, n))
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { _mm512_cvtph_ps(halves16(p as *const u16, n)) }
     }
 }
 
@@ -102,7 +110,8 @@ impl Lanes16 for bf16 {
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn load16(p: *const bf16, n: usize) -> __m512 {
-        bf16_widen16(halves16(p as *const u16, n))
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { bf16_widen16(halves16(p as *const u16, n)) }
     }
 }
 
@@ -116,26 +125,29 @@ pub unsafe fn float_tile<E: Lanes16, const R: usize, const T: usize>(
     w: [&[E]; R],
     a: [&[E]; T],
 ) -> [[f32; T]; R] {
-    let n = common_len(&w, &a);
-    let mut acc = [[_mm512_setzero_ps(); T]; R];
-    let mut i = 0;
-    while i < n {
-        let left = n - i;
-        let x: [__m512; R] = std::array::from_fn(|r| E::load16(w[r].as_ptr().add(i), left));
-        for t in 0..T {
-            let y = E::load16(a[t].as_ptr().add(i), left);
-            for r in 0..R {
-                acc[r][t] = _mm512_fmadd_ps(x[r], y, acc[r][t]);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n = common_len(&w, &a);
+        let mut acc = [[_mm512_setzero_ps(); T]; R];
+        let mut i = 0;
+        while i < n {
+            let left = n - i;
+            let x: [__m512; R] = std::array::from_fn(|r| E::load16(w[r].as_ptr().add(i), left));
+            for t in 0..T {
+                let y = E::load16(a[t].as_ptr().add(i), left);
+                for r in 0..R {
+                    acc[r][t] = _mm512_fmadd_ps(x[r], y, acc[r][t]);
+                }
+            }
+            i += 16;
+        }
+        let mut out = [[0.0; T]; R];
+        for r in 0..R {
+            for t in 0..T {
+                out[r][t] = _mm512_reduce_add_ps(acc[r][t]);
             }
         }
-        i += 16;
+        out
     }
-    let mut out = [[0.0; T]; R];
-    for r in 0..R {
-        for t in 0..T {
-            out[r][t] = _mm512_reduce_add_ps(acc[r][t]);
-        }
-    }
-    out
 }
 }

@@ -32,27 +32,30 @@ impl<E: Lanes4> Kernels<E> {
 /// See the module docs.
 #[target_feature(enable = "neon")]
 unsafe fn dot<E: Lanes4>(w: &[E], a: &[E]) -> f32 {
-    let n = w.len().min(a.len());
-    let (pw, pa) = (w.as_ptr(), a.as_ptr());
-    let mut acc = [vdupq_n_f32(0.0); 4];
-    let mut i = 0;
-    while i + 16 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = i + 4 * k;
-            *s = vfmaq_f32(*s, E::load4(pw.add(o)), E::load4(pa.add(o)));
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n = w.len().min(a.len());
+        let (pw, pa) = (w.as_ptr(), a.as_ptr());
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for (k, s) in acc.iter_mut().enumerate() {
+                let o = i + 4 * k;
+                *s = vfmaq_f32(*s, E::load4(pw.add(o)), E::load4(pa.add(o)));
+            }
+            i += 16;
         }
-        i += 16;
+        while i + 4 <= n {
+            acc[0] = vfmaq_f32(acc[0], E::load4(pw.add(i)), E::load4(pa.add(i)));
+            i += 4;
+        }
+        let s = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+        let mut sum = vaddvq_f32(s);
+        for j in i..n {
+            sum += w[j].widen() * a[j].widen();
+        }
+        sum
     }
-    while i + 4 <= n {
-        acc[0] = vfmaq_f32(acc[0], E::load4(pw.add(i)), E::load4(pa.add(i)));
-        i += 4;
-    }
-    let s = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
-    let mut sum = vaddvq_f32(s);
-    for j in i..n {
-        sum += w[j].widen() * a[j].widen();
-    }
-    sum
 }
 
 /// 4 values of a float weight type, widened to f32 exactly.
@@ -66,7 +69,8 @@ impl Lanes4 for f32 {
     #[inline]
     #[target_feature(enable = "neon")]
     unsafe fn load4(p: *const f32) -> float32x4_t {
-        vld1q_f32(p)
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { vld1q_f32(p) }
     }
 }
 
@@ -74,7 +78,8 @@ impl Lanes4 for f16 {
     #[inline]
     #[target_feature(enable = "neon")]
     unsafe fn load4(p: *const f16) -> float32x4_t {
-        f16x4_to_f32(vld1_u16(p as *const u16))
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { f16x4_to_f32(vld1_u16(p as *const u16)) }
     }
 }
 
@@ -82,7 +87,8 @@ impl Lanes4 for bf16 {
     #[inline]
     #[target_feature(enable = "neon")]
     unsafe fn load4(p: *const bf16) -> float32x4_t {
-        bf16x4_to_f32(vld1_u16(p as *const u16))
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { bf16x4_to_f32(vld1_u16(p as *const u16)) }
     }
 }
 
@@ -97,27 +103,30 @@ pub unsafe fn float_tile<E: Lanes4, const R: usize, const T: usize>(
     w: [&[E]; R],
     a: [&[E]; T],
 ) -> [[f32; T]; R] {
-    let n = common_len(&w, &a);
-    let mut acc = [[vdupq_n_f32(0.0); T]; R];
-    let mut i = 0;
-    while i + 4 <= n {
-        let x: [float32x4_t; R] = std::array::from_fn(|r| E::load4(w[r].as_ptr().add(i)));
-        for t in 0..T {
-            let y = E::load4(a[t].as_ptr().add(i));
-            for r in 0..R {
-                acc[r][t] = vfmaq_f32(acc[r][t], x[r], y);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n = common_len(&w, &a);
+        let mut acc = [[vdupq_n_f32(0.0); T]; R];
+        let mut i = 0;
+        while i + 4 <= n {
+            let x: [float32x4_t; R] = std::array::from_fn(|r| E::load4(w[r].as_ptr().add(i)));
+            for t in 0..T {
+                let y = E::load4(a[t].as_ptr().add(i));
+                for r in 0..R {
+                    acc[r][t] = vfmaq_f32(acc[r][t], x[r], y);
+                }
+            }
+            i += 4;
+        }
+        let mut out = [[0.0; T]; R];
+        for r in 0..R {
+            for t in 0..T {
+                out[r][t] = vaddvq_f32(acc[r][t]);
+                for j in i..n {
+                    out[r][t] += w[r][j].widen() * a[t][j].widen();
+                }
             }
         }
-        i += 4;
+        out
     }
-    let mut out = [[0.0; T]; R];
-    for r in 0..R {
-        for t in 0..T {
-            out[r][t] = vaddvq_f32(acc[r][t]);
-            for j in i..n {
-                out[r][t] += w[r][j].widen() * a[t][j].widen();
-            }
-        }
-    }
-    out
 }

@@ -25,7 +25,8 @@ impl Signed32 for BlockQ4_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn signed(&self) -> __m256i {
-        _mm256_sub_epi8(nibbles32(self.qs.as_ptr()), _mm256_set1_epi8(8))
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { _mm256_sub_epi8(nibbles32(self.qs.as_ptr()), _mm256_set1_epi8(8)) }
     }
     fn scale(&self) -> f16 {
         self.d
@@ -47,14 +48,17 @@ unsafe fn dot_u8_offset(q: __m256i, a: __m256i, off: __m256i) -> __m256i {
 /// See the module docs.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
-    let n = w.len().min(a.len());
-    let off = _mm256_set1_epi8(8);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    for i in 0..n {
-        let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
-        let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
-        let p = dot_u8_offset(nibbles32(x.qs.as_ptr()), load256(y.qs.as_ptr() as _), off);
-        acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n = w.len().min(a.len());
+        let off = _mm256_set1_epi8(8);
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for i in 0..n {
+            let (x, y) = (w.get_unchecked(i), a.get_unchecked(i));
+            let d = _mm256_set1_ps(f16_to_f32(x.d) * f16_to_f32(y.d));
+            let p = dot_u8_offset(nibbles32(x.qs.as_ptr()), load256(y.qs.as_ptr() as _), off);
+            acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
+        }
+        hsum_ps(_mm256_add_ps(acc[0], acc[1]))
     }
-    hsum_ps(_mm256_add_ps(acc[0], acc[1]))
 }

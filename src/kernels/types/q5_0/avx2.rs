@@ -22,11 +22,14 @@ impl Signed32 for BlockQ5_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn signed(&self) -> __m256i {
-        let hi = _mm256_andnot_si256(
-            bytes_from_bits(u32::from_le_bytes(self.qh)),
-            _mm256_set1_epi8(0xf0u8 as i8),
-        );
-        _mm256_or_si256(nibbles32(self.qs.as_ptr()), hi)
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let hi = _mm256_andnot_si256(
+                bytes_from_bits(u32::from_le_bytes(self.qh)),
+                _mm256_set1_epi8(0xf0u8 as i8),
+            );
+            _mm256_or_si256(nibbles32(self.qs.as_ptr()), hi)
+        }
     }
     fn scale(&self) -> f16 {
         self.d

@@ -13,15 +13,18 @@ impl Signed32 for BlockQ5_0 {
     #[inline]
     #[target_feature(enable = "neon")]
     unsafe fn halves(&self) -> (int8x16_t, int8x16_t) {
-        let q = vld1q_u8(self.qs.as_ptr());
-        let (m4, off) = (vdupq_n_u8(15), vdupq_n_s8(16));
-        let (h0, h1) = q5_high_bits(&self.qh);
-        let lo = vorrq_u8(vandq_u8(q, m4), h0);
-        let hi = vorrq_u8(vshrq_n_u8(q, 4), h1);
-        (
-            vsubq_s8(vreinterpretq_s8_u8(lo), off),
-            vsubq_s8(vreinterpretq_s8_u8(hi), off),
-        )
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let q = vld1q_u8(self.qs.as_ptr());
+            let (m4, off) = (vdupq_n_u8(15), vdupq_n_s8(16));
+            let (h0, h1) = q5_high_bits(&self.qh);
+            let lo = vorrq_u8(vandq_u8(q, m4), h0);
+            let hi = vorrq_u8(vshrq_n_u8(q, 4), h1);
+            (
+                vsubq_s8(vreinterpretq_s8_u8(lo), off),
+                vsubq_s8(vreinterpretq_s8_u8(hi), off),
+            )
+        }
     }
     fn scale(&self) -> f16 {
         self.d

@@ -20,7 +20,8 @@ impl Signed32 for BlockQ8_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn signed(&self) -> __m256i {
-        load256(self.qs.as_ptr() as _)
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { load256(self.qs.as_ptr() as _) }
     }
     fn scale(&self) -> f16 {
         self.d

@@ -27,20 +27,23 @@ tf! {
 /// # Safety
 /// See the module docs.
 pub unsafe fn dot(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
-    let n = w.len().min(a.len());
-    let mut acc = _mm512_setzero_ps();
-    let flip = _mm512_set1_epi8(-128);
-    let mut i = 0;
-    while i + 2 <= n {
-        let (x0, x1) = (w.get_unchecked(i), w.get_unchecked(i + 1));
-        let (y0, y1) = (a.get_unchecked(i), a.get_unchecked(i + 1));
-        // x + 128 as u8, then subtract 128 * sum(a).
-        let q = _mm512_xor_si512(load2x256(x0.qs.as_ptr() as _, x1.qs.as_ptr() as _), flip);
-        let av = load2x256(y0.qs.as_ptr() as _, y1.qs.as_ptr() as _);
-        let p = dot_offset::<7>(q, av);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales2(x0.d, x1.d, y0.d, y1.d), acc);
-        i += 2;
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let n = w.len().min(a.len());
+        let mut acc = _mm512_setzero_ps();
+        let flip = _mm512_set1_epi8(-128);
+        let mut i = 0;
+        while i + 2 <= n {
+            let (x0, x1) = (w.get_unchecked(i), w.get_unchecked(i + 1));
+            let (y0, y1) = (a.get_unchecked(i), a.get_unchecked(i + 1));
+            // x + 128 as u8, then subtract 128 * sum(a).
+            let q = _mm512_xor_si512(load2x256(x0.qs.as_ptr() as _, x1.qs.as_ptr() as _), flip);
+            let av = load2x256(y0.qs.as_ptr() as _, y1.qs.as_ptr() as _);
+            let p = dot_offset::<7>(q, av);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scales2(x0.d, x1.d, y0.d, y1.d), acc);
+            i += 2;
+        }
+        _mm512_reduce_add_ps(acc) + Q8_0::dot(&w[i..n], &a[i..n])
     }
-    _mm512_reduce_add_ps(acc) + Q8_0::dot(&w[i..n], &a[i..n])
 }
 }

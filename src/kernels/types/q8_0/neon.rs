@@ -12,10 +12,13 @@ impl Signed32 for BlockQ8_0 {
     #[inline]
     #[target_feature(enable = "neon")]
     unsafe fn halves(&self) -> (int8x16_t, int8x16_t) {
-        (
-            vld1q_s8(self.qs.as_ptr()),
-            vld1q_s8(self.qs.as_ptr().add(16)),
-        )
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            (
+                vld1q_s8(self.qs.as_ptr()),
+                vld1q_s8(self.qs.as_ptr().add(16)),
+            )
+        }
     }
     fn scale(&self) -> f16 {
         self.d

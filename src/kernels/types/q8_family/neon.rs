@@ -33,12 +33,15 @@ two_builds!(
         /// # Safety
         /// See the module docs.
         pub unsafe fn dot<B: Signed32>(w: &[B], a: &[BlockQ8_0]) -> f32 {
-            let mut sum = 0f32;
-            for (x, y) in w.iter().zip(a) {
-                let sumi = dot32(x.halves(), &y.qs);
-                sum += sumi as f32 * x.scale().to_f32() * y.d.to_f32();
+            // SAFETY: this function's `# Safety` contract, which the caller upholds.
+            unsafe {
+                let mut sum = 0f32;
+                for (x, y) in w.iter().zip(a) {
+                    let sumi = dot32(x.halves(), &y.qs);
+                    sum += sumi as f32 * x.scale().to_f32() * y.d.to_f32();
+                }
+                sum
             }
-            sum
         }
     }
 );
@@ -53,22 +56,25 @@ pub unsafe fn tile<B: Signed32, const T: usize>(
     w: [&[B]; 2],
     a: [&[BlockQ8_0]; T],
 ) -> [[f32; T]; 2] {
-    const { assert!(T.is_multiple_of(2)) };
-    let n = common_len(&w, &a);
-    let mut acc = [vdupq_n_f32(0.0); T];
-    for b in 0..n {
-        let (w0, w1) = (w[0][b].halves(), w[1][b].halves());
-        let lo = zip8(w0.0, w1.0);
-        let hi = zip8(w0.1, w1.1);
-        let wz = [lo[0], lo[1], hi[0], hi[1]];
-        let dw = per_row(w[0][b].scale().to_f32(), w[1][b].scale().to_f32());
-        for p in 0..T / 2 {
-            let (ya, yb) = (&a[2 * p][b], &a[2 * p + 1][b]);
-            let sumi = tile_dot(&wz, ya.qs.as_ptr(), yb.qs.as_ptr());
-            let da = per_token(ya.d.to_f32(), yb.d.to_f32());
-            let v = vmulq_f32(vmulq_f32(vcvtq_f32_s32(sumi), dw), da);
-            acc[p] = vaddq_f32(acc[p], v);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        const { assert!(T.is_multiple_of(2)) };
+        let n = common_len(&w, &a);
+        let mut acc = [vdupq_n_f32(0.0); T];
+        for b in 0..n {
+            let (w0, w1) = (w[0][b].halves(), w[1][b].halves());
+            let lo = zip8(w0.0, w1.0);
+            let hi = zip8(w0.1, w1.1);
+            let wz = [lo[0], lo[1], hi[0], hi[1]];
+            let dw = per_row(w[0][b].scale().to_f32(), w[1][b].scale().to_f32());
+            for p in 0..T / 2 {
+                let (ya, yb) = (&a[2 * p][b], &a[2 * p + 1][b]);
+                let sumi = tile_dot(&wz, ya.qs.as_ptr(), yb.qs.as_ptr());
+                let da = per_token(ya.d.to_f32(), yb.d.to_f32());
+                let v = vmulq_f32(vmulq_f32(vcvtq_f32_s32(sumi), dw), da);
+                acc[p] = vaddq_f32(acc[p], v);
+            }
         }
+        unzip_tiles(&acc)
     }
-    unzip_tiles(&acc)
 }

@@ -29,11 +29,14 @@ tf! {
 /// [`q4_k_min_sums`].
 #[inline]
 pub(super) unsafe fn q4_k_min_pairs(x0: &BlockQ4Kx8, x1: &BlockQ4Kx8) -> [__m512i; 4] {
-    each!(4, _mm512_setzero_si512(), |i| row_pairs(
-        (&x0.mins[2 * i], &x1.mins[2 * i]),
-        (&x0.mins[2 * i + 1], &x1.mins[2 * i + 1]),
-        false,
-    ))
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        each!(4, _mm512_setzero_si512(), |i| row_pairs(
+            (&x0.mins[2 * i], &x1.mins[2 * i]),
+            (&x0.mins[2 * i + 1], &x1.mins[2 * i + 1]),
+            false,
+        ))
+    }
 }
 
 /// Per row `Σ_j min[j][r] · S_j`, with `S_j` a token block's sum over sub-block `j`, from its
@@ -56,54 +59,57 @@ pub unsafe fn q4_kx8_pair<const T: usize>(
     a: [&[BlockQ8K]; T],
     sides: [&[Q8KSide]; T],
 ) -> [[f32; PAIR]; T] {
-    let m4 = _mm512_set1_epi8(15);
-    let mut acc = [_mm512_setzero_ps(); T];
-    let blocks = &w.blocks[..];
-    for b in 0..w.nb {
-        let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
-        let mut y = [std::ptr::null(); T];
-        for t in 0..T {
-            y[t] = a[t].get_unchecked(b).qs.as_ptr();
-        }
-        let mut isum = [_mm512_setzero_si512(); T];
-        for j in 0..8 {
-            prefetch_part(x0, j);
-            prefetch_part(x1, j);
-            let sc = rows_u8(&x0.scales[j], &x1.scales[j]);
-            let mut s = [_mm512_setzero_si512(); T];
-            for h in 0..2 {
-                // Lines 4j + 2h and 4j + 2h + 1: registers 8j + 2h + {0, 1} (low nibbles)
-                // and 8j + 2h + {4, 5} (high nibbles).
-                let l = 4 * j + 2 * h;
-                let (v0, v1) = (lines(&x0.qs[l], &x1.qs[l]), lines(&x0.qs[l + 1], &x1.qs[l + 1]));
-                let q = [
-                    _mm512_and_si512(v0, m4),
-                    _mm512_and_si512(v1, m4),
-                    _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4),
-                    _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4),
-                ];
-                let reg = [8 * j + 2 * h, 8 * j + 2 * h + 1, 8 * j + 2 * h + 4, 8 * j + 2 * h + 5];
-                for t in 0..T {
-                    for k in 0..4 {
-                        s[t] = _mm512_dpbusd_epi32(s[t], q[k], bcast4(y[t].add(4 * reg[k])));
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let m4 = _mm512_set1_epi8(15);
+        let mut acc = [_mm512_setzero_ps(); T];
+        let blocks = &w.blocks[..];
+        for b in 0..w.nb {
+            let (x0, x1) = (&blocks[g * w.nb + b], &blocks[(g + 1) * w.nb + b]);
+            let mut y = [std::ptr::null(); T];
+            for t in 0..T {
+                y[t] = a[t].get_unchecked(b).qs.as_ptr();
+            }
+            let mut isum = [_mm512_setzero_si512(); T];
+            for j in 0..8 {
+                prefetch_part(x0, j);
+                prefetch_part(x1, j);
+                let sc = rows_u8(&x0.scales[j], &x1.scales[j]);
+                let mut s = [_mm512_setzero_si512(); T];
+                for h in 0..2 {
+                    // Lines 4j + 2h and 4j + 2h + 1: registers 8j + 2h + {0, 1} (low nibbles)
+                    // and 8j + 2h + {4, 5} (high nibbles).
+                    let l = 4 * j + 2 * h;
+                    let (v0, v1) = (lines(&x0.qs[l], &x1.qs[l]), lines(&x0.qs[l + 1], &x1.qs[l + 1]));
+                    let q = [
+                        _mm512_and_si512(v0, m4),
+                        _mm512_and_si512(v1, m4),
+                        _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4),
+                        _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4),
+                    ];
+                    let reg = [8 * j + 2 * h, 8 * j + 2 * h + 1, 8 * j + 2 * h + 4, 8 * j + 2 * h + 5];
+                    for t in 0..T {
+                        for k in 0..4 {
+                            s[t] = _mm512_dpbusd_epi32(s[t], q[k], bcast4(y[t].add(4 * reg[k])));
+                        }
                     }
                 }
+                for t in 0..T {
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], sc));
+                }
             }
+            // Mins: row r subtracts dmin_r · Σ_j min[j][r] · (sub-block j's activation sum).
+            let mn = q4_k_min_pairs(x0, x1);
+            let (d, dmin) = (rows_f32(&x0.d, &x1.d), rows_f32(&x0.dmin, &x1.dmin));
             for t in 0..T {
-                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t], sc));
+                let yt = a[t].get_unchecked(b);
+                let summ = q4_k_min_sums(&mn, sides[t].get_unchecked(b));
+                let dy = _mm512_set1_ps(yt.d);
+                let acc_t = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+                acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(summ), acc_t);
             }
         }
-        // Mins: row r subtracts dmin_r · Σ_j min[j][r] · (sub-block j's activation sum).
-        let mn = q4_k_min_pairs(x0, x1);
-        let (d, dmin) = (rows_f32(&x0.d, &x1.d), rows_f32(&x0.dmin, &x1.dmin));
-        for t in 0..T {
-            let yt = a[t].get_unchecked(b);
-            let summ = q4_k_min_sums(&mn, sides[t].get_unchecked(b));
-            let dy = _mm512_set1_ps(yt.d);
-            let acc_t = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(summ), acc_t);
-        }
+        rows_out(&acc)
     }
-    rows_out(&acc)
 }
 }

@@ -26,29 +26,33 @@ impl TileWeights for Grouped<BlockQ6Kx8> {
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn unpack(x0: &BlockQ6Kx8, x1: &BlockQ6Kx8, out: *mut u8) {
-        let k32 = _mm512_set1_epi8(32);
-        let both = |c: usize| both_halves(rows_i8(&x0.scales[c], &x1.scales[c]));
-        for j in 0..8 {
-            let line = |i: usize| lines(&x0.lines[j][i], &x1.lines[j][i]);
-            let (h0, h1) = (line(4), line(5));
-            // Register 8j + m (chunk 2j) from line m's low nibbles and bits 2m.. of line 4;
-            // 8j + m + 4 (chunk 2j + 1) from its high nibbles and line 5. The offset of 32
-            // goes into the products.
-            let (sa, sb) = (both(2 * j), both(2 * j + 1));
-            for m in 0..4 {
-                let v = line(m);
-                let low = q6_k_join(v, q6_k_top(h0, m));
-                let high = q6_k_join(_mm512_srli_epi16(v, 4), q6_k_top(h1, m));
-                let (low, high) = (_mm512_sub_epi8(low, k32), _mm512_sub_epi8(high, k32));
-                store_register(out, 8 * j + m, split_products(low, sa));
-                store_register(out, 8 * j + m + 4, split_products(high, sb));
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let k32 = _mm512_set1_epi8(32);
+            let both = |c: usize| both_halves(rows_i8(&x0.scales[c], &x1.scales[c]));
+            for j in 0..8 {
+                let line = |i: usize| lines(&x0.lines[j][i], &x1.lines[j][i]);
+                let (h0, h1) = (line(4), line(5));
+                // Register 8j + m (chunk 2j) from line m's low nibbles and bits 2m.. of line 4;
+                // 8j + m + 4 (chunk 2j + 1) from its high nibbles and line 5. The offset of 32
+                // goes into the products.
+                let (sa, sb) = (both(2 * j), both(2 * j + 1));
+                for m in 0..4 {
+                    let v = line(m);
+                    let low = q6_k_join(v, q6_k_top(h0, m));
+                    let high = q6_k_join(_mm512_srli_epi16(v, 4), q6_k_top(h1, m));
+                    let (low, high) = (_mm512_sub_epi8(low, k32), _mm512_sub_epi8(high, k32));
+                    store_register(out, 8 * j + m, split_products(low, sa));
+                    store_register(out, 8 * j + m + 4, split_products(high, sb));
+                }
             }
         }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn consts(x0: &BlockQ6Kx8, x1: &BlockQ6Kx8) -> __m512 {
-        rows_f32(&x0.d, &x1.d)
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { rows_f32(&x0.d, &x1.d) }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]

@@ -20,15 +20,19 @@ impl Blocks32 for Q8_0x8 {
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn unpack(&self, g: usize, b: usize, out: *mut u8) {
-        let (x0, x1) = (g * self.nb + b, (g + 1) * self.nb + b);
-        for k in 0..8 {
-            let q = lines(&self.qs[x0 * 8 + k], &self.qs[x1 * 8 + k]);
-            _mm512_storeu_si512(out.add(64 * k) as *mut __m512i, q);
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let (x0, x1) = (g * self.nb + b, (g + 1) * self.nb + b);
+            for k in 0..8 {
+                let q = lines(&self.qs[x0 * 8 + k], &self.qs[x1 * 8 + k]);
+                _mm512_storeu_si512(out.add(64 * k) as *mut __m512i, q);
+            }
         }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     unsafe fn scales(&self, g: usize, b: usize) -> __m512 {
-        rows_f32(&self.d[g * self.nb + b], &self.d[(g + 1) * self.nb + b])
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe { rows_f32(&self.d[g * self.nb + b], &self.d[(g + 1) * self.nb + b]) }
     }
 }

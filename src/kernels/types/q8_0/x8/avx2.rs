@@ -32,28 +32,31 @@ pub unsafe fn q8_0x8_group<const T: usize>(
     a: [&[BlockQ8_0]; T],
     sides: [&[Q8Side]; T],
 ) -> [[f32; GROUP]; T] {
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); T];
-    for b in 0..w.nb {
-        let gb = g * w.nb + b;
-        w.prefetch_block(gb);
-        let p = w.qs.as_ptr().add(gb * 8) as *const __m256i;
-        let q = each!(8, _mm256_setzero_si256(), |k| _mm256_load_si256(p.add(k)));
-        let aq = each!(8, _mm256_setzero_si256(), |k| _mm256_abs_epi8(q[k]));
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(w.d.as_ptr().add(gb) as *const __m128i));
-        for t in 0..T {
-            let y = a[t].get_unchecked(b);
-            let p = |k: usize| {
-                let s = _mm256_sign_epi8(bcast4(y, k), q[k]);
-                _mm256_madd_epi16(_mm256_maddubs_epi16(aq[k], s), ones)
-            };
-            let sumi = _mm256_add_epi32(
-                _mm256_add_epi32(_mm256_add_epi32(p(0), p(1)), _mm256_add_epi32(p(2), p(3))),
-                _mm256_add_epi32(_mm256_add_epi32(p(4), p(5)), _mm256_add_epi32(p(6), p(7))),
-            );
-            let dy = _mm256_set1_ps(sides[t].get_unchecked(b).d);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..w.nb {
+            let gb = g * w.nb + b;
+            w.prefetch_block(gb);
+            let p = w.qs.as_ptr().add(gb * 8) as *const __m256i;
+            let q = each!(8, _mm256_setzero_si256(), |k| _mm256_load_si256(p.add(k)));
+            let aq = each!(8, _mm256_setzero_si256(), |k| _mm256_abs_epi8(q[k]));
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(w.d.as_ptr().add(gb) as *const __m128i));
+            for t in 0..T {
+                let y = a[t].get_unchecked(b);
+                let p = |k: usize| {
+                    let s = _mm256_sign_epi8(bcast4(y, k), q[k]);
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(aq[k], s), ones)
+                };
+                let sumi = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(p(0), p(1)), _mm256_add_epi32(p(2), p(3))),
+                    _mm256_add_epi32(_mm256_add_epi32(p(4), p(5)), _mm256_add_epi32(p(6), p(7))),
+                );
+                let dy = _mm256_set1_ps(sides[t].get_unchecked(b).d);
+                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(sumi), acc[t]);
+            }
         }
+        rows_out(&acc)
     }
-    rows_out(&acc)
 }
