@@ -83,11 +83,6 @@ pub fn supports(ty: GgmlType) -> bool {
     types::kind(ty).is_some()
 }
 
-/// The activation format weights of type `ty` read, if Kolibri multiplies them.
-pub fn activation_format(ty: GgmlType) -> Option<ActFormat> {
-    types::kind(ty).map(|k| k.act_format())
-}
-
 /// How the backend of `path` multiplies weights of type `ty`, in words (for `kolibri info`);
 /// `None` if unsupported or the CPU lacks `path`.
 pub fn describe_kernel(path: CpuPath, ty: GgmlType) -> Option<String> {

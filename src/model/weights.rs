@@ -258,13 +258,11 @@ impl Loader<'_> {
                 ty: t.ggml_type,
             });
         }
-        let start = (self.gguf.data_offset() + t.offset) as usize;
-        let len = t.size as usize;
         let matrix = WeightMatrix {
             ty: t.ggml_type,
             rows,
             k,
-            data: &self.gguf.file_bytes()[start..start + len],
+            data: self.gguf.tensor_data(t),
         };
         let plan = MatmulPlan::in_place(kernels::backend(), &matrix).map_err(|e| {
             ModelError::BadTensorShape {
@@ -278,8 +276,8 @@ impl Loader<'_> {
             ty: t.ggml_type,
             rows,
             k,
-            start,
-            len,
+            start: (self.gguf.data_offset() + t.offset) as usize,
+            len: matrix.data.len(),
             plan,
         }))
     }

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::{Layout, Release};
-use crate::kernels::activations::{ActElem, ActFormat, QuantizedActivations};
+use crate::kernels::activations::{ActElem, QuantizedActivations};
 use crate::kernels::cpu::CpuPath;
 use crate::kernels::plan::packed;
 use crate::kernels::types::WeightType;
@@ -18,8 +18,6 @@ pub trait PackedWeights: Send + Sync {
     fn ty(&self) -> GgmlType;
     fn rows(&self) -> usize;
     fn k(&self) -> usize;
-    /// The activation format its kernels read.
-    fn act_format(&self) -> ActFormat;
     /// The arrays behind the matrix as bytes (what a repack cache stores).
     fn arrays(&self) -> Vec<&[u8]>;
     /// Row `r` as f32.
@@ -56,9 +54,6 @@ impl<L: Layout> PackedWeights for L {
     }
     fn k(&self) -> usize {
         self.shape().1
-    }
-    fn act_format(&self) -> ActFormat {
-        L::Act::FORMAT
     }
     fn arrays(&self) -> Vec<&[u8]> {
         Layout::arrays(self)

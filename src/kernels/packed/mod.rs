@@ -43,6 +43,9 @@ pub(crate) const GROUP: usize = 8;
 /// Rows of a pair of groups (the AVX-512 kernels' and AMX's unit).
 pub(crate) const PAIR: usize = 2 * GROUP;
 
+/// Tokens per AMX activation tile: the unit a `TilesFn` batch is cut into.
+pub(crate) const TILE_TOKENS: usize = 16;
+
 /// Most tokens per group or pair call: each call unpacks a weight block once for all its
 /// tokens, so every batch size up to this gets a single call of its own width.
 pub(crate) const MAX_WIDTH: usize = 8;

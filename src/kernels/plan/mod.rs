@@ -73,8 +73,12 @@ pub struct MatmulPlan {
 
 #[derive(Clone)]
 enum Exec {
-    /// Weights read from the file: the type's dot per token, tiles for batches.
-    InPlace(&'static dyn DenseRun),
+    /// Weights read from the file (`bytes` of them, checked at load): the type's dot per
+    /// token, tiles for batches.
+    InPlace {
+        run: &'static dyn DenseRun,
+        bytes: usize,
+    },
     /// Weights repacked at load.
     Packed(Arc<dyn PackedWeights>),
 }
@@ -112,7 +116,10 @@ impl MatmulPlan {
             path: backend.path(),
             rows: w.rows,
             k: w.k,
-            exec: Exec::InPlace(kind.dense(backend.path())),
+            exec: Exec::InPlace {
+                run: kind.dense(backend.path()),
+                bytes: w.data.len(),
+            },
         })
     }
 
@@ -136,13 +143,17 @@ impl MatmulPlan {
         done: &Release<'_>,
     ) -> Result<MatmulPlan, KernelError> {
         let plan = MatmulPlan::in_place(backend, w)?;
-        match plan.layout_fits().then(|| plan.kind.layout()).flatten() {
-            Some(layout) if repacks(w.ty) => match layout.repack(w.data, w.rows, w.k, done) {
-                Some(p) => Ok(MatmulPlan::repacked(backend, p)),
-                None => Ok(plan),
-            },
-            _ => Ok(plan),
+        if !Self::would_repack(w.ty, w.k) {
+            return Ok(plan);
         }
+        let layout = plan
+            .kind
+            .layout()
+            .expect("would_repack: the type has a layout");
+        Ok(match layout.repack(w.data, w.rows, w.k, done) {
+            Some(p) => MatmulPlan::repacked(backend, p),
+            None => plan,
+        })
     }
 
     /// Whether [`MatmulPlan::for_matrix`] repacks a matrix of `ty` with rows of `k`.
@@ -151,14 +162,6 @@ impl MatmulPlan {
             && types::kind(ty)
                 .and_then(|t| t.layout())
                 .is_some_and(|l| l.fits(k))
-    }
-
-    fn layout_fits(&self) -> bool {
-        Self::would_repack(self.kind.ty(), self.k)
-    }
-
-    pub fn ty(&self) -> GgmlType {
-        self.kind.ty()
     }
 
     /// What the activations of this matmul must hold.
@@ -173,7 +176,7 @@ impl MatmulPlan {
     pub fn packed(&self) -> Option<&Arc<dyn PackedWeights>> {
         match &self.exec {
             Exec::Packed(p) => Some(p),
-            Exec::InPlace(_) => None,
+            Exec::InPlace { .. } => None,
         }
     }
 
@@ -210,15 +213,20 @@ impl MatmulPlan {
             return Ok(());
         }
         match &self.exec {
-            Exec::InPlace(d) => {
+            Exec::InPlace { run, bytes } => {
+                if file.len() != *bytes {
+                    return Err(KernelError::Shape(format!(
+                        "{} weight bytes given for a plan of {bytes}",
+                        file.len()
+                    )));
+                }
                 let w = WeightMatrix {
                     ty: self.kind.ty(),
                     rows: self.rows,
                     k: self.k,
                     data: file,
                 };
-                w.validate()?;
-                d.run(&w, act, out)
+                run.run(&w, act, out)
             }
             Exec::Packed(p) => p.matmul(self.path, act, out),
         }
@@ -227,7 +235,7 @@ impl MatmulPlan {
     /// What runs, in words.
     pub fn describe(&self) -> String {
         match &self.exec {
-            Exec::InPlace(_) => self.kind.describe_dense(self.path),
+            Exec::InPlace { .. } => self.kind.describe_dense(self.path),
             Exec::Packed(p) => p.describe(self.path),
         }
     }

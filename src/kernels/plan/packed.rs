@@ -6,16 +6,10 @@
 use super::tasks::{task_rows, ROW_BLOCK_BYTES};
 use crate::kernels::activations::QuantizedActivations;
 use crate::kernels::packed::{
-    token_data, Layout, PackedKernels, Side, TokenRows, GROUP, MAX_WIDTH, PAIR,
+    token_data, Layout, PackedKernels, Side, TokenRows, GROUP, MAX_WIDTH, PAIR, TILE_TOKENS,
 };
 use crate::kernels::KernelError;
 use crate::parallel::Disjoint;
-
-/// Tokens per AMX activation tile.
-#[cfg(target_arch = "x86_64")]
-const TILE_TOKENS: usize = crate::kernels::packed::amx::TILE_TOKENS;
-#[cfg(not(target_arch = "x86_64"))]
-const TILE_TOKENS: usize = 16;
 
 /// `out[t * rows + r] = W[r] · x[t]` for repacked `w` with kernels `k`.
 pub(crate) fn run<L: Layout>(

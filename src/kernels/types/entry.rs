@@ -14,8 +14,6 @@ pub trait Kind: Sync {
     fn ty(&self) -> GgmlType;
     /// The activation format its kernels read.
     fn act_format(&self) -> ActFormat;
-    /// Weights per block.
-    fn block_len(&self) -> usize;
     /// Its kernels for weights used in place on `path`.
     fn dense(&self, path: CpuPath) -> &'static dyn DenseRun;
     /// What runs for weights in place on `path`, in words.
@@ -44,10 +42,6 @@ impl<T: WeightType> Kind for Entry<T> {
 
     fn act_format(&self) -> ActFormat {
         T::Act::FORMAT
-    }
-
-    fn block_len(&self) -> usize {
-        T::BLOCK_LEN
     }
 
     fn dense(&self, path: CpuPath) -> &'static dyn DenseRun {

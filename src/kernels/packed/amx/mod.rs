@@ -18,8 +18,7 @@ use std::cell::RefCell;
 
 use super::PAIR;
 
-/// Tokens per activation tile.
-pub(crate) const TILE_TOKENS: usize = 16;
+pub(crate) use super::TILE_TOKENS;
 /// Bytes of one full tile (16 rows × 64 bytes).
 pub(crate) const TILE: usize = 1024;
 /// Unpacked weight panels kept per pass over the tokens: they stay in L2 (2 MiB per core
