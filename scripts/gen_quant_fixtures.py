@@ -16,6 +16,12 @@ File layout, `tests/data/quant/<TYPE>.bin`, all little-endian:
     n_blocks * type_size bytes    raw blocks, exactly as stored in GGUF
     n_blocks * block_size f32     gguf-py's dequantized values
 
+Quantizer fixtures, `tests/data/quant/quantize-<TYPE>.bin`:
+    u32 ggml type id
+    u32 n_elements
+    n_elements f32                inputs (random weights, a zero block, a constant block)
+    n_elements / block_size * type_size bytes   gguf-py's `quantize(inputs, TYPE)`
+
 Usage: python3 scripts/gen_quant_fixtures.py   (run from the repository root)
 """
 
@@ -26,7 +32,7 @@ import sys
 import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf import GGML_QUANT_SIZES
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 SEED = 0x6B6F6C69  # "koli"
 OUT_DIR = os.path.join("tests", "data", "quant")
@@ -44,7 +50,13 @@ SCALE_OFFSETS = {
     T.Q4_K: [0, 2],
     T.Q5_K: [0, 2],
     T.Q6_K: [208],
+    T.IQ4_XS: [0],
 }
+
+# Types gguf-py quantizes (with ggml's reference rounding); `quantize-<TYPE>.bin` holds
+# f32 inputs and gguf-py's blocks for them.
+QUANTIZED_BY_GGUF_PY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
+N_QUANTIZE_BLOCKS = 64
 
 # Element counts for the plain float types, and block counts for the quantized ones.
 N_FLOAT_ELEMS = 256
@@ -139,6 +151,22 @@ def main() -> int:
         size = os.path.getsize(path)
         total += size
         print(f"{path}: {n_blocks} blocks, {size} bytes")
+    qrng = np.random.default_rng(SEED + 1)
+    for qtype in QUANTIZED_BY_GGUF_PY:
+        block_size, type_size = GGML_QUANT_SIZES[qtype]
+        x = (qrng.standard_normal(N_QUANTIZE_BLOCKS * block_size) * 0.05).astype(np.float32)
+        x[:block_size] = 0.0
+        x[block_size : 2 * block_size] = 0.75
+        x[2 * block_size : 3 * block_size] *= 1000.0
+        q = np.asarray(quantize(x.reshape(-1, block_size), qtype), dtype=np.uint8).reshape(-1)
+        assert q.size == N_QUANTIZE_BLOCKS * type_size, (qtype.name, q.size)
+        path = os.path.join(OUT_DIR, f"quantize-{qtype.name}.bin")
+        with open(path, "wb") as f:
+            f.write(struct.pack("<II", int(qtype), x.size))
+            f.write(x.astype("<f4").tobytes())
+            f.write(q.tobytes())
+        total += os.path.getsize(path)
+        print(f"{path}: {x.size} elements")
     print(f"total {total} bytes")
     return 0
 

@@ -26,5 +26,6 @@ pub mod model;
 pub mod parallel;
 pub mod perplexity;
 pub mod quant;
+pub mod quantize;
 pub mod sampling;
 pub mod tokenizer;

@@ -5,58 +5,20 @@
 
 use std::sync::Arc;
 
-use kolibri::gguf::{GgufFile, GgufWriter, Value, ValueType};
+use kolibri::gguf::GgufFile;
 use kolibri::model::{BatchToken, Context, ContextParams, Logits, Model, ModelError};
-use kolibri::quant::{
-    activation::quantize_row_q8_0, block_bytes, dequantize_row, BlockQ8_0, GgmlType,
+use kolibri::quant::{activation::quantize_row_q8_0, block_bytes, BlockQ8_0, GgmlType};
+
+mod common;
+use common::llama_ref::{self, llama_gguf, max_abs_diff, Dims};
+
+const DIMS: Dims = Dims {
+    embd: 64,
+    head: 4,
+    head_kv: 2,
+    ff: 128,
+    layers: 2,
 };
-
-const N_EMBD: usize = 64;
-const N_HEAD: usize = 4;
-const N_HEAD_KV: usize = 2;
-const HEAD_DIM: usize = N_EMBD / N_HEAD;
-const N_FF: usize = 128;
-const N_LAYER: usize = 2;
-const ROPE_BASE: f32 = 10_000.0;
-const EPS: f32 = 1e-5;
-
-struct Rng(u64);
-impl Rng {
-    fn uniform(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform() * scale).collect()
-    }
-}
-
-fn vocab() -> (Vec<String>, Vec<f32>, Vec<i32>) {
-    let mut tokens = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
-    let mut types = vec![2, 3, 3];
-    for b in 0..=255u8 {
-        tokens.push(format!("<0x{b:02X}>"));
-        types.push(6);
-    }
-    for piece in [
-        "▁", "a", "b", "c", "▁a", "▁b", "ab", "▁ab", "bc", "▁abc", "hello", "▁hello", "▁world",
-    ] {
-        tokens.push(piece.into());
-        types.push(1);
-    }
-    let scores = (0..tokens.len())
-        .map(|i| {
-            if types[i] == 1 {
-                -(i as f32) / 10.0
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    (tokens, scores, types)
-}
 
 fn q8_0_bytes(values: &[f32]) -> Vec<u8> {
     let mut blocks = vec![
@@ -70,74 +32,9 @@ fn q8_0_bytes(values: &[f32]) -> Vec<u8> {
     block_bytes(&blocks).to_vec()
 }
 
-/// Builds the GGUF image. Returns it with the vocabulary size.
+/// The tiny model with Q8_0 weights, and its vocabulary size.
 fn tiny_model_bytes() -> (Vec<u8>, usize) {
-    let (tokens, scores, types) = vocab();
-    let n_vocab = tokens.len();
-    let mut w = GgufWriter::new();
-    let s = |v: &str| Value::String(v.into());
-    w.metadata("general.architecture", s("llama"))
-        .metadata("llama.context_length", Value::U32(128))
-        .metadata("llama.embedding_length", Value::U32(N_EMBD as u32))
-        .metadata("llama.block_count", Value::U32(N_LAYER as u32))
-        .metadata("llama.feed_forward_length", Value::U32(N_FF as u32))
-        .metadata("llama.attention.head_count", Value::U32(N_HEAD as u32))
-        .metadata(
-            "llama.attention.head_count_kv",
-            Value::U32(N_HEAD_KV as u32),
-        )
-        .metadata("llama.rope.freq_base", Value::F32(ROPE_BASE))
-        .metadata("llama.attention.layer_norm_rms_epsilon", Value::F32(EPS))
-        .metadata("tokenizer.ggml.model", s("llama"))
-        .metadata(
-            "tokenizer.ggml.tokens",
-            Value::array(
-                ValueType::String,
-                tokens.into_iter().map(Value::String).collect(),
-            ),
-        )
-        .metadata(
-            "tokenizer.ggml.scores",
-            Value::array(ValueType::F32, scores.into_iter().map(Value::F32).collect()),
-        )
-        .metadata(
-            "tokenizer.ggml.token_type",
-            Value::array(ValueType::I32, types.into_iter().map(Value::I32).collect()),
-        )
-        .metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
-        .metadata("tokenizer.ggml.eos_token_id", Value::U32(2))
-        .metadata("tokenizer.ggml.unknown_token_id", Value::U32(0));
-    let mut rng = Rng(0x00c0_ffee_1234_5678);
-    let mut matrix = |w: &mut GgufWriter, name: &str, k: usize, rows: usize| {
-        let values = rng.vec(k * rows, 0.5 / (k as f32).sqrt() * 3.0);
-        w.tensor(
-            name,
-            &[k as u64, rows as u64],
-            GgmlType::Q8_0,
-            q8_0_bytes(&values),
-        );
-    };
-    matrix(&mut w, "token_embd.weight", N_EMBD, n_vocab);
-    for il in 0..N_LAYER {
-        let n = |t: &str| format!("blk.{il}.{t}");
-        matrix(&mut w, &n("attn_q.weight"), N_EMBD, N_HEAD * HEAD_DIM);
-        matrix(&mut w, &n("attn_k.weight"), N_EMBD, N_HEAD_KV * HEAD_DIM);
-        matrix(&mut w, &n("attn_v.weight"), N_EMBD, N_HEAD_KV * HEAD_DIM);
-        matrix(&mut w, &n("attn_output.weight"), N_HEAD * HEAD_DIM, N_EMBD);
-        matrix(&mut w, &n("ffn_gate.weight"), N_EMBD, N_FF);
-        matrix(&mut w, &n("ffn_up.weight"), N_EMBD, N_FF);
-        matrix(&mut w, &n("ffn_down.weight"), N_FF, N_EMBD);
-    }
-    let mut rng2 = Rng(99);
-    for il in 0..N_LAYER {
-        for t in ["attn_norm.weight", "ffn_norm.weight"] {
-            let v: Vec<f32> = rng2.vec(N_EMBD, 0.3).iter().map(|x| 1.0 + x).collect();
-            w.tensor_f32(&format!("blk.{il}.{t}"), &[N_EMBD as u64], &v);
-        }
-    }
-    let v: Vec<f32> = rng2.vec(N_EMBD, 0.3).iter().map(|x| 1.0 + x).collect();
-    w.tensor_f32("output_norm.weight", &[N_EMBD as u64], &v);
-    (w.to_bytes(), n_vocab)
+    llama_gguf(&DIMS, |v| (GgmlType::Q8_0, q8_0_bytes(v)))
 }
 
 fn load() -> Arc<Model> {
@@ -154,116 +51,10 @@ fn params(n_ctx: usize) -> ContextParams {
     }
 }
 
-/// Naive reference forward pass in f64 from dequantized weights (Llama: RMSNorm, interleaved
-/// RoPE, GQA, SwiGLU, tied output). Returns the last token's logits.
+/// The naive f64 forward pass over the tiny model's weights.
 fn reference_logits(tokens: &[u32]) -> Vec<f64> {
-    let (bytes, n_vocab) = tiny_model_bytes();
-    let g = GgufFile::from_bytes(bytes).unwrap();
-    let get = |name: &str| -> Vec<f64> {
-        let t = g.tensor(name).unwrap();
-        let mut out = vec![0f32; t.n_elements() as usize];
-        dequantize_row(t.ggml_type, g.tensor_data(t), &mut out).unwrap();
-        out.into_iter().map(f64::from).collect()
-    };
-    let matvec = |w: &[f64], x: &[f64]| -> Vec<f64> {
-        w.chunks(x.len())
-            .map(|r| r.iter().zip(x).map(|(a, b)| a * b).sum())
-            .collect()
-    };
-    let rms = |x: &[f64], w: &[f64]| -> Vec<f64> {
-        let s = (x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64 + EPS as f64).sqrt();
-        x.iter().zip(w).map(|(v, g)| v / s * g).collect()
-    };
-    let rope = |x: &mut [f64], pos: usize| {
-        for head in x.chunks_mut(HEAD_DIM) {
-            for i in 0..HEAD_DIM / 2 {
-                let theta = pos as f64 * (ROPE_BASE as f64).powf(-2.0 * i as f64 / HEAD_DIM as f64);
-                let (a, b) = (head[2 * i], head[2 * i + 1]);
-                head[2 * i] = a * theta.cos() - b * theta.sin();
-                head[2 * i + 1] = a * theta.sin() + b * theta.cos();
-            }
-        }
-    };
-    let embd = get("token_embd.weight");
-    let mut xs: Vec<Vec<f64>> = tokens
-        .iter()
-        .map(|&t| embd[t as usize * N_EMBD..][..N_EMBD].to_vec())
-        .collect();
-    for il in 0..N_LAYER {
-        let w = |t: &str| get(&format!("blk.{il}.{t}"));
-        let (wq, wk, wv, wo) = (
-            w("attn_q.weight"),
-            w("attn_k.weight"),
-            w("attn_v.weight"),
-            w("attn_output.weight"),
-        );
-        let (an, fnw) = (w("attn_norm.weight"), w("ffn_norm.weight"));
-        let (wg, wu, wd) = (
-            w("ffn_gate.weight"),
-            w("ffn_up.weight"),
-            w("ffn_down.weight"),
-        );
-        let mut ks = Vec::new();
-        let mut vs = Vec::new();
-        let mut qs = Vec::new();
-        for (pos, x) in xs.iter().enumerate() {
-            let h = rms(x, &an);
-            let (mut q, mut k) = (matvec(&wq, &h), matvec(&wk, &h));
-            rope(&mut q, pos);
-            rope(&mut k, pos);
-            qs.push(q);
-            ks.push(k);
-            vs.push(matvec(&wv, &h));
-        }
-        for (pos, x) in xs.iter_mut().enumerate() {
-            let mut attn = vec![0f64; N_HEAD * HEAD_DIM];
-            for h in 0..N_HEAD {
-                let kvh = h / (N_HEAD / N_HEAD_KV);
-                let q = &qs[pos][h * HEAD_DIM..][..HEAD_DIM];
-                let scores: Vec<f64> = (0..=pos)
-                    .map(|p| {
-                        q.iter()
-                            .zip(&ks[p][kvh * HEAD_DIM..][..HEAD_DIM])
-                            .map(|(a, b)| a * b)
-                            .sum::<f64>()
-                            / (HEAD_DIM as f64).sqrt()
-                    })
-                    .collect();
-                let m = scores.iter().cloned().fold(f64::MIN, f64::max);
-                let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
-                for p in 0..=pos {
-                    let a = (scores[p] - m).exp() / z;
-                    for d in 0..HEAD_DIM {
-                        attn[h * HEAD_DIM + d] += a * vs[p][kvh * HEAD_DIM + d];
-                    }
-                }
-            }
-            for (xi, o) in x.iter_mut().zip(matvec(&wo, &attn)) {
-                *xi += o;
-            }
-            let h = rms(x, &fnw);
-            let (g, u) = (matvec(&wg, &h), matvec(&wu, &h));
-            let act: Vec<f64> = g
-                .iter()
-                .zip(&u)
-                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
-                .collect();
-            for (xi, o) in x.iter_mut().zip(matvec(&wd, &act)) {
-                *xi += o;
-            }
-        }
-    }
-    let h = rms(xs.last().unwrap(), &get("output_norm.weight"));
-    let logits = matvec(&embd, &h);
-    assert_eq!(logits.len(), n_vocab);
-    logits
-}
-
-fn max_abs_diff(a: &[f32], b: &[f64]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (*x as f64 - y).abs())
-        .fold(0.0, f64::max)
+    let (bytes, _) = tiny_model_bytes();
+    llama_ref::reference_logits(&GgufFile::from_bytes(bytes).unwrap(), &DIMS, tokens)
 }
 
 #[test]

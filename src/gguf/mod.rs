@@ -12,4 +12,4 @@ mod writer;
 pub use error::GgufError;
 pub use reader::{GgufFile, TensorInfo};
 pub use value::{Array, Value, ValueType};
-pub use writer::GgufWriter;
+pub use writer::{GgufHeader, GgufWriter};

@@ -49,19 +49,54 @@ impl GgufWriter {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
+        let header = GgufHeader {
+            alignment: self.alignment,
+            metadata: &self.metadata,
+            tensors: self
+                .tensors
+                .iter()
+                .map(|(name, dims, ty, data)| {
+                    (name.as_str(), dims.as_slice(), *ty, data.len() as u64)
+                })
+                .collect(),
+        };
+        let (mut out, offsets) = header.to_bytes();
+        let data_start = out.len() as u64;
+        for ((_, _, _, data), off) in self.tensors.iter().zip(offsets) {
+            out.resize((data_start + off) as usize, 0);
+            out.extend_from_slice(data);
+        }
+        out
+    }
+}
+
+/// A GGUF version 3 header, for files whose tensor data is written after it (a tool streaming
+/// tensors it makes one at a time): the metadata and each tensor's name, dims, type and size.
+pub struct GgufHeader<'a> {
+    /// Of the tensor data (a `general.alignment` in `metadata` must agree).
+    pub alignment: u64,
+    pub metadata: &'a [(String, Value)],
+    pub tensors: Vec<(&'a str, &'a [u64], GgmlType, u64)>,
+}
+
+impl GgufHeader<'_> {
+    /// The header bytes, padded to the alignment (the data section starts right after), and
+    /// each tensor's offset within the data section (each aligned).
+    pub fn to_bytes(&self) -> (Vec<u8>, Vec<u64>) {
+        let align = self.alignment.max(1);
         let mut out = Vec::new();
         out.extend_from_slice(b"GGUF");
         out.extend_from_slice(&3u32.to_le_bytes());
         out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
         out.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (k, v) in &self.metadata {
+        for (k, v) in self.metadata {
             write_str(&mut out, k);
             out.extend_from_slice(&(value_type(v) as u32).to_le_bytes());
             write_value(&mut out, v);
         }
         let mut offset = 0u64;
         let mut offsets = Vec::new();
-        for (name, dims, ty, data) in &self.tensors {
+        for &(name, dims, ty, size) in &self.tensors {
             write_str(&mut out, name);
             out.extend_from_slice(&(dims.len() as u32).to_le_bytes());
             for d in dims {
@@ -70,15 +105,11 @@ impl GgufWriter {
             out.extend_from_slice(&ty.id().to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
             offsets.push(offset);
-            offset = (offset + data.len() as u64).div_ceil(self.alignment) * self.alignment;
+            offset = (offset + size).div_ceil(align) * align;
         }
-        let data_start = (out.len() as u64).div_ceil(self.alignment) * self.alignment;
+        let data_start = (out.len() as u64).div_ceil(align) * align;
         out.resize(data_start as usize, 0);
-        for ((_, _, _, data), off) in self.tensors.iter().zip(offsets) {
-            out.resize((data_start + off) as usize, 0);
-            out.extend_from_slice(data);
-        }
-        out
+        (out, offsets)
     }
 }
 

@@ -120,6 +120,18 @@ pub struct BlockIQ4NL {
     pub qs: [u8; 16],
 }
 
+/// 256 weights in 8 sub-blocks of 32: `w = d * (ls - 32) * KVALUES_IQ4NL[q]`, with the 6-bit
+/// sub-block scale `ls` split into a low nibble (`scales_l`, two per byte) and two high bits
+/// (`scales_h`, bits `2i..2i+2` for sub-block i); quants packed as in IQ4_NL per sub-block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIQ4XS {
+    pub d: f16,
+    pub scales_h: u16,
+    pub scales_l: [u8; QK_K / 64],
+    pub qs: [u8; QK_K / 2],
+}
+
 /// The IQ4_NL codebook.
 pub const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
@@ -139,6 +151,7 @@ const _: () = {
     assert!(size_of::<BlockQ6K>() == 210);
     assert!(size_of::<BlockQ8K>() == 292);
     assert!(size_of::<BlockIQ4NL>() == 18);
+    assert!(size_of::<BlockIQ4XS>() == 136);
 };
 
 /// Marker for plain-old-data blocks that may be viewed from raw bytes.
@@ -172,6 +185,8 @@ unsafe impl Block for BlockQ6K {}
 unsafe impl Block for BlockQ8K {}
 // SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockIQ4NL {}
+// SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
+unsafe impl Block for BlockIQ4XS {}
 // SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for f16 {}
 // SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.

@@ -17,8 +17,8 @@ pub use super::dequant_k::{
 };
 
 use super::blocks::{
-    read_block, Block, BlockIQ4NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
-    KVALUES_IQ4NL,
+    read_block, Block, BlockIQ4NL, BlockIQ4XS, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
+    BlockQ8_0, KVALUES_IQ4NL,
 };
 use super::types::GgmlType;
 
@@ -85,6 +85,7 @@ pub fn is_supported(ty: GgmlType) -> bool {
             | Q5_K
             | Q6_K
             | IQ4_NL
+            | IQ4_XS
     )
 }
 
@@ -135,6 +136,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), D
         Q5_1 => for_each_block(src, dst, dequantize_q5_1),
         Q8_0 => for_each_block(src, dst, dequantize_q8_0),
         IQ4_NL => for_each_block(src, dst, dequantize_iq4_nl),
+        IQ4_XS => for_each_block(src, dst, dequantize_iq4_xs),
         Q2_K => for_each_block(src, dst, dequantize_q2_k),
         Q3_K => for_each_block(src, dst, dequantize_q3_k),
         Q4_K => for_each_block(src, dst, dequantize_q4_k),
@@ -224,5 +226,29 @@ pub fn dequantize_iq4_nl(block: &BlockIQ4NL, out: &mut [f32; 32]) {
     for (j, &byte) in block.qs.iter().enumerate() {
         out[j] = d * KVALUES_IQ4NL[(byte & 0x0F) as usize] as f32;
         out[j + 16] = d * KVALUES_IQ4NL[(byte >> 4) as usize] as f32;
+    }
+}
+
+/// The 6-bit scale of sub-block `i` of an IQ4_XS block, offset by 32 (so in -32..32).
+pub fn iq4_xs_scale(block: &BlockIQ4XS, i: usize) -> i32 {
+    let lo = (block.scales_l[i / 2] >> (4 * (i % 2))) & 0x0F;
+    let hi = ((block.scales_h >> (2 * i)) & 3) as u8;
+    (lo | (hi << 4)) as i32 - 32
+}
+
+/// IQ4_XS: sub-block i of 32 is IQ4_NL with scale `d * iq4_xs_scale(i)`.
+pub fn dequantize_iq4_xs(block: &BlockIQ4XS, out: &mut [f32; 256]) {
+    let d = block.d.to_f32();
+    for (i, (qs, out)) in block
+        .qs
+        .chunks_exact(16)
+        .zip(out.chunks_exact_mut(32))
+        .enumerate()
+    {
+        let dl = d * iq4_xs_scale(block, i) as f32;
+        for (j, &byte) in qs.iter().enumerate() {
+            out[j] = dl * KVALUES_IQ4NL[(byte & 0x0F) as usize] as f32;
+            out[j + 16] = dl * KVALUES_IQ4NL[(byte >> 4) as usize] as f32;
+        }
     }
 }

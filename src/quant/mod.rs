@@ -5,6 +5,7 @@ pub mod activation;
 pub mod blocks;
 pub mod dequant;
 pub mod dequant_k;
+pub mod encode;
 pub mod types;
 
 pub use blocks::*;

@@ -33,3 +33,4 @@ pub fn data_path(name: &str) -> PathBuf {
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+pub mod llama_ref;

@@ -93,7 +93,9 @@ pub fn random_weights(ty: GgmlType, rows: usize, k: usize, rng: &mut Rng) -> Ali
     }
     // (offset of d, offset of dmin) in the block.
     let (d_at, dmin_at) = match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => (0, None),
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => (0, None),
+        GgmlType::IQ4_XS => (0, None),
+        GgmlType::Q4_1 | GgmlType::Q5_1 => (0, Some(2)),
         GgmlType::Q2_K => (80, Some(82)),
         GgmlType::Q3_K => (108, None),
         GgmlType::Q4_K | GgmlType::Q5_K => (0, Some(2)),
@@ -108,6 +110,11 @@ pub fn random_weights(ty: GgmlType, rows: usize, k: usize, rng: &mut Rng) -> Ali
     }
     a
 }
+
+/// ggml's `kvalues_iq4nl`, written out independently of the crate's copy.
+const IQ4NL_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
 
 /// Independent dequantization of one block (ggml's `dequantize_row_*`), split into the scaled
 /// part and the subtracted minimum: value = main - min. Used for reference dots and error bounds.
@@ -139,6 +146,44 @@ fn dequant_block(ty: GgmlType, b: &[u8], main: &mut Vec<f64>, min: &mut Vec<f64>
                 let lo = if j < 16 { qs[j] & 15 } else { qs[j - 16] >> 4 } as u32;
                 let q = lo | (((qh >> j) & 1) << 4);
                 push(d * (q as f64 - 16.0), 0.0);
+            }
+        }
+        GgmlType::Q4_1 | GgmlType::Q5_1 => {
+            // The minimum is added: main - min with min = -m.
+            let (d, m) = (get_f16(b, 0) as f64, get_f16(b, 2) as f64);
+            let (qh, qs) = if ty == GgmlType::Q5_1 {
+                (u32::from_le_bytes(b[4..8].try_into().unwrap()), &b[8..24])
+            } else {
+                (0, &b[4..20])
+            };
+            for j in 0..32 {
+                let lo = if j < 16 { qs[j] & 15 } else { qs[j - 16] >> 4 } as u32;
+                let q = lo | (((qh >> j) & 1) << 4);
+                push(d * q as f64, -m);
+            }
+        }
+        GgmlType::IQ4_NL => {
+            let d = get_f16(b, 0) as f64;
+            for j in 0..32 {
+                let q = if j < 16 {
+                    b[2 + j] & 15
+                } else {
+                    b[2 + j - 16] >> 4
+                };
+                push(d * IQ4NL_VALUES[q as usize] as f64, 0.0);
+            }
+        }
+        GgmlType::IQ4_XS => {
+            let d = get_f16(b, 0) as f64;
+            let sh = u16::from_le_bytes([b[2], b[3]]) as u32;
+            let (sl, qs) = (&b[4..8], &b[8..136]);
+            for e in 0..QK_K {
+                let (s, j) = (e / 32, e % 32);
+                let lo = (sl[s / 2] >> (4 * (s % 2))) & 15;
+                let ls = (lo as u32 | (((sh >> (2 * s)) & 3) << 4)) as i32 - 32;
+                let byte = qs[16 * s + j % 16];
+                let q = if j < 16 { byte & 15 } else { byte >> 4 };
+                push(d * ls as f64 * IQ4NL_VALUES[q as usize] as f64, 0.0);
             }
         }
         GgmlType::Q8_0 => {
@@ -246,19 +291,14 @@ pub fn dequant_rows(ty: GgmlType, bytes: &[u8]) -> (Vec<f64>, Vec<f64>) {
     (main, min)
 }
 
-pub const TYPES: [GgmlType; 11] = [
-    GgmlType::Q4_0,
-    GgmlType::Q5_0,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::F32,
-];
+/// Every weight type Kolibri multiplies (the registry's: a new type is tested without being
+/// listed here, and fails until `dequant_block` has an independent reference for it).
+pub fn types() -> Vec<GgmlType> {
+    kolibri::kernels::types::REGISTRY
+        .iter()
+        .map(|k| k.ty())
+        .collect()
+}
 
 pub fn q8_0_of(x: &[f32]) -> Vec<BlockQ8_0> {
     let mut v = vec![

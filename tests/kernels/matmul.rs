@@ -11,7 +11,7 @@ fn every_path_matches_scalar_on_all_types_and_shapes() {
     let paths = CpuPath::available();
     eprintln!("testing paths {paths:?}");
     let mut rng = Rng(42);
-    for ty in TYPES {
+    for ty in types() {
         let bs = ty.block_size().max(32);
         // One block, a few blocks, many blocks (odd counts exercise the 2-block loops' tails).
         let ks: Vec<usize> = if bs == QK_K {
@@ -79,7 +79,7 @@ fn every_path_matches_scalar_on_all_types_and_shapes() {
 fn scalar_kernels_match_dequantized_reference() {
     let mut rng = Rng(7);
     let k = 4 * QK_K;
-    for ty in TYPES {
+    for ty in types() {
         for _ in 0..4 {
             let w = random_weights(ty, 1, k, &mut rng);
             let x = rng.floats(k, 1.5);
@@ -87,7 +87,12 @@ fn scalar_kernels_match_dequantized_reference() {
             let got = scalar_dot(ty, w.bytes(), k, &x);
             // Dequantized activations exactly as the kernel sees them.
             let a: Vec<f64> = match ty {
-                GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => q8_0_of(&x)
+                GgmlType::Q4_0
+                | GgmlType::Q4_1
+                | GgmlType::Q5_0
+                | GgmlType::Q5_1
+                | GgmlType::Q8_0
+                | GgmlType::IQ4_NL => q8_0_of(&x)
                     .iter()
                     .flat_map(|b| b.qs.map(|v| b.d.to_f32() as f64 * v as f64))
                     .collect(),

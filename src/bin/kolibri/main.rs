@@ -1,10 +1,11 @@
-//! The `kolibri` command-line tool: run, perplexity, tokenize, bench, info and serve (the
-//! OpenAI-compatible HTTP server) on GGUF models.
+//! The `kolibri` command-line tool: run, perplexity, tokenize, bench, info, quantize and serve
+//! (the OpenAI-compatible HTTP server) on GGUF models.
 
 mod args;
 mod bench;
 mod info;
 mod perplexity;
+mod quantize;
 mod run;
 #[cfg(feature = "server")]
 mod serve;
@@ -32,7 +33,7 @@ const SERVE_USAGE: &str = "";
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = argv.split_first() else {
-        eprint!("{USAGE}{SERVE_USAGE}");
+        eprint!("{USAGE}{}{SERVE_USAGE}", quantize::USAGE);
         return ExitCode::from(2);
     };
     let result = match cmd.as_str() {
@@ -41,15 +42,19 @@ fn main() -> ExitCode {
         "tokenize" => tokenize::main(rest),
         "bench" => bench::main(rest),
         "info" => info::main(rest),
+        "quantize" => quantize::main(rest),
         #[cfg(feature = "server")]
         "serve" => serve::main(rest),
         #[cfg(not(feature = "server"))]
         "serve" => Err("this kolibri was built without the \"server\" feature".into()),
         "-h" | "--help" | "help" => {
-            print!("{USAGE}{SERVE_USAGE}");
+            print!("{USAGE}{}{SERVE_USAGE}", quantize::USAGE);
             return ExitCode::SUCCESS;
         }
-        other => Err(format!("unknown command {other:?}\n\n{USAGE}{SERVE_USAGE}")),
+        other => Err(format!(
+            "unknown command {other:?}\n\n{USAGE}{}{SERVE_USAGE}",
+            quantize::USAGE
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,11 +7,15 @@
 
 mod entry;
 pub mod float;
+pub mod iq4_nl;
+pub mod iq4_xs;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;
+pub mod q4_1;
 pub mod q4_k;
 pub mod q5_0;
+pub mod q5_1;
 pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
@@ -216,15 +220,19 @@ pub(crate) const fn scalar_dense<T: WeightType>() -> Dense<T::Block, T::Act> {
 }
 
 /// Every weight type Kolibri multiplies.
-pub static REGISTRY: [&dyn Kind; 11] = [
+pub static REGISTRY: [&dyn Kind; 15] = [
     entry::of::<q4_0::Q4_0>(),
+    entry::of::<q4_1::Q4_1>(),
     entry::of::<q5_0::Q5_0>(),
+    entry::of::<q5_1::Q5_1>(),
     entry::of::<q8_0::Q8_0>(),
     entry::of::<q2_k::Q2K>(),
     entry::of::<q3_k::Q3K>(),
     entry::of::<q4_k::Q4K>(),
     entry::of::<q5_k::Q5K>(),
     entry::of::<q6_k::Q6K>(),
+    entry::of::<iq4_nl::IQ4NL>(),
+    entry::of::<iq4_xs::IQ4XS>(),
     entry::of::<float::F16>(),
     entry::of::<float::BF16>(),
     entry::of::<float::F32>(),
