@@ -6,7 +6,9 @@
 
 Runs `kolibri bench -o json` for each model and thread count and, when LLAMA_BENCH names a
 llama-bench binary, llama-bench with the same arguments right after it (interleaved, so both
-see the same machine state), then prints one Markdown table with the ratios. With several
+see the same machine state), and likewise ik_llama.cpp's llama-bench when IK_LLAMA_BENCH names
+one (with `-rtr 1`, so it repacks its weights at load), then prints one Markdown table with
+the ratios. With several
 prompt sizes it also prints each batch's time against the smallest batch's (-p 1,5 -n 0: a
 batch of 5 tokens against one). Also measures time to first token and peak RSS of
 `kolibri run -n 1` (and of LLAMA_SIMPLE, a llama.cpp `llama-simple` binary, when set). Models
@@ -39,9 +41,9 @@ def kolibri_bench(model, p, n, t, r):
     return {(row["test"], row["threads"]): row for row in json.loads(out.stdout)}
 
 
-def llama_bench(binary, model, p, n, t, r):
+def llama_bench(binary, model, p, n, t, r, extra=()):
     out = subprocess.run([binary, "-m", model, "-p", p, "-n", n, "-t", str(t), "-r", str(r),
-                          "-o", "json"], check=True, capture_output=True, text=True)
+                          "-o", "json", *extra], check=True, capture_output=True, text=True)
     rows = {}
     for row in json.loads(out.stdout):
         test = f"pp{row['n_prompt']}" if row["n_gen"] == 0 else f"tg{row['n_gen']}"
@@ -99,25 +101,34 @@ def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "kolibri"], cwd=ROOT,
                    check=True)
     llama = os.environ.get("LLAMA_BENCH")
+    ik = os.environ.get("IK_LLAMA_BENCH")
     simple = os.environ.get("LLAMA_SIMPLE")
     threads = [int(t) for t in args.t.split(",")]
 
-    print("| model | test | threads | kolibri t/s | llama.cpp t/s | ratio |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    ik_head = (" ik_llama.cpp t/s | ratio |", " ---: | ---: |") if ik else ("", "")
+    print(f"| model | test | threads | kolibri t/s | llama.cpp t/s | ratio |{ik_head[0]}")
+    print(f"| --- | ---: | ---: | ---: | ---: | ---: |{ik_head[1]}")
     startup = []
     batch_costs = []
+
+    def cells(row, ref):
+        if not ref:
+            return " - | - |"
+        return (f" {ref['avg_ts']:.2f} ± {ref['stddev_ts']:.2f} |"
+                f" {row['avg_ts'] / ref['avg_ts']:.2f}x |")
+
     for name in args.m.split(","):
         path = model_path(name)
         for t in threads:
             ours = kolibri_bench(path, args.p, args.n, t, args.r)
             theirs = llama_bench(llama, path, args.p, args.n, t, args.r) if llama else {}
+            fork = llama_bench(ik, path, args.p, args.n, t, args.r, ("-rtr", "1")) if ik else {}
             batch_costs.append((Path(path).name, t, ours, theirs))
             for key, row in ours.items():
-                ref = theirs.get(key)
-                ref_ts = f"{ref['avg_ts']:.2f} ± {ref['stddev_ts']:.2f}" if ref else "-"
-                ratio = f"{row['avg_ts'] / ref['avg_ts']:.2f}x" if ref else "-"
+                ik_cells = cells(row, fork.get(key)) if ik else ""
                 print(f"| {Path(path).name} | {key[0]} | {t} | {row['avg_ts']:.2f} ± "
-                      f"{row['stddev_ts']:.2f} | {ref_ts} | {ratio} |", flush=True)
+                      f"{row['stddev_ts']:.2f} |{cells(row, theirs.get(key))}{ik_cells}",
+                      flush=True)
         t = threads[-1]
         ours = first_token([str(KOLIBRI), "run", "-m", path, "-p", "Hello", "-n", "1",
                             "--temp", "0", "-t", str(t)])

@@ -23,14 +23,15 @@ use rayon::prelude::*;
 use crate::kernels::PackedWeights;
 use crate::quant::GgmlType;
 
-/// Bumped whenever an interleaved layout (`kernels::interleaved`) changes.
-const LAYOUT_VERSION: u64 = 1;
+/// Bumped whenever a repacked layout (`kernels::packed`, the types' `x8` modules) changes.
+const LAYOUT_VERSION: u64 = 2;
 
 const MAGIC: &[u8; 8] = b"KLBRPACK";
 const HEADER: usize = 64;
-/// Name hash, type, rows, k, array count, then (offset, length, checksum) for 3 arrays.
-const ENTRY: usize = 8 * (5 + 3 * 3);
-const MAX_ARRAYS: usize = 3;
+/// Name hash, type, rows, k, array count, then (offset, length, checksum) per array.
+const ENTRY: usize = 8 * (5 + 3 * MAX_ARRAYS);
+/// Most arrays of a layout (the 32-quant layouts with fifth bits and mins have 4).
+const MAX_ARRAYS: usize = 4;
 const ALIGN: usize = 4096;
 /// Bytes of the model file hashed into its identity.
 const FINGERPRINT_BYTES: usize = 64 << 10;
@@ -153,6 +154,10 @@ impl RepackCache {
         let mut at = (HEADER + wanted.len() * ENTRY).next_multiple_of(ALIGN);
         for (w, m) in wanted.iter().zip(mats) {
             let arrays = m.arrays();
+            assert!(
+                arrays.len() <= MAX_ARRAYS,
+                "a layout of more than {MAX_ARRAYS} arrays"
+            );
             let mut fields = vec![
                 checksum(w.name.as_bytes()),
                 w.ty.id() as u64,

@@ -205,51 +205,40 @@ fn tiled_matmul_matches_scalar_dot_per_pair() {
     let mut rng = Rng(11);
     let small: &[usize] = &[32, 64, 7 * 32, 40 * 32];
     let big: &[usize] = &[QK_K, 2 * QK_K, 5 * QK_K];
-    check_tiles(
-        TileCase {
-            ty: GgmlType::Q4_K,
-            quant: q8_k_of,
-            dequant: dequant_q8_k,
-            ks: big,
-        },
-        &mut rng,
-    );
-    check_tiles(
-        TileCase {
-            ty: GgmlType::Q6_K,
-            quant: q8_k_of,
-            dequant: dequant_q8_k,
-            ks: big,
-        },
-        &mut rng,
-    );
-    check_tiles(
-        TileCase {
-            ty: GgmlType::Q5_0,
-            quant: q8_0_of,
-            dequant: dequant_q8_0,
-            ks: small,
-        },
-        &mut rng,
-    );
-    check_tiles(
-        TileCase {
-            ty: GgmlType::Q8_0,
-            quant: q8_0_of,
-            dequant: dequant_q8_0,
-            ks: small,
-        },
-        &mut rng,
-    );
-    check_tiles(
-        TileCase {
-            ty: GgmlType::Q4_0,
-            quant: q8_0_of,
-            dequant: dequant_q8_0,
-            ks: small,
-        },
-        &mut rng,
-    );
+    // Every quantized type of the registry, by its activation format.
+    for ty in types() {
+        if matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+            continue;
+        }
+        if ty.block_size() == QK_K {
+            let (quant, dequant, ks) =
+                (q8_k_of as fn(&[f32]) -> _, dequant_q8_k as fn(&_) -> _, big);
+            check_tiles(
+                TileCase {
+                    ty,
+                    quant,
+                    dequant,
+                    ks,
+                },
+                &mut rng,
+            );
+        } else {
+            let (quant, dequant, ks) = (
+                q8_0_of as fn(&[f32]) -> _,
+                dequant_q8_0 as fn(&_) -> _,
+                small,
+            );
+            check_tiles(
+                TileCase {
+                    ty,
+                    quant,
+                    dequant,
+                    ks,
+                },
+                &mut rng,
+            );
+        }
+    }
     // Float rows: lengths that end in partial SIMD slices, and one shorter than a slice.
     let float_ks: &[usize] = &[1, 7, 16, 33, 100, 1000];
     check_tiles(

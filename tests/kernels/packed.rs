@@ -6,7 +6,18 @@ use kolibri::quant::GgmlType;
 
 use super::*;
 
-/// The 8-row interleaved layouts (Q5_0, Q8_0, Q4_K, Q6_K): the scalar twin and every SIMD
+/// The types with an 8-row layout.
+fn layout_types() -> Vec<GgmlType> {
+    let types: Vec<GgmlType> = kernels::types::REGISTRY
+        .iter()
+        .filter(|k| k.layout().is_some())
+        .map(|k| k.ty())
+        .collect();
+    assert!(types.len() >= 4, "{types:?}");
+    types
+}
+
+/// Every type with an 8-row layout (the registry's): the scalar twin and every SIMD
 /// path through `matmul_packed_with` against the in-place scalar dot per (row, token), on
 /// shapes with a partial last group and token counts that use every kernel width; row lookups
 /// against the in-place dequantization.
@@ -14,14 +25,9 @@ use super::*;
 fn interleaved_layouts_match_in_place_dot() {
     use kolibri::quant::dequantize_row;
     let mut rng = Rng(42);
-    for ty in [
-        GgmlType::Q5_0,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q6_K,
-    ] {
-        let shapes: &[(usize, usize, usize)] = match ty {
-            GgmlType::Q4_K | GgmlType::Q6_K => &[
+    for ty in layout_types() {
+        let shapes: &[(usize, usize, usize)] = match ty.block_size() == 256 {
+            true => &[
                 (8, 256, 1),
                 (13, 512, 5),
                 (37, 256, 9),
@@ -96,7 +102,7 @@ fn interleaved_layouts_match_in_place_dot() {
             assert!(kernels::matmul_packed(&packed, &act, &mut out[1..]).is_err());
         }
         // A type without a layout, or bytes that do not fit, are not repacked.
-        assert!(kernels::repack(GgmlType::Q5_K, &[0; 176], 1, 256, &|_| {}).is_none());
+        assert!(kernels::repack(GgmlType::F16, &[0; 512], 1, 256, &|_| {}).is_none());
         assert!(kernels::repack(ty, &[0; 34], 2, 32, &|_| {}).is_none());
     }
 }
@@ -112,14 +118,8 @@ fn amx_tiles_match_vector_kernels_bit_for_bit() {
         return;
     }
     let mut rng = Rng(7);
-    for ty in [
-        GgmlType::Q4_K,
-        GgmlType::Q6_K,
-        GgmlType::Q5_0,
-        GgmlType::Q8_0,
-    ] {
-        let is_k = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
-        let shapes: &[(usize, usize, usize)] = match is_k {
+    for ty in layout_types() {
+        let shapes: &[(usize, usize, usize)] = match ty.block_size() == 256 {
             true => &[
                 (16, 256, 16),
                 (32, 512, 32),
@@ -170,4 +170,46 @@ fn amx_tiles_match_vector_kernels_bit_for_bit() {
             }
         }
     }
+}
+
+/// Every layout through the repack cache: stored, loaded back from the mapped file (each
+/// array where `from_mapped` expects it), the same bytes and the same products.
+#[test]
+fn every_layout_round_trips_through_the_repack_cache() {
+    use kolibri::model::repack_cache::{RepackCache, Wanted};
+    let dir = std::env::temp_dir().join(format!("kolibri-kpack-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("model.gguf");
+    let file = b"not a model: only its identity matters".to_vec();
+    std::fs::write(&model, &file).unwrap();
+    let cache = RepackCache::new(&dir, &model, &file).unwrap();
+    let mut rng = Rng(5);
+    for ty in layout_types() {
+        let (rows, k, n) = (19, 512, 3);
+        let w = random_weights(ty, rows, k, &mut rng);
+        let packed = kernels::repack(ty, w.bytes(), rows, k, &|_| {}).unwrap();
+        let wanted = [Wanted {
+            name: "blk.0.ffn_up.weight",
+            ty,
+            rows,
+            k,
+        }];
+        cache.store(&wanted, &[packed.as_ref()]).unwrap();
+        let loaded = cache
+            .load(&wanted)
+            .unwrap_or_else(|| panic!("{ty}: cache miss"));
+        assert_eq!(loaded[0].arrays(), packed.arrays(), "{ty}");
+        let x = rng.floats(n * k, 1.0);
+        let act = QuantizedActivations::quantize(&x, n, k, ty).unwrap();
+        let run = |m: &std::sync::Arc<dyn kernels::PackedWeights>| {
+            let mut out = vec![f32::NAN; n * rows];
+            kernels::matmul_packed(m, &act, &mut out).unwrap();
+            out
+        };
+        assert!(
+            same_bits(&run(&loaded[0]), &run(&packed), f32::to_bits),
+            "{ty}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

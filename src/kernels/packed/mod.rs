@@ -19,8 +19,10 @@ pub mod avx2;
 pub mod avx512;
 mod grouped;
 mod kind;
+pub(crate) mod kquant;
 #[cfg(target_arch = "x86_64")]
 pub mod prefetch;
+pub(crate) mod q32;
 mod storage;
 
 pub(crate) use grouped::GroupBlock;
@@ -211,6 +213,78 @@ pub(crate) trait Layout: Sized + Send + Sync + 'static {
     /// The kernels on `path`.
     fn kernels(path: CpuPath) -> &'static PackedKernels<Self>;
 }
+
+/// `fn kernels(path)` of a generic layout `$L` of weight type `$S` (module `$m` under
+/// `packed`: its `avx2::group` and `avx512::pair` kernels, generic over `$S`): the scalar twin,
+/// the AVX2 group kernel, the AVX-512 pair kernel from `$pair_min` tokens on, `$tiles` on AMX.
+macro_rules! generic_kernels {
+    (
+        $S:ty, $L:ty, $m:ident, act: $A:ty, side: $Side:ty, width: $width:expr,
+        pair_min: $pair_min:expr, tiles: $tiles:expr $(,)?
+    ) => {
+        fn kernels(
+            path: $crate::kernels::CpuPath,
+        ) -> &'static $crate::kernels::packed::PackedKernels<$L> {
+            use $crate::kernels::packed::PackedKernels;
+            const SCALAR: PackedKernels<$L> = PackedKernels::scalar($width);
+            #[cfg(target_arch = "x86_64")]
+            {
+                use $crate::kernels::packed::{width_table, GROUP, PAIR};
+
+                /// # Safety
+                /// The generic AVX2 kernel's.
+                #[target_feature(enable = "avx2,fma,f16c")]
+                unsafe fn avx2_group<const T: usize>(
+                    w: &$L,
+                    g: usize,
+                    a: [&[$A]; T],
+                    sides: [&[$Side]; T],
+                ) -> [[f32; GROUP]; T] {
+                    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+                    unsafe { $crate::kernels::packed::$m::avx2::group::<$S, T>(w, g, a, sides) }
+                }
+
+                /// # Safety
+                /// The generic AVX-512 kernel's.
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+                unsafe fn avx512_pair<const T: usize>(
+                    w: &$L,
+                    g: usize,
+                    a: [&[$A]; T],
+                    sides: [&[$Side]; T],
+                ) -> [[f32; PAIR]; T] {
+                    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+                    unsafe { $crate::kernels::packed::$m::avx512::pair::<$S, T>(w, g, a, sides) }
+                }
+
+                const AVX2: PackedKernels<$L> = PackedKernels {
+                    group: Some(width_table!($L, GROUP, avx2_group, first_sides)),
+                    group_isa: "avx2",
+                    ..SCALAR
+                };
+                const AVX512: PackedKernels<$L> = PackedKernels {
+                    pair: Some(width_table!($L, PAIR, avx512_pair, first_sides)),
+                    pair_isa: "avx512",
+                    pair_min: $pair_min,
+                    ..AVX2
+                };
+                const AMX: PackedKernels<$L> = PackedKernels {
+                    tiles: $tiles,
+                    ..AVX512
+                };
+                match path {
+                    $crate::kernels::CpuPath::Avx2 => return &AVX2,
+                    $crate::kernels::CpuPath::Avx512 => return &AVX512,
+                    $crate::kernels::CpuPath::Amx => return &AMX,
+                    _ => {}
+                }
+            }
+            let _ = path;
+            &SCALAR
+        }
+    };
+}
+pub(crate) use generic_kernels;
 
 /// A layout's kernel table for `$path`: its `avx2`, `avx512` and `amx` modules' `KERNELS` on
 /// x86, `$scalar` elsewhere.

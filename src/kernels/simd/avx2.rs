@@ -78,13 +78,20 @@ pub unsafe fn d_product(dw: f16, da: f16) -> __m256 {
     _mm256_broadcastss_ps(_mm_mul_ss(v, _mm_movehdup_ps(v)))
 }
 
-/// Sum over 32 signed bytes of `q * a` as 8 i32 partial sums, via |q| * (a with q's sign)
-/// (maddubs needs an unsigned operand). Exact for |q| <= 128, |a| <= 127.
+/// The i16 pair sums of signed bytes `q * a`, via |q| * (a with q's sign) (maddubs needs an
+/// unsigned operand). Exact for |q| <= 128, |a| <= 127.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn signed_products(q: __m256i, a: __m256i) -> __m256i {
+    _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q))
+}
+
+/// Sum over 32 signed bytes of `q * a` as 8 i32 partial sums ([`signed_products`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_i8(q: __m256i, a: __m256i) -> __m256i {
-    let p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
-    _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe { _mm256_madd_epi16(signed_products(q, a), _mm256_set1_epi16(1)) }
 }
 
 /// Broadcasts of each Q4_K/Q5_K sub-block scale to 16 i16 lanes, from the 8 scale bytes.

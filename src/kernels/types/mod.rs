@@ -115,7 +115,8 @@ pub(crate) trait WeightType: 'static {
 /// and its 8-row layout, if it has one.
 macro_rules! weight_type {
     // `simd: all`: the kernel sets every path of both architectures has, under their usual
-    // names; `simd: x86`: the x86 ones only.
+    // names; `simd: arm`: the aarch64 ones only (x86 repacks the type, and its in-place
+    // kernels there are the scalar twin).
     (
         $(#[$doc:meta])*
         $name:ident = $ty:ident, $block:ty, $act:ty, $len:expr;
@@ -136,13 +137,15 @@ macro_rules! weight_type {
         $(#[$doc:meta])*
         $name:ident = $ty:ident, $block:ty, $act:ty, $len:expr;
         dot: $dot:path, dequantize: $deq:path, scales: |$b:ident, $bits:ident| $scales:expr;
-        simd: x86;
+        simd: arm;
+        $(layout: $layout:expr;)?
     ) => {
         $crate::kernels::types::weight_type! {
             $(#[$doc])*
             $name = $ty, $block, $act, $len;
             dot: $dot, dequantize: $deq, scales: |$b, $bits| $scales;
-            x86 { Avx2 => avx2::DENSE, Avx512 | Amx => avx512::DENSE }
+            arm { Neon => neon::BASE, Dotprod => neon::DOTPROD, I8mm => neon::I8MM }
+            $(layout: $layout;)?
         }
     };
     (

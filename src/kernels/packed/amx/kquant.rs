@@ -24,13 +24,14 @@ use crate::quant::blocks::BlockQ8K;
 /// Unpacked weight bytes per (pair, block): 4 quant slices × (hi, lo) tiles.
 pub(crate) const PANEL_BLOCK: usize = 8 * TILE;
 
-/// One token's side of a block step: its scale and its sub-block sums as i16 pairs
-/// `(S_2i, S_2i+1)` (the Q4_K mins' operand).
+/// One token's side of a block step: its scale, its 32-quant sums as i16 pairs `(S_2i,
+/// S_2i+1)` (the Q4_K mins' operand) and its 16-quant sums (the generic layouts' mins).
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct TokenBlock {
     pub dy: f32,
     pub side: Q8KSide,
+    pub bsums: [i16; 16],
 }
 
 impl TokenBlock {
@@ -38,6 +39,7 @@ impl TokenBlock {
         TokenBlock {
             dy: y.d,
             side: *side,
+            bsums: y.bsums,
         }
     }
 }

@@ -1,14 +1,22 @@
 //! IQ4_XS: 256 weights in 8 sub-blocks of 32, IQ4_NL's codebook with a 6-bit scale per
-//! sub-block under one f16 super-scale; Q8_K activations. Only the scalar twin so far.
+//! sub-block under one f16 super-scale; Q8_K activations. Repacked at load into 8-row groups
+//! on x86 ([`x8`]); in place on aarch64 (a NEON dot kernel per token, i8mm tiles for
+//! batches).
+
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod x8;
 
 use super::{random_scale, weight_type};
 use crate::quant::blocks::{BlockIQ4XS, BlockQ8K, KVALUES_IQ4NL};
 use crate::quant::dequant::{dequantize_iq4_xs, iq4_xs_scale};
 
 weight_type! {
-/// IQ4_XS weights × Q8_K activations.
-IQ4XS = IQ4_XS, BlockIQ4XS, BlockQ8K, 256;
-dot: dot, dequantize: dequantize_iq4_xs, scales: |b, bits| b.d = random_scale(bits());
+    /// IQ4_XS weights × Q8_K activations.
+    IQ4XS = IQ4_XS, BlockIQ4XS, BlockQ8K, 256;
+    dot: dot, dequantize: dequantize_iq4_xs, scales: |b, bits| b.d = random_scale(bits());
+    simd: arm;
+    layout: x8::LAYOUT;
 }
 
 /// The reference: exact integer sums per block (sub-block sums times their scales), scaled

@@ -1,14 +1,21 @@
 //! Q2_K: 256 weights in 16 sub-blocks of 16, a 2-bit quant per weight and a 4-bit scale and
-//! min per sub-block; Q8_K activations. Only the scalar twin so far.
+//! min per sub-block; Q8_K activations. Repacked at load into 8-row groups on x86 ([`x8`]);
+//! in place on aarch64 (a NEON dot kernel per token, i8mm tiles for batches).
+
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod x8;
 
 use super::{random_scale, weight_type};
 use crate::quant::blocks::{BlockQ2K, BlockQ8K};
 use crate::quant::dequant::dequantize_q2_k;
 
 weight_type! {
-/// Q2_K weights × Q8_K activations.
-Q2K = Q2_K, BlockQ2K, BlockQ8K, 256;
-dot: dot, dequantize: dequantize_q2_k, scales: |b, bits| (b.d, b.dmin) = (random_scale(bits()), random_scale(bits()));
+    /// Q2_K weights × Q8_K activations.
+    Q2K = Q2_K, BlockQ2K, BlockQ8K, 256;
+    dot: dot, dequantize: dequantize_q2_k, scales: |b, bits| (b.d, b.dmin) = (random_scale(bits()), random_scale(bits()));
+    simd: arm;
+    layout: x8::LAYOUT;
 }
 
 /// The reference: exact integer sums per block, scaled in f32 as llama.cpp's generic kernel.

@@ -1,14 +1,22 @@
 //! Q3_K: 256 weights in 16 sub-blocks of 16, a 3-bit quant per weight (the high bit in
-//! `hmask`) and a 6-bit scale per sub-block; Q8_K activations. Only the scalar twin so far.
+//! `hmask`) and a 6-bit scale per sub-block; Q8_K activations. Repacked at load into 8-row
+//! groups on x86 ([`x8`]); in place on aarch64 (a NEON dot kernel per token, i8mm tiles
+//! for batches).
+
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod x8;
 
 use super::{random_scale, weight_type};
 use crate::quant::blocks::{BlockQ3K, BlockQ8K};
 use crate::quant::dequant::{dequantize_q3_k, unpack_q3_k_scales};
 
 weight_type! {
-/// Q3_K weights × Q8_K activations.
-Q3K = Q3_K, BlockQ3K, BlockQ8K, 256;
-dot: dot, dequantize: dequantize_q3_k, scales: |b, bits| b.d = random_scale(bits());
+    /// Q3_K weights × Q8_K activations.
+    Q3K = Q3_K, BlockQ3K, BlockQ8K, 256;
+    dot: dot, dequantize: dequantize_q3_k, scales: |b, bits| b.d = random_scale(bits());
+    simd: arm;
+    layout: x8::LAYOUT;
 }
 
 /// The reference: exact integer sums per block, scaled in f32 as llama.cpp's generic kernel.

@@ -1,5 +1,6 @@
-//! Q4_0: 32 weights per block, `w = d * (q - 8)` with `q` a nibble; Q8_0 activations. Used
-//! in place on every path (no repacked layout): a dot kernel per token, tiles for batches.
+//! Q4_0: 32 weights per block, `w = d * (q - 8)` with `q` a nibble; Q8_0 activations.
+//! Repacked at load into 8-row groups on x86 ([`x8`]); in place elsewhere (a dot kernel per
+//! token, tiles for batches).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -7,6 +8,7 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+mod x8;
 
 use super::{random_scale, weight_type};
 use crate::quant::blocks::{BlockQ4_0, BlockQ8_0};
@@ -17,6 +19,7 @@ weight_type! {
     Q4_0 = Q4_0, BlockQ4_0, BlockQ8_0, 32;
     dot: dot, dequantize: dequantize_q4_0, scales: |b, bits| b.d = random_scale(bits());
     simd: all;
+    layout: x8::LAYOUT;
 }
 
 /// The reference: exact integer sums per block, scaled in f32 as llama.cpp's generic kernel.

@@ -1,14 +1,21 @@
 //! Q4_1: 32 weights per block, `w = d * q + m` with `q` a nibble; Q8_0 activations (the
-//! minimum multiplies the activations' block sum). Only the scalar twin so far.
+//! minimum multiplies the activations' block sum).
+//! Repacked at load into 8-row groups on x86 ([`x8`]); in place on aarch64 (a NEON dot
+//! kernel per token, i8mm tiles for batches, shared with Q5_1).
 
+#[cfg(target_arch = "aarch64")]
+pub(super) mod neon; // Q5_1 shares its kernels.
+mod x8;
 use super::{random_scale, weight_type};
 use crate::quant::blocks::{BlockQ4_1, BlockQ8_0};
 use crate::quant::dequant::dequantize_q4_1;
 
 weight_type! {
-/// Q4_1 weights × Q8_0 activations.
-Q4_1 = Q4_1, BlockQ4_1, BlockQ8_0, 32;
-dot: dot, dequantize: dequantize_q4_1, scales: |b, bits| (b.d, b.m) = (random_scale(bits()), random_scale(bits()));
+    /// Q4_1 weights × Q8_0 activations.
+    Q4_1 = Q4_1, BlockQ4_1, BlockQ8_0, 32;
+    dot: dot, dequantize: dequantize_q4_1, scales: |b, bits| (b.d, b.m) = (random_scale(bits()), random_scale(bits()));
+    simd: arm;
+    layout: x8::LAYOUT;
 }
 
 /// The reference: exact integer sums per block (`Σ q a` and `Σ a`), scaled in f32.

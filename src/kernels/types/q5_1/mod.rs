@@ -1,15 +1,21 @@
 //! Q5_1: 32 weights per block, `w = d * q + m` with a 5-bit `q` (the 5th bits in `qh`); Q8_0
-//! activations (the minimum multiplies the activations' block sum). Only the scalar twin so
-//! far.
+//! activations (the minimum multiplies the activations' block sum).
+//! Repacked at load into 8-row groups on x86 ([`x8`]); in place on aarch64 (Q4_1's NEON
+//! dot kernel per token and i8mm tiles, with the fifth bits).
 
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod x8;
 use super::{random_scale, weight_type};
 use crate::quant::blocks::{BlockQ5_1, BlockQ8_0};
 use crate::quant::dequant::dequantize_q5_1;
 
 weight_type! {
-/// Q5_1 weights × Q8_0 activations.
-Q5_1 = Q5_1, BlockQ5_1, BlockQ8_0, 32;
-dot: dot, dequantize: dequantize_q5_1, scales: |b, bits| (b.d, b.m) = (random_scale(bits()), random_scale(bits()));
+    /// Q5_1 weights × Q8_0 activations.
+    Q5_1 = Q5_1, BlockQ5_1, BlockQ8_0, 32;
+    dot: dot, dequantize: dequantize_q5_1, scales: |b, bits| (b.d, b.m) = (random_scale(bits()), random_scale(bits()));
+    simd: arm;
+    layout: x8::LAYOUT;
 }
 
 /// The reference: exact integer sums per block (`Σ q a` and `Σ a`), scaled in f32.

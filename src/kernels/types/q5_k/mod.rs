@@ -1,10 +1,14 @@
-//! Q5_K: Q4_K with a fifth bit per weight in `qh`; Q8_K activations. In place: a dot kernel
-//! per token (AVX2, AVX-512); no tiles yet, so batches take the dot per token.
+//! Q5_K: Q4_K with a fifth bit per weight in `qh`; Q8_K activations. Repacked at load into
+//! 8-row groups on x86 ([`x8`]); in place: a dot kernel per token (AVX2, AVX-512, NEON),
+//! i8mm tiles for batches on aarch64.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+mod x8;
 
 use super::{random_scale, weight_type};
 use crate::quant::blocks::{BlockQ5K, BlockQ8K};
@@ -15,7 +19,8 @@ weight_type! {
     /// Q5_K weights × Q8_K activations.
     Q5K = Q5_K, BlockQ5K, BlockQ8K, 256;
     dot: dot, dequantize: dequantize_q5_k, scales: |b, bits| (b.d, b.dmin) = (random_scale(bits()), random_scale(bits()));
-    simd: x86;
+    simd: all;
+    layout: x8::LAYOUT;
 }
 
 /// The reference: exact integer sums per block, scaled in f32 as llama.cpp's generic kernel.
