@@ -8,8 +8,12 @@ use crate::kernels::packed::amx::blocks32::{matmul_pairs, Blocks32};
 use crate::kernels::packed::avx512::{lines, rows_f32};
 use crate::kernels::packed::PackedKernels;
 
+/// On AMX CPUs (Sapphire Rapids and later) the two-group kernel also takes single tokens:
+/// 1.5B Q8_0 tg64 7.4 -> 8.5 t/s on one thread, 14.3 -> 16.1 on two (two weight streams in
+/// flight instead of one).
 pub(super) const KERNELS: PackedKernels<Q8_0x8> = PackedKernels {
     tiles: Some(matmul_pairs::<Q8_0x8>),
+    pair_min: 1,
     ..super::avx512::KERNELS
 };
 
