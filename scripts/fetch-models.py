@@ -10,6 +10,10 @@ not fetched again.
     scripts/fetch-models.py all             # all three
     scripts/fetch-models.py gemma-3-270m    # one by name
     scripts/fetch-models.py --path NAME     # print the cached path (fetching it if missing)
+    scripts/fetch-models.py --path vocab    # llama.cpp's tokenizer test vocabularies (a folder)
+
+`vocab` is llama.cpp's own tokenizer suite, `models/ggml-vocab-*.gguf` with their `.inp`/`.out`
+cases, taken from the source package of llama-cpp-python 0.3.36 (llama.cpp 0c1e57098) on PyPI.
 """
 import hashlib
 import os
@@ -37,6 +41,13 @@ MODELS = {
     },
 }
 DEFAULT = "qwen2.5-coder-0.5b"
+
+VOCAB = {
+    "index": "https://pypi.org/simple/llama-cpp-python/",
+    "file": "llama_cpp_python-0.3.36.tar.gz",
+    "sha256": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+    "members": "llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-",
+}
 
 
 def model_dir() -> Path:
@@ -102,12 +113,51 @@ def fetch(name: str) -> Path:
     return out
 
 
+def fetch_vocab() -> Path:
+    """The folder of llama.cpp's vocabulary files and tokenizer cases, fetched if missing."""
+    import re
+    import tarfile
+    import urllib.request
+
+    out = model_dir() / "llama-vocab"
+    done = out / ".complete"
+    if done.exists() and done.read_text() == VOCAB["sha256"]:
+        return out
+    print(f"downloading {VOCAB['file']} for its vocabulary files...", file=sys.stderr)
+    with urllib.request.urlopen(VOCAB["index"]) as r:
+        index = r.read().decode()
+    match = re.search(r'href="([^"#]*/' + re.escape(VOCAB["file"]) + r')[#"]', index)
+    if not match:
+        raise SystemExit(f"{VOCAB['file']} is not on {VOCAB['index']}")
+    with tempfile.TemporaryDirectory(prefix="kolibri-vocab-") as tmp:
+        sdist = Path(tmp) / VOCAB["file"]
+        with urllib.request.urlopen(match.group(1)) as r, open(sdist, "wb") as f:
+            for chunk in iter(lambda: r.read(1 << 22), b""):
+                f.write(chunk)
+        if sha256_of(sdist) != VOCAB["sha256"]:
+            raise SystemExit(f"{VOCAB['file']}: sha256 mismatch")
+        out.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(sdist) as tar:
+            for m in tar.getmembers():
+                if m.isfile() and m.name.startswith(VOCAB["members"]):
+                    name = Path(m.name).name
+                    with tar.extractfile(m) as src, open(out / name, "wb") as dst:
+                        dst.write(src.read())
+    done.write_text(VOCAB["sha256"])
+    return out
+
+
 def main(argv):
     print_path = "--path" in argv
     names = [a for a in argv if not a.startswith("--")] or [DEFAULT]
     if names == ["all"]:
         names = list(MODELS)
     for n in names:
+        if n == "vocab":
+            p = fetch_vocab()
+            if print_path:
+                print(p)
+            continue
         if n not in MODELS:
             raise SystemExit(f"unknown model {n!r}; known: {', '.join(MODELS)}")
         p = fetch(n)

@@ -4,27 +4,31 @@
 # suite once more on each forced kernel path), then the
 # C ABI end to end (scripts/test-capi.sh: examples, misuse, valgrind, sanitizers, bindings),
 # the HTTP server with the official openai client (scripts/test-server.sh), and the model-free suites on aarch64 under qemu (scripts/test-aarch64.sh).
-# Fetches the three real models if missing.
+# Fetches the three real models and llama.cpp's tokenizer vocabularies, and builds the synthetic
+# models (the other architectures), if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 scripts/fetch-models.py all
+python3 scripts/fetch-models.py vocab
+python3 scripts/make-synthetic-models.py >/dev/null
 cargo fmt --all -- --check
 cargo clippy --release --all-targets -- -D warnings
 # Model-level tests use every core each, so they run one at a time.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --release --all-targets -- --test-threads=1 2>&1 | tee "$log"
-# The greedy fidelity suite and the logits bits again on every forced path below the
-# dispatched one, and on the in-place kernels (no repacking): each must match llama.cpp on its
-# own, and give the bits committed for it.
+# The greedy fidelity suites (real models, synthetic architectures) and the logits bits again on
+# every forced path below the dispatched one, and on the in-place kernels (no repacking): each
+# must match llama.cpp on its own, and give the bits committed for it.
 forced=("KOLIBRI_CPU=scalar" "KOLIBRI_REPACK=0")
 if grep -qE "avx512_?vnni" /proc/cpuinfo 2>/dev/null; then
   forced+=("KOLIBRI_CPU=avx2" "KOLIBRI_CPU=avx2 KOLIBRI_REPACK=0")
 fi
 for f in "${forced[@]}"; do
-  echo "reference_greedy and logits_hash with $f"
+  echo "reference_greedy, arch_reference and logits_hash with $f"
   # shellcheck disable=SC2086 # one word per variable
-  env $f cargo test --release --test reference_greedy --test logits_hash -- --test-threads=1 \
+  env $f cargo test --release --test reference_greedy --test arch_reference --test logits_hash \
+    -- --test-threads=1 \
     2>&1 | tee -a "$log"
 done
 rust_ok=0

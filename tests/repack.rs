@@ -40,17 +40,7 @@ fn repacked_model_holds_one_copy_of_its_weights() {
     let packed_bytes: u64 = w
         .layers
         .iter()
-        .flat_map(|l| {
-            [
-                &l.wq,
-                &l.wk,
-                &l.wv,
-                &l.wo,
-                &l.ffn_gate,
-                &l.ffn_up,
-                &l.ffn_down,
-            ]
-        })
+        .flat_map(|l| l.matrices())
         .chain([&w.output])
         .filter(|lin| lin.packed().is_some())
         .map(|lin| (lin.row_bytes() * lin.rows) as u64)

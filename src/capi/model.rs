@@ -217,7 +217,7 @@ pub unsafe extern "C" fn kolibri_model_architecture(
         // SAFETY: per this function's contract.
         let m = unsafe { handle(model, "model") }?;
         // SAFETY: per this function's contract.
-        unsafe { write_text(m.model.arch.name().as_bytes(), buf, capacity, len) }
+        unsafe { write_text(m.model.arch.name.as_bytes(), buf, capacity, len) }
     })
 }
 

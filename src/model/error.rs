@@ -58,7 +58,7 @@ impl fmt::Display for ModelError {
             UnknownArchitecture(a) => write!(
                 f,
                 "unknown architecture {a:?} (supported: {})",
-                super::Arch::SUPPORTED.join(", ")
+                super::Architecture::supported().join(", ")
             ),
             MissingKey(k) => write!(f, "missing or mistyped metadata key {k:?}"),
             BadHyperparameter { key, reason } => write!(f, "metadata {key:?}: {reason}"),

@@ -18,12 +18,14 @@ mod workers;
 
 use std::path::Path;
 
-pub use arch::{Activation, Arch, RopeStyle};
+pub use arch::{
+    Activation, Arch, Architecture, FfnRecipe, Gating, MoeRecipe, QkNorm, Recipe, RopeStyle,
+};
 pub use context::{AbortCallback, BatchToken, Context, ContextParams, Logits};
 pub use error::ModelError;
-pub use hparams::HParams;
+pub use hparams::{HParams, MoeParams};
 pub use load::LoadOptions;
-pub use weights::{LayerWeights, Linear, Weights};
+pub use weights::{Experts, Ffn, LayerWeights, Linear, SharedExpert, Weights};
 
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
@@ -76,7 +78,7 @@ impl Model {
         let arch_name = gguf
             .get_str("general.architecture")
             .ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
-        let arch = Arch::from_name(arch_name)?;
+        let arch = Architecture::from_name(arch_name)?;
         // The tokenizer (vocabulary maps, BPE merges: 0.1-0.2 s for a 150-260k vocabulary)
         // builds on its own thread while the weights are checked and repacked. Its error, if
         // any, is still the one reported first, as when it was built first.
@@ -84,13 +86,7 @@ impl Model {
         let (tokenizer, rest) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
             let rest = (|| {
-                let mut hparams = HParams::from_gguf(&gguf, arch, n_vocab)?;
-                if arch == Arch::Gemma3 && hparams.n_layer == 62 {
-                    // Gemma 3 27B scales queries by 1/sqrt(n_embd/n_head)
-                    // (query_pre_attn_scalar), which GGUF does not record; llama.cpp keys it
-                    // on the model size the same way.
-                    hparams.attn_scale = 1.0 / ((hparams.n_embd / hparams.n_head) as f32).sqrt();
-                }
+                let hparams = HParams::from_gguf(&gguf, arch, n_vocab)?;
                 let loaded = Weights::load(&gguf, arch, &hparams, cache, repacked)?;
                 Ok::<_, ModelError>((hparams, loaded))
             })();

@@ -23,6 +23,35 @@ const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|
 /// Qwen3.5's pattern: Qwen2's with combining marks inside letter runs.
 const QWEN35: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// Tekken's (Mistral Nemo) pattern: letter runs split at case changes (an upper-case run, then
+/// lower-case letters), single digits. Written with lookaheads as llama.cpp does, since its
+/// regexes lack the `\p{Lu}`-style classes of the original.
+const TEKKEN: &str = r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// DeepSeek LLM's pattern set: line breaks, letter runs of the scripts its tokenizer names
+/// (spelled out as ranges), ASCII and full-width punctuation runs, trailing spaces, CJK runs,
+/// digit runs.
+const DEEPSEEK_LLM: &[&str] = &[
+    r#"[
+]"#,
+    r#"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+"#,
+    r#"\s?[!-/:-~！-／：-～‘-‟　-。]+"#,
+    r#"\s+$"#,
+    r#"[一-龥ࠀ-一가-퟿]+"#,
+    r#"\p{N}+"#,
+];
+
+/// DeepSeek Coder's pattern set: line breaks, letter runs, punctuation runs, CJK runs, single
+/// digits.
+const DEEPSEEK_CODER: &[&str] = &[
+    r#"[
+]"#,
+    r#"\s?\p{L}+"#,
+    r#"\s?\p{P}+"#,
+    r#"[一-龥ࠀ-一가-퟿]+"#,
+    r#"\p{N}"#,
+];
+
 /// Regex sets per `tokenizer.ggml.pre` value, mirroring llama.cpp's groups. Names whose
 /// vocabularies need more than a regex set (separator tokens, whitespace escaping) are left out
 /// so that they fail loudly instead of tokenizing differently.
@@ -34,6 +63,9 @@ fn patterns_for(pre: &str) -> Option<&'static [&'static str]> {
         "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "megrez" | "stablelm2" | "hunyuan"
         | "solar-open" => &[QWEN2],
         "qwen35" => &[QWEN35],
+        "tekken" => &[TEKKEN],
+        "deepseek-llm" => DEEPSEEK_LLM,
+        "deepseek-coder" => DEEPSEEK_CODER,
         // "gpt2" is not a llama.cpp name; accepted as an alias of "gpt-2".
         "gpt2" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"
         | "jina-v2-de" | "a.x-4.0" | "mellum" | "exaone4" | "mpt" | "olmo" | "jais"
@@ -142,6 +174,11 @@ mod tests {
     fn default_set_splits_punctuation_first() {
         assert_eq!(split("default", "a.b"), ["a", ".", "b"]);
         assert_eq!(split("default", "1234"), ["123", "4"]);
+        assert_eq!(
+            split("tekken", "HelloWorld 42"),
+            ["Hello", "World", " ", "4", "2"]
+        );
+        assert_eq!(split("deepseek-coder", "ab12"), ["ab", "1", "2"]);
     }
 
     #[test]

@@ -316,7 +316,8 @@ impl Vocab {
                         | "lfm2"
                         | "jina-v5-nano"
                 );
-                self.ignore_merges = llama3_family;
+                // Tekken also takes whole words from the vocabulary, without Llama 3's BOS.
+                self.ignore_merges = llama3_family || self.pre == "tekken";
                 self.add_bos = llama3_family;
             }
         }

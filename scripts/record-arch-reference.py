@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Record llama.cpp's greedy outputs on the synthetic models (tests/data/arch/<model>.json).
+
+    LLAMA_CPP=/path/to/llama.cpp scripts/record-arch-reference.py [--only qwen3-tiny,...]
+
+LLAMA_CPP is a llama.cpp source tree (0c1e57098, outside the repository) built with cmake into
+its build/ folder. The script compiles scripts/arch-reference/greedy_logprobs.c against that
+build, runs it on each model built by scripts/make-synthetic-models.py with flash attention on
+(the reference) and off, and refuses a model on which the two disagree by more than
+CONDITIONING_TOL nat on average (a badly conditioned model makes the reference noise). The JSON
+has the layout of tests/data/greedy-*.json plus the model file's sha256, which the tests check
+so that a changed generator cannot pass against an old reference.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+N_PREDICT = 24
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n",
+    "Once upon a time, in a small village by the sea, there lived",
+]
+CONDITIONING_TOL = 0.01
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def compile_tool(llama: Path, out: Path) -> None:
+    build = llama / "build" / "bin"
+    subprocess.run(
+        ["cc", "-O2", "-o", str(out), str(ROOT / "scripts/arch-reference/greedy_logprobs.c"),
+         f"-I{llama / 'include'}", f"-I{llama / 'ggml/include'}", f"-L{build}",
+         f"-Wl,-rpath,{build}", "-lllama", "-lggml", "-lggml-base", "-lm"],
+        check=True,
+    )
+
+
+def run_tool(tool: Path, model: Path, flash: bool) -> list:
+    """[{prompt_ids, steps: [[(id, logprob) x 5], ...]}] per prompt."""
+    out = subprocess.run([str(tool), str(model), "1" if flash else "0", str(N_PREDICT), *PROMPTS],
+                         check=True, capture_output=True, text=True).stdout
+    cases = []
+    for line in out.splitlines():
+        head, *rest = line.split()
+        if head == "case":
+            cases.append({"prompt_ids": [], "steps": []})
+        elif head == "prompt":
+            cases[-1]["prompt_ids"] = [int(x) for x in rest]
+        elif head == "step":
+            cases[-1]["steps"].append([(int(rest[i]), float(rest[i + 1]))
+                                       for i in range(0, len(rest), 2)])
+    return cases
+
+
+def conditioning(on: list, off: list) -> float:
+    """Mean |Δ log-prob| between two runs over the tokens both rank in their top 5, up to the
+    first step where their greedy choices part."""
+    diffs = []
+    for a, b in zip(on, off):
+        for sa, sb in zip(a["steps"], b["steps"]):
+            lb = dict(sb)
+            diffs += [abs(lp - lb[t]) for t, lp in sa if t in lb]
+            if sa[0][0] != sb[0][0]:
+                break
+    return sum(diffs) / max(len(diffs), 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="comma-separated synthetic model names")
+    args = ap.parse_args()
+    llama = Path(os.environ.get("LLAMA_CPP", ""))
+    if not (llama / "include" / "llama.h").exists():
+        sys.exit("set LLAMA_CPP to a built llama.cpp source tree")
+    names = subprocess.run([sys.executable, str(ROOT / "scripts/make-synthetic-models.py"),
+                            "--list"], check=True, capture_output=True, text=True).stdout
+    names = [l.split("\t")[0] for l in names.splitlines() if l.endswith("\ttest")]
+    if args.only:
+        names = args.only.split(",")
+    commit = subprocess.run(["git", "-C", str(llama), "rev-parse", "--short=9", "HEAD"],
+                            capture_output=True, text=True).stdout.strip() or "0c1e57098"
+    out_dir = ROOT / "tests/data/arch"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tool = Path(tmp) / "greedy_logprobs"
+        compile_tool(llama, tool)
+        for name in names:
+            model = Path(subprocess.run(
+                [sys.executable, str(ROOT / "scripts/make-synthetic-models.py"), "--path", name],
+                check=True, capture_output=True, text=True).stdout.strip())
+            on, off = run_tool(tool, model, True), run_tool(tool, model, False)
+            drift = conditioning(on, off)
+            print(f"{name}: flash attention on/off differ by {drift:.4f} nat on average")
+            if drift > CONDITIONING_TOL:
+                sys.exit(f"{name} is badly conditioned: rescale its weights")
+            doc = {
+                "model": name,
+                "model_file": model.name,
+                "model_sha256": sha256_of(model),
+                "reference": f"llama.cpp {commit} (C API, CPU, 2 threads, flash attention on), "
+                             "greedy",
+                "note": "prompt tokenized with add_special=true, parse_special=true; "
+                        "top_logprobs are log-softmax over the full vocabulary",
+                "flash_attention_off_mean_abs_diff": round(drift, 5),
+                "cases": [{
+                    "prompt": prompt,
+                    "prompt_ids": case["prompt_ids"],
+                    "generated_ids": [s[0][0] for s in case["steps"]],
+                    "top_logprobs": [[{"id": t, "logprob": lp} for t, lp in s]
+                                     for s in case["steps"]],
+                } for prompt, case in zip(PROMPTS, on)],
+            }
+            path = out_dir / f"{name}.json"
+            path.write_text(json.dumps(doc, indent=1) + "\n")
+            print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+//! Gemma 3: embeddings scaled by sqrt(n_embd), QK-norm, norms after attention and FFN,
+//! GELU-tanh gating, queries scaled before attention, and sliding-window layers (five of every
+//! six unless the metadata gives a pattern) with their own RoPE base.
+
+use super::{Activation, Architecture, QkNorm, Recipe, RopeStyle, LLAMA_LIKE};
+use crate::model::hparams::HParams;
+
+pub(super) static GEMMA3: Architecture = Architecture {
+    name: "gemma3",
+    recipe: Recipe {
+        rope: RopeStyle::NeoX,
+        activation: Activation::GeGlu,
+        qk_norm: QkNorm::PerHead,
+        post_norms: true,
+        scale_embeddings: true,
+        scale_queries_before_attention: true,
+        swa_default_period: Some(6),
+        ..LLAMA_LIKE
+    },
+    quirks,
+};
+
+/// Gemma 3 27B (62 layers) scales queries by 1/sqrt(n_embd/n_head) (`query_pre_attn_scalar`),
+/// which GGUF does not record; llama.cpp keys it on the model size the same way.
+fn quirks(hp: &mut HParams) {
+    if hp.n_layer == 62 {
+        hp.attn_scale = 1.0 / ((hp.n_embd / hp.n_head) as f32).sqrt();
+    }
+}

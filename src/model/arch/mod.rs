@@ -1,0 +1,181 @@
+//! Supported architectures, one file each. An architecture is its name (`general.architecture`,
+//! also the prefix of its metadata keys), a [`Recipe`] that says which tensors a layer has and
+//! how the forward pass combines them, and the hyperparameter quirks its GGUF files leave
+//! unwritten. The loader and the forward pass read only the recipe; adding an architecture is
+//! one file here and one line in [`ARCHITECTURES`].
+
+mod gemma3;
+mod llama;
+mod olmoe;
+mod qwen2;
+mod qwen2moe;
+mod qwen3;
+mod qwen3moe;
+
+use super::error::ModelError;
+use super::hparams::HParams;
+
+pub struct Architecture {
+    /// `general.architecture`, and the prefix of the `<arch>.*` metadata keys.
+    pub name: &'static str,
+    pub recipe: Recipe,
+    /// Sets what the metadata does not record (llama.cpp keys these on the model's size too).
+    pub quirks: fn(&mut HParams),
+}
+
+/// A loaded model's architecture.
+pub type Arch = &'static Architecture;
+
+/// Every architecture Kolibri runs.
+pub(crate) static ARCHITECTURES: &[&Architecture] = &[
+    &llama::LLAMA,
+    &qwen2::QWEN2,
+    &qwen3::QWEN3,
+    &qwen3moe::QWEN3MOE,
+    &qwen2moe::QWEN2MOE,
+    &olmoe::OLMOE,
+    &gemma3::GEMMA3,
+];
+
+/// How a layer is built and computed.
+pub struct Recipe {
+    pub rope: RopeStyle,
+    pub activation: Activation,
+    /// Q, K and V biases (`attn_{q,k,v}.bias`).
+    pub qkv_bias: Presence,
+    /// Queries and keys RMS-normalised (`attn_{q,k}_norm`) before RoPE.
+    pub qk_norm: QkNorm,
+    /// RMS norms after attention and after the FFN, before the residual add (Gemma).
+    pub post_norms: bool,
+    /// Token embeddings multiplied by sqrt(n_embd) (Gemma).
+    pub scale_embeddings: bool,
+    /// Queries multiplied by the attention scale before attention instead of the scores after
+    /// (Gemma; llama.cpp's graph does it so, and the f16 rounding of small queries in its
+    /// attention kernel depends on it).
+    pub scale_queries_before_attention: bool,
+    /// The sliding-window layer period when the metadata gives a window but no pattern; `None`:
+    /// the architecture has no sliding window.
+    pub swa_default_period: Option<usize>,
+    pub ffn: FfnRecipe,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkNorm {
+    None,
+    /// Each head on its own, weights [head_dim] (Qwen3, Gemma 3).
+    PerHead,
+    /// The whole projection at once, weights [n_head * head_dim] (OLMoE).
+    Whole,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Required,
+    Optional,
+}
+
+/// The feed-forward block of every layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FfnRecipe {
+    /// `down(act(gate x) * up x)`.
+    Dense,
+    /// Mixture of experts: a router picks `expert_used_count` of `expert_count` experts per
+    /// token, each a dense FFN of `expert_feed_forward_length`; their outputs are summed,
+    /// weighted by the router.
+    Moe(MoeRecipe),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeRecipe {
+    pub gating: Gating,
+    /// Whether the chosen experts' weights are renormalised to sum to 1, when the metadata's
+    /// `expert_weights_norm` does not say.
+    pub norm_weights: bool,
+    /// Where an expert's hidden width comes from.
+    pub expert_width: ExpertWidth,
+    /// A shared expert every token uses, its output scaled by a sigmoid gate of its own
+    /// (`ffn_{gate,up,down}_shexp`, `ffn_gate_inp_shexp`; Qwen2-MoE).
+    pub shared_expert: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpertWidth {
+    /// `expert_feed_forward_length`, else `feed_forward_length / expert_used_count`.
+    ExpertKey,
+    /// `feed_forward_length` (OLMoE, as llama.cpp reads it).
+    DenseKey,
+}
+
+/// How router logits become expert weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// softmax over all experts, then the top k.
+    Softmax,
+}
+
+/// How RoPE pairs up the dimensions of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Rotate (x[2i], x[2i+1]) — original Llama.
+    Interleaved,
+    /// Rotate (x[i], x[i + d/2]) — GPT-NeoX, Qwen, Gemma.
+    NeoX,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// silu(gate) * up
+    SwiGlu,
+    /// gelu_tanh(gate) * up
+    GeGlu,
+}
+
+/// The recipe most architectures share: Llama's (RMSNorm, SwiGLU, no biases, no extra norms).
+pub(crate) const LLAMA_LIKE: Recipe = Recipe {
+    rope: RopeStyle::Interleaved,
+    activation: Activation::SwiGlu,
+    qkv_bias: Presence::Optional,
+    qk_norm: QkNorm::None,
+    post_norms: false,
+    scale_embeddings: false,
+    scale_queries_before_attention: false,
+    swa_default_period: None,
+    ffn: FfnRecipe::Dense,
+};
+
+fn no_quirks(_: &mut HParams) {}
+
+impl Architecture {
+    pub fn from_name(name: &str) -> Result<Arch, ModelError> {
+        ARCHITECTURES
+            .iter()
+            .copied()
+            .find(|a| a.name == name)
+            .ok_or_else(|| ModelError::UnknownArchitecture(name.to_owned()))
+    }
+
+    /// The names of every supported architecture.
+    pub fn supported() -> Vec<&'static str> {
+        ARCHITECTURES.iter().map(|a| a.name).collect()
+    }
+
+    /// The mixture-of-experts recipe, if the FFN is one.
+    pub fn moe(&self) -> Option<MoeRecipe> {
+        match self.recipe.ffn {
+            FfnRecipe::Moe(m) => Some(m),
+            FfnRecipe::Dense => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Architecture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for Architecture {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}

@@ -1,0 +1,261 @@
+//! A context: the KV cache of one or more sequences and the transformer forward pass over it.
+//!
+//! Several sequences share one forward pass ([`Context::decode`]): their tokens go through every
+//! matrix multiplication together (each weight row is read once for the whole batch), and only
+//! attention looks at each token's own sequence. This is what continuous batching is built on.
+//!
+//! The forward pass reads top to bottom like the architecture: embed, then per layer
+//! norm → QKV → (QK-norm) → RoPE → attention → output projection → (post-norm) → residual,
+//! norm → FFN (dense, or a mixture of experts) → (post-norm) → residual; final norm and the
+//! output head (see `forward.rs` and `ffn.rs`).
+
+mod ffn;
+mod forward;
+
+use std::sync::Arc;
+
+use super::attention::QueryPlace;
+use super::error::ModelError;
+use super::kv_cache::KvCache;
+use super::ops::Rope;
+use super::scratch::Scratch;
+use super::workers::Workers;
+use super::Model;
+use crate::tokenizer::TokenId;
+
+/// Which logits a forward pass returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token's row: [n_vocab].
+    Last,
+    /// Every token's row: [n_tokens, n_vocab] (teacher forcing).
+    All,
+    /// The rows of the last `n` tokens: [n, n_vocab] (perplexity scores only the second half).
+    Tail(usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct ContextParams {
+    /// Positions the KV cache holds per sequence (at most the model's trained context).
+    pub n_ctx: usize,
+    /// Sequences the context holds, each with its own `n_ctx` positions (see [`Context::decode`]).
+    pub n_seq: usize,
+    /// Worker threads for this context's computations.
+    pub n_threads: usize,
+    /// Largest number of tokens evaluated in one forward pass; longer inputs are split.
+    pub n_batch: usize,
+}
+
+impl Default for ContextParams {
+    fn default() -> Self {
+        ContextParams {
+            n_ctx: 4096,
+            n_seq: 1,
+            n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n_batch: 512,
+        }
+    }
+}
+
+/// One token of a multi-sequence batch for [`Context::decode`]. It is appended to sequence
+/// `seq` at that sequence's next position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchToken {
+    pub token: TokenId,
+    pub seq: usize,
+    /// Whether the logits of this token are returned.
+    pub logits: bool,
+}
+
+pub struct Context {
+    model: Arc<Model>,
+    kv: KvCache,
+    /// Tokens held per sequence.
+    seq_len: Vec<usize>,
+    n_batch: usize,
+    pool: Arc<Workers>,
+    /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
+    rope_global: Rope,
+    rope_local: Rope,
+    /// Asked before every layer whether to stop the forward pass (see [`Context::set_abort`]).
+    abort: Option<AbortCallback>,
+    /// The forward pass's activation buffers, kept between layers and passes.
+    scratch: Scratch,
+}
+
+/// Returns `true` to stop the forward pass in progress.
+pub type AbortCallback = Box<dyn FnMut() -> bool + Send>;
+
+impl Context {
+    pub fn new(model: Arc<Model>, params: &ContextParams) -> Result<Context, ModelError> {
+        let hp = &model.hparams;
+        if params.n_ctx == 0 || params.n_ctx > hp.n_ctx_train {
+            return Err(ModelError::InvalidArgument(format!(
+                "n_ctx {} must be in 1..={} (the model's trained context)",
+                params.n_ctx, hp.n_ctx_train
+            )));
+        }
+        if params.n_threads == 0 || params.n_batch == 0 || params.n_seq == 0 {
+            return Err(ModelError::InvalidArgument(
+                "n_threads, n_batch and n_seq must be > 0".into(),
+            ));
+        }
+        let pool = Workers::new(params.n_threads)?;
+        let style = model.arch.recipe.rope;
+        let freqs = model.weights.rope_freqs.as_deref();
+        let rope_global = Rope::new(hp.rope_base, hp.rope_freq_scale, hp.rope_dims, style, freqs);
+        let rope_local = Rope::new(hp.rope_base_swa, 1.0, hp.rope_dims, style, freqs);
+        Ok(Context {
+            kv: KvCache::new(
+                hp.n_layer,
+                params.n_ctx,
+                params.n_seq,
+                hp.k_dim(),
+                hp.v_dim(),
+            )?,
+            model,
+            seq_len: vec![0; params.n_seq],
+            n_batch: params.n_batch,
+            pool: Arc::new(pool),
+            rope_global,
+            rope_local,
+            abort: None,
+            scratch: Scratch::default(),
+        })
+    }
+
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// Tokens held in the cache (of sequence 0, the one [`Context::eval`] uses).
+    pub fn n_past(&self) -> usize {
+        self.seq_len[0]
+    }
+
+    /// Positions per sequence.
+    pub fn n_ctx(&self) -> usize {
+        self.kv.n_ctx
+    }
+
+    /// Most tokens in one forward pass.
+    pub fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
+    pub fn n_seq(&self) -> usize {
+        self.seq_len.len()
+    }
+
+    /// Tokens held by sequence `seq` (panics if `seq >= n_seq`).
+    pub fn seq_len(&self, seq: usize) -> usize {
+        self.seq_len[seq]
+    }
+
+    /// Forgets every position of sequence `seq` from `n` on (panics if `seq >= n_seq`).
+    pub fn truncate_seq(&mut self, seq: usize, n: usize) {
+        self.seq_len[seq] = self.seq_len[seq].min(n);
+    }
+
+    /// Installs (or with `None` removes) a callback asked before each layer of every forward
+    /// pass; when it returns `true`, `eval` stops with [`ModelError::Cancelled`] and the context
+    /// keeps what it held before that call.
+    pub fn set_abort(&mut self, abort: Option<AbortCallback>) {
+        self.abort = abort;
+    }
+
+    /// Forgets every position of sequence 0 from `n` on (keeps the first `n` tokens).
+    pub fn truncate(&mut self, n: usize) {
+        self.truncate_seq(0, n);
+    }
+
+    /// Evaluates `tokens` at the next positions of sequence 0 and returns their logits. On error
+    /// nothing changes (the cache keeps its previous contents and length).
+    pub fn eval(&mut self, tokens: &[TokenId], which: Logits) -> Result<Vec<f32>, ModelError> {
+        // Rows wanted counted from the end of `tokens`; batches before them skip the output head.
+        let n_tail = match which {
+            Logits::Last => 1,
+            Logits::All => tokens.len(),
+            Logits::Tail(n) => n.min(tokens.len()),
+        };
+        let first_out = tokens.len() - n_tail.min(tokens.len());
+        let batch: Vec<BatchToken> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &token)| BatchToken {
+                token,
+                seq: 0,
+                logits: i >= first_out,
+            })
+            .collect();
+        self.decode(&batch)
+    }
+
+    /// Evaluates a batch of tokens from any of the context's sequences in one forward pass
+    /// (split into passes of at most `n_batch` tokens) and returns the logits of the tokens
+    /// marked `logits`, in batch order: [n_marked, n_vocab]. Each token is appended to its
+    /// sequence; tokens of one sequence keep their batch order. On error nothing changes.
+    pub fn decode(&mut self, batch: &[BatchToken]) -> Result<Vec<f32>, ModelError> {
+        self.validate(batch)?;
+        let before = self.seq_len.clone();
+        let mut logits = Vec::new();
+        for chunk in batch.chunks(self.n_batch) {
+            let places: Vec<QueryPlace> = chunk
+                .iter()
+                .map(|b| {
+                    let pos = self.seq_len[b.seq];
+                    self.seq_len[b.seq] += 1;
+                    QueryPlace {
+                        seq_row0: self.kv.row(b.seq, 0),
+                        pos,
+                    }
+                })
+                .collect();
+            let pool = Arc::clone(&self.pool);
+            match pool.install(|| self.forward(chunk, &places)) {
+                // One pass (the usual case): its buffer is the result, not copied.
+                Ok(out) if logits.is_empty() => logits = out,
+                Ok(out) => logits.extend_from_slice(&out),
+                Err(e) => {
+                    self.seq_len = before;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(logits)
+    }
+
+    fn validate(&self, batch: &[BatchToken]) -> Result<(), ModelError> {
+        let n_vocab = self.model.hparams.n_vocab;
+        if batch.is_empty() {
+            return Err(ModelError::InvalidArgument("no tokens to evaluate".into()));
+        }
+        let mut added = vec![0usize; self.seq_len.len()];
+        for b in batch {
+            if b.token as usize >= n_vocab {
+                return Err(ModelError::InvalidToken {
+                    token: b.token,
+                    n_vocab,
+                });
+            }
+            let Some(n) = added.get_mut(b.seq) else {
+                return Err(ModelError::InvalidArgument(format!(
+                    "sequence {} is not in 0..{}",
+                    b.seq,
+                    self.seq_len.len()
+                )));
+            };
+            *n += 1;
+        }
+        for (seq, &n) in added.iter().enumerate() {
+            if self.seq_len[seq] + n > self.kv.n_ctx {
+                return Err(ModelError::ContextFull {
+                    n_ctx: self.kv.n_ctx,
+                    n_past: self.seq_len[seq],
+                    requested: n,
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,143 @@
+//! Weight tensors located in the mapped file, checked for name, shape and type at load time.
+//!
+//! Matrices stay in their quantized blocks inside the mapping; only the small norm vectors and
+//! biases are copied out as f32.
+
+mod layer;
+mod linear;
+mod tensors;
+
+pub use layer::{Experts, Ffn, LayerWeights, SharedExpert};
+pub use linear::Linear;
+
+use super::arch::Arch;
+use super::error::ModelError;
+use super::hparams::HParams;
+use super::load::{release_pages, RepackProgress};
+use super::repack_cache::{RepackCache, Wanted};
+use crate::gguf::GgufFile;
+use crate::kernels::{MatmulPlan, PackedWeights};
+use linear::repack_reporting;
+use tensors::Loader;
+
+pub struct Weights {
+    /// [n_vocab, n_embd], looked up row by row.
+    pub token_embd: Linear,
+    pub layers: Vec<LayerWeights>,
+    /// [n_embd]
+    pub output_norm: Vec<f32>,
+    /// [n_vocab, n_embd]; the token embedding when the model ties them.
+    pub output: Linear,
+    /// Per-dimension RoPE frequency divisors (Llama 3.1 style), [rope_dims / 2].
+    pub rope_freqs: Option<Vec<f32>>,
+}
+
+impl Weights {
+    /// Every matrix the forward pass multiplies by: the layers' in order, then the output
+    /// head.
+    pub fn matrices(&self) -> Vec<&Linear> {
+        let layers = self.layers.iter().flat_map(LayerWeights::matrices);
+        layers.chain([&self.output]).collect()
+    }
+
+    /// Locates and checks every tensor and repacks those with an interleaved layout, telling
+    /// `progress` the bytes repacked after each tensor. With a `cache`, the repacked matrices
+    /// come from it when it holds them (then the second value is true), and are written to it
+    /// otherwise.
+    pub fn load(
+        gguf: &GgufFile,
+        arch: Arch,
+        hp: &HParams,
+        cache: Option<&RepackCache>,
+        progress: RepackProgress,
+    ) -> Result<(Weights, bool), ModelError> {
+        let l = Loader { gguf };
+        let (e, v) = (hp.n_embd, hp.n_vocab);
+        let token_embd = l.linear("token_embd.weight", e, v)?;
+        if !crate::quant::dequant::is_supported(token_embd.ty) {
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: token_embd.name,
+                ty: token_embd.ty,
+            });
+        }
+        let layers = (0..hp.n_layer)
+            .map(|il| LayerWeights::load(&l, arch, hp, il))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut output = match l.linear_opt("output.weight", e, v)? {
+            Some(o) => o,
+            None => token_embd.clone(),
+        };
+        let tied = output.start == token_embd.start;
+        // One tensor at a time (each repacks in parallel chunks); progress and cancellation
+        // go through the loading thread between tensors. A tied output head is the token
+        // embedding: repacked once, shared, and looked up from the repacked copy (an embedding
+        // that is only looked up stays in the file). It goes last: by then the layers' file
+        // pages (some faulted in beside the prefaulted tensors) are released, so the biggest
+        // matrix never has both copies resident with them.
+        let (mut token_embd, mut layers) = (token_embd, layers);
+        let mut targets: Vec<&mut Linear> = layers
+            .iter_mut()
+            .flat_map(LayerWeights::matrices_mut)
+            .collect();
+        targets.push(if tied { &mut token_embd } else { &mut output });
+        targets.retain(|l| MatmulPlan::would_repack(l.ty, l.k));
+        let names: Vec<String> = targets.iter().map(|l| l.name.clone()).collect();
+        let wanted: Vec<Wanted> = targets
+            .iter()
+            .zip(&names)
+            .map(|(l, name)| Wanted {
+                name,
+                ty: l.ty,
+                rows: l.rows,
+                k: l.k,
+            })
+            .collect();
+        // Nothing to repack (an architecture without interleaved kernels): no cache file.
+        let cache = cache.filter(|_| !wanted.is_empty());
+        if cache.is_some() {
+            // Prefaulting the in-place tensors maps whole page-cache folios around them, most
+            // of them these tensors' file pages (gemma: 67 MB). Dropped before the cached copy
+            // is mapped, so the peak holds one copy; a miss re-reads them from the page cache.
+            for lin in &targets {
+                release_pages(lin.matrix(gguf).data);
+            }
+        }
+        let cached = cache.and_then(|c| c.load(&wanted));
+        let from_cache = cached.is_some();
+        if let Some(mats) = cached {
+            for (lin, m) in targets.iter_mut().zip(mats) {
+                lin.use_packed(m);
+            }
+            progress(targets.iter().map(|l| l.len).sum())?;
+        } else {
+            let mut done = 0;
+            for lin in targets.iter_mut() {
+                if repack_reporting(lin, gguf, done, progress)? {
+                    done += lin.len;
+                }
+            }
+            if let Some(c) = cache {
+                let mats: Vec<&dyn PackedWeights> = targets
+                    .iter()
+                    .filter_map(|l| l.packed().map(|p| &**p))
+                    .collect();
+                if mats.len() == wanted.len() {
+                    // A cache that cannot be written only costs the next load its speed.
+                    let _ = c.store(&wanted, &mats);
+                }
+            }
+        }
+        drop(targets);
+        if tied {
+            output = token_embd.clone();
+        }
+        let weights = Weights {
+            output_norm: l.vector("output_norm.weight", e)?,
+            output,
+            token_embd,
+            layers,
+            rope_freqs: l.vector_opt("rope_freqs.weight", hp.rope_dims / 2)?,
+        };
+        Ok((weights, from_cache))
+    }
+}

@@ -1,0 +1,180 @@
+//! Finding a model's tensors in the file and checking their names, shapes and types.
+
+use super::Linear;
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::kernels::{self, MatmulPlan, WeightMatrix};
+use crate::model::error::ModelError;
+use crate::quant::dequant::dequantize_row;
+
+pub(super) struct Loader<'a> {
+    pub gguf: &'a GgufFile,
+}
+
+impl Loader<'_> {
+    fn find(&self, name: &str) -> Option<&TensorInfo> {
+        self.gguf.tensor(name)
+    }
+
+    fn check_shape(&self, t: &TensorInfo, expected: &[u64]) -> Result<(), ModelError> {
+        if t.dims != expected {
+            return Err(ModelError::BadTensorShape {
+                tensor: t.name.clone(),
+                expected: expected.to_vec(),
+                found: t.dims.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn linear_opt(
+        &self,
+        name: &str,
+        k: usize,
+        rows: usize,
+    ) -> Result<Option<Linear>, ModelError> {
+        let Some(t) = self.find(name) else {
+            return Ok(None);
+        };
+        self.check_shape(t, &[k as u64, rows as u64])?;
+        if !kernels::supports(t.ggml_type) {
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: name.into(),
+                ty: t.ggml_type,
+            });
+        }
+        let data = self.gguf.tensor_data(t);
+        let start = self.gguf.data_offset() + t.offset;
+        let lin = in_place(name.to_owned(), t, start as usize, rows, k, data)?;
+        Ok(Some(lin))
+    }
+
+    pub fn linear(&self, name: &str, k: usize, rows: usize) -> Result<Linear, ModelError> {
+        self.linear_opt(name, k, rows)?
+            .ok_or_else(|| ModelError::MissingTensor(name.into()))
+    }
+
+    pub fn vector_opt(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>, ModelError> {
+        let Some(t) = self.find(name) else {
+            return Ok(None);
+        };
+        self.check_shape(t, &[n as u64])?;
+        let mut out = vec![0.0; n];
+        dequantize_row(t.ggml_type, self.gguf.tensor_data(t), &mut out).map_err(|_| {
+            ModelError::UnsupportedTensorType {
+                tensor: name.into(),
+                ty: t.ggml_type,
+            }
+        })?;
+        Ok(Some(out))
+    }
+
+    pub fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
+        self.vector_opt(name, n)?
+            .ok_or_else(|| ModelError::MissingTensor(name.into()))
+    }
+
+    /// The `n_expert` matrices [rows, k] of a stacked expert tensor (ggml dims [k, rows,
+    /// n_expert]), each a [`Linear`] of its own named `name[i]`.
+    pub fn experts(
+        &self,
+        name: &str,
+        k: usize,
+        rows: usize,
+        n_expert: usize,
+        count_key: &str,
+    ) -> Result<Vec<Linear>, ModelError> {
+        let t = self
+            .find(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+        check_expert_count(t, &[k as u64, rows as u64], n_expert, count_key)?;
+        self.check_shape(t, &[k as u64, rows as u64, n_expert as u64])?;
+        if !kernels::supports(t.ggml_type) {
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: name.into(),
+                ty: t.ggml_type,
+            });
+        }
+        let data = self.gguf.tensor_data(t);
+        let per_expert = data.len() / n_expert;
+        let start = (self.gguf.data_offset() + t.offset) as usize;
+        (0..n_expert)
+            .map(|i| {
+                let bytes = &data[i * per_expert..(i + 1) * per_expert];
+                in_place(
+                    format!("{name}[{i}]"),
+                    t,
+                    start + i * per_expert,
+                    rows,
+                    k,
+                    bytes,
+                )
+            })
+            .collect()
+    }
+
+    /// The router [n_expert, k]: one logit per expert.
+    pub fn router(
+        &self,
+        name: &str,
+        k: usize,
+        n_expert: usize,
+        count_key: &str,
+    ) -> Result<Linear, ModelError> {
+        if let Some(t) = self.find(name) {
+            check_expert_count(t, &[k as u64], n_expert, count_key)?;
+        }
+        self.linear(name, k, n_expert)
+    }
+}
+
+/// An error naming the expert count's key when `t` has the `leading` dims and then another
+/// count of experts than the metadata's.
+fn check_expert_count(
+    t: &TensorInfo,
+    leading: &[u64],
+    n_expert: usize,
+    count_key: &str,
+) -> Result<(), ModelError> {
+    let n = leading.len();
+    if t.dims.len() == n + 1 && t.dims[..n] == *leading && t.dims[n] != n_expert as u64 {
+        return Err(ModelError::BadHyperparameter {
+            key: count_key.into(),
+            reason: format!("{n_expert} experts, but {} holds {}", t.name, t.dims[n]),
+        });
+    }
+    Ok(())
+}
+
+/// A matrix [rows, k] of `t`'s type at `data` (file offset `start`), multiplied in place until
+/// the loader repacks it.
+fn in_place(
+    name: String,
+    t: &TensorInfo,
+    start: usize,
+    rows: usize,
+    k: usize,
+    data: &[u8],
+) -> Result<Linear, ModelError> {
+    let matrix = WeightMatrix {
+        ty: t.ggml_type,
+        rows,
+        k,
+        data,
+    };
+    let plan = MatmulPlan::in_place(kernels::backend(), &matrix).map_err(|e| {
+        ModelError::BadTensorShape {
+            tensor: format!("{name}: {e}"),
+            expected: vec![k as u64, rows as u64],
+            found: t.dims.clone(),
+        }
+    })?;
+    Ok(Linear {
+        name,
+        ty: t.ggml_type,
+        rows,
+        k,
+        start,
+        len: data.len(),
+        plan,
+    })
+}
