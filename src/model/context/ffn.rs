@@ -1,6 +1,8 @@
 //! The feed-forward block: a dense gated FFN, or a mixture of experts done the CPU way (each
 //! expert's weights read once for all the tokens routed to it, only the chosen experts read).
 
+use std::sync::OnceLock;
+
 use super::forward::project;
 use crate::kernels::ActSource;
 use crate::model::arch::Activation;
@@ -112,36 +114,91 @@ fn moe_ffn(
     let routes: Vec<Routing> = logits.chunks(moe.n_expert).map(|l| route(l, moe)).collect();
     scratch.give([logits]);
 
-    // tokens[x]: (token, weight) of every token routed to expert x, in token order.
+    // tokens[x]: (token, weight) of every token routed to expert x, in token order; and each
+    // token's place in its experts' batches, in its routing order.
     let mut tokens: Vec<Vec<(usize, f32)>> = vec![Vec::new(); moe.n_expert];
+    let mut places: Vec<Vec<(usize, usize, f32)>> = vec![Vec::new(); n];
     for (t, r) in routes.iter().enumerate() {
         for &(x, w) in &r.chosen {
+            places[t].push((x, tokens[x].len(), w));
             tokens[x].push((t, w));
         }
     }
-    let mut out = scratch.take(n * e);
-    let act = model.arch.recipe.activation;
-    for (x, routed) in tokens.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
-        let m = routed.len();
-        let mut batch = scratch.take_for_overwrite(m * e);
-        for (row, &(t, _)) in batch.chunks_exact_mut(e).zip(routed) {
-            row.copy_from_slice(&h[t * e..(t + 1) * e]);
+    // outputs[x]: expert x's output rows, one per routed token.
+    let mut outputs: Vec<Vec<f32>> = vec![Vec::new(); moe.n_expert];
+    let active: Vec<usize> = (0..moe.n_expert)
+        .filter(|&x| !tokens[x].is_empty())
+        .collect();
+    let few_tokens = active.iter().all(|&x| tokens[x].len() <= FEW_TOKENS);
+    if few_tokens || active.len() >= EXPERTS_PER_THREAD * parallel::threads() {
+        // The experts side by side, each on one thread (its matmuls run serially there).
+        let results: Vec<OnceLock<Result<Vec<f32>, ModelError>>> =
+            active.iter().map(|_| OnceLock::new()).collect();
+        parallel::for_each(active.len(), |i| {
+            let x = active[i];
+            let d = expert_ffn(model, experts, x, &tokens[x], &h, &mut Scratch::default());
+            let _ = results[i].set(d);
+        });
+        for (&x, d) in active.iter().zip(results) {
+            outputs[x] = d.into_inner().expect("the loop ran every expert")?;
         }
-        let (gate, up, down) = (&experts.gate[x], &experts.up[x], &experts.down[x]);
-        let [mut g, u] = project(gguf, ActSource::Rows(&batch), m, e, [gate, up], scratch)?;
-        glu(act, &mut g, &u, gate.rows);
-        let [d] = project(gguf, ActSource::Rows(&g), m, gate.rows, [down], scratch)?;
-        for (d_row, &(t, w)) in d.chunks_exact(e).zip(routed) {
-            let o = &mut out[t * e..(t + 1) * e];
-            o.iter_mut().zip(d_row).for_each(|(o, &v)| *o += w * v);
+    } else {
+        for &x in &active {
+            outputs[x] = expert_ffn(model, experts, x, &tokens[x], &h, scratch)?;
         }
-        scratch.give([batch, g, u, d]);
     }
+    // Each token's experts summed in its routing order (as llama.cpp sums them), in parallel
+    // over tokens.
+    let mut out = scratch.take(n * e);
+    parallel::for_each_row(&mut out, e, &mut [0f32; 0], 0, |t, o, _| {
+        for &(x, j, w) in &places[t] {
+            let d = &outputs[x][j * e..(j + 1) * e];
+            o.iter_mut().zip(d).for_each(|(o, &v)| *o += w * v);
+        }
+    });
     if let Some(shared) = &experts.shared {
         add_shared_expert(model, shared, &h, n, &mut out, scratch)?;
     }
     scratch.give([h]);
     Ok(out)
+}
+
+/// The experts run side by side, each on one thread, when each has at most this many tokens
+/// (an expert's matmuls for a token or two are too small for their parallel loops to pay for
+/// starting) or when there are enough of them to keep every thread busy; otherwise one after
+/// another with each matmul's rows split across threads. Measured on a 64-expert top-8 model,
+/// 2 threads: generation 1.17x, a 512-token prompt 1.17x side by side.
+const FEW_TOKENS: usize = 2;
+const EXPERTS_PER_THREAD: usize = 4;
+
+/// Expert `x` on the rows of `h` of its `routed` tokens: [routed.len(), n_embd].
+fn expert_ffn(
+    model: &Model,
+    experts: &Experts,
+    x: usize,
+    routed: &[(usize, f32)],
+    h: &[f32],
+    scratch: &mut Scratch,
+) -> Result<Vec<f32>, ModelError> {
+    let (gguf, e, m) = (&model.gguf, model.hparams.n_embd, routed.len());
+    // The routed rows of `h` go to the quantizer as it asks for them: no gathered copy.
+    let gather = |j: usize, c0: usize, out: &mut [f32]| {
+        let row = routed[j].0 * e + c0;
+        out.copy_from_slice(&h[row..row + out.len()]);
+    };
+    let (gate, up, down) = (&experts.gate[x], &experts.up[x], &experts.down[x]);
+    let [mut g, u] = project(
+        gguf,
+        ActSource::Computed(&gather),
+        m,
+        e,
+        [gate, up],
+        scratch,
+    )?;
+    glu(model.arch.recipe.activation, &mut g, &u, gate.rows);
+    let [d] = project(gguf, ActSource::Rows(&g), m, gate.rows, [down], scratch)?;
+    scratch.give([g, u]);
+    Ok(d)
 }
 
 /// `out += sigmoid(gate_inp · h) · ffn_shared(h)` for each of the `n` rows of `h`.
