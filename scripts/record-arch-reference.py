@@ -12,7 +12,7 @@ has the layout of tests/data/greedy-*.json plus the model file's sha256, which t
 so that a changed generator cannot pass against an old reference.
 """
 import argparse
-import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,12 +30,14 @@ PROMPTS = [
 CONDITIONING_TOL = 0.01
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _fetch_models():
+    spec = importlib.util.spec_from_file_location("fetch_models", ROOT / "scripts/fetch-models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sha256_of = _fetch_models().sha256_of
 
 
 def compile_tool(llama: Path, out: Path) -> None:

@@ -240,3 +240,48 @@ fn add_shared_expert(
     scratch.give([g, u, d]);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moe(n_used: usize, norm_weights: bool, weights_scale: f32) -> MoeParams {
+        MoeParams {
+            n_expert: 4,
+            n_expert_used: n_used,
+            n_ff_exp: 8,
+            norm_weights,
+            weights_scale,
+            n_ff_shexp: 0,
+        }
+    }
+
+    #[test]
+    fn route_takes_the_top_k_by_softmax_ties_to_the_lower_index() {
+        let logits = [1.0, 3.0, 1.0, 2.0];
+        let z: f32 = logits.iter().map(|l: &f32| l.exp()).sum();
+        let r = route(&logits, &moe(3, false, 1.0));
+        let ids: Vec<usize> = r.chosen.iter().map(|c| c.0).collect();
+        assert_eq!(ids, [1, 3, 0]);
+        assert!((r.chosen[0].1 - 3f32.exp() / z).abs() < 1e-6);
+        assert!((r.chosen[2].1 - 1f32.exp() / z).abs() < 1e-6);
+    }
+
+    #[test]
+    fn route_renormalises_and_scales_the_chosen_weights() {
+        let logits = [0.5, -1.0, 2.0, 0.0];
+        let r = route(&logits, &moe(2, true, 2.5));
+        let ids: Vec<usize> = r.chosen.iter().map(|c| c.0).collect();
+        assert_eq!(ids, [2, 0]);
+        let sum: f32 = r.chosen.iter().map(|c| c.1).sum();
+        assert!((sum - 2.5).abs() < 1e-5, "{sum}");
+        let ratio = r.chosen[0].1 / r.chosen[1].1;
+        assert!((ratio - 1.5f32.exp()).abs() < 1e-4, "{ratio}");
+    }
+
+    #[test]
+    fn route_survives_nan_logits() {
+        let r = route(&[f32::NAN, 1.0, 0.0, f32::NAN], &moe(2, true, 1.0));
+        assert_eq!(r.chosen.len(), 2);
+    }
+}
