@@ -13,6 +13,8 @@
 
 use std::arch::aarch64::*;
 
+use crate::quant::blocks::BlockQ8K;
+
 /// `a = [a0 (8 bytes), a1]`. Stable Rust has no `smmla` intrinsic, so it is one `asm!`
 /// instruction in a function compiled for the extension.
 #[inline]
@@ -41,6 +43,39 @@ pub unsafe fn zip8(x: int8x16_t, y: int8x16_t) -> [int8x16_t; 2] {
         vreinterpretq_s8_s64(vzip1q_s64(x, y)),
         vreinterpretq_s8_s64(vzip2q_s64(x, y)),
     ]
+}
+
+/// 32 quants of two rows, each as two vectors of 16, interleaved for [`tile_dot`].
+#[inline]
+#[target_feature(enable = "neon")]
+pub unsafe fn zip32(x: [int8x16_t; 2], y: [int8x16_t; 2]) -> [int8x16_t; 4] {
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        let (lo, hi) = (zip8(x[0], y[0]), zip8(x[1], y[1]));
+        [lo[0], lo[1], hi[0], hi[1]]
+    }
+}
+
+/// `acc[p] += d_w · d_a · sums[p]` for every token pair `p` of a super-block `b` of Q8_K
+/// activations (the f32 steps of the K-quant tiles without minimums, in the scalar twins'
+/// order).
+#[inline]
+#[target_feature(enable = "neon")]
+pub unsafe fn add_q8k_block<const T: usize>(
+    acc: &mut [float32x4_t; T],
+    sums: &[int32x4_t; T],
+    dw: float32x4_t,
+    a: &[&[BlockQ8K]; T],
+    b: usize,
+) {
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        for p in 0..T / 2 {
+            let da = per_token(a[2 * p][b].d, a[2 * p + 1][b].d);
+            let v = vmulq_f32(vmulq_f32(dw, da), vcvtq_f32_s32(sums[p]));
+            acc[p] = vaddq_f32(acc[p], v);
+        }
+    }
 }
 
 /// 16 quants of two rows (or tokens) from `x` and `y`, interleaved for [`mmla`].

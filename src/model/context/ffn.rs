@@ -59,17 +59,11 @@ fn glu(act: Activation, gate: &mut [f32], up: &[f32], width: usize) {
     });
 }
 
-/// The experts one token uses and their weights.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Routing {
-    /// (expert, weight), best first.
-    pub chosen: Vec<(usize, f32)>,
-}
-
-/// Softmax over the router logits, the top `n_used` experts (ties to the lower index), their
-/// probabilities renormalised to sum to 1 when `moe.norm_weights` (the sum clamped away from 0
-/// as llama.cpp does) and scaled by `moe.weights_scale`.
-pub(crate) fn route(logits: &[f32], moe: &MoeParams) -> Routing {
+/// The experts one token uses, (expert, weight) best first: softmax over the router logits,
+/// the top `n_used` experts (ties to the lower index), their probabilities renormalised to sum
+/// to 1 when `moe.norm_weights` (the sum clamped away from 0 as llama.cpp does) and scaled by
+/// `moe.weights_scale`.
+pub(crate) fn route(logits: &[f32], moe: &MoeParams) -> Vec<(usize, f32)> {
     let max = logits.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
     let mut probs: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
     let sum: f32 = probs.iter().sum();
@@ -90,7 +84,7 @@ pub(crate) fn route(logits: &[f32], moe: &MoeParams) -> Routing {
     chosen
         .iter_mut()
         .for_each(|c| c.1 *= norm * moe.weights_scale);
-    Routing { chosen }
+    chosen
 }
 
 /// Mixture of experts over `n` tokens: route each token, then for every expert that any token
@@ -111,7 +105,8 @@ fn moe_ffn(
     let mut h = scratch.take_for_overwrite(n * e);
     parallel::for_each_row(&mut h, e, &mut [0f32; 0], 0, |t, h_t, _| input(t, 0, h_t));
     let [logits] = project(gguf, ActSource::Rows(&h), n, e, [&experts.router], scratch)?;
-    let routes: Vec<Routing> = logits.chunks(moe.n_expert).map(|l| route(l, moe)).collect();
+    let routes: Vec<Vec<(usize, f32)>> =
+        logits.chunks(moe.n_expert).map(|l| route(l, moe)).collect();
     scratch.give([logits]);
 
     // tokens[x]: (token, weight) of every token routed to expert x, in token order; and each
@@ -119,7 +114,7 @@ fn moe_ffn(
     let mut tokens: Vec<Vec<(usize, f32)>> = vec![Vec::new(); moe.n_expert];
     let mut places: Vec<Vec<(usize, usize, f32)>> = vec![Vec::new(); n];
     for (t, r) in routes.iter().enumerate() {
-        for &(x, w) in &r.chosen {
+        for &(x, w) in r {
             places[t].push((x, tokens[x].len(), w));
             tokens[x].push((t, w));
         }
@@ -261,27 +256,27 @@ mod tests {
         let logits = [1.0, 3.0, 1.0, 2.0];
         let z: f32 = logits.iter().map(|l: &f32| l.exp()).sum();
         let r = route(&logits, &moe(3, false, 1.0));
-        let ids: Vec<usize> = r.chosen.iter().map(|c| c.0).collect();
+        let ids: Vec<usize> = r.iter().map(|c| c.0).collect();
         assert_eq!(ids, [1, 3, 0]);
-        assert!((r.chosen[0].1 - 3f32.exp() / z).abs() < 1e-6);
-        assert!((r.chosen[2].1 - 1f32.exp() / z).abs() < 1e-6);
+        assert!((r[0].1 - 3f32.exp() / z).abs() < 1e-6);
+        assert!((r[2].1 - 1f32.exp() / z).abs() < 1e-6);
     }
 
     #[test]
     fn route_renormalises_and_scales_the_chosen_weights() {
         let logits = [0.5, -1.0, 2.0, 0.0];
         let r = route(&logits, &moe(2, true, 2.5));
-        let ids: Vec<usize> = r.chosen.iter().map(|c| c.0).collect();
+        let ids: Vec<usize> = r.iter().map(|c| c.0).collect();
         assert_eq!(ids, [2, 0]);
-        let sum: f32 = r.chosen.iter().map(|c| c.1).sum();
+        let sum: f32 = r.iter().map(|c| c.1).sum();
         assert!((sum - 2.5).abs() < 1e-5, "{sum}");
-        let ratio = r.chosen[0].1 / r.chosen[1].1;
+        let ratio = r[0].1 / r[1].1;
         assert!((ratio - 1.5f32.exp()).abs() < 1e-4, "{ratio}");
     }
 
     #[test]
     fn route_survives_nan_logits() {
         let r = route(&[f32::NAN, 1.0, 0.0, f32::NAN], &moe(2, true, 1.0));
-        assert_eq!(r.chosen.len(), 2);
+        assert_eq!(r.len(), 2);
     }
 }

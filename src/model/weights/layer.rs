@@ -3,7 +3,7 @@
 
 use super::tensors::Loader;
 use super::Linear;
-use crate::model::arch::{Arch, FfnRecipe, Presence, QkNorm};
+use crate::model::arch::{Arch, Presence, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::hparams::HParams;
 
@@ -149,11 +149,12 @@ impl Ffn {
     fn load(l: &Loader, arch: Arch, hp: &HParams, il: usize) -> Result<Ffn, ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}");
         let e = hp.n_embd;
-        match (arch.recipe.ffn, hp.moe) {
-            (FfnRecipe::Moe(recipe), Some(m)) => {
+        // The hyperparameters have expert counts exactly when the recipe's FFN is a mixture.
+        match hp.moe {
+            Some(m) => {
                 let (f, x) = (m.n_ff_exp, m.n_expert);
                 let key = format!("{}.expert_count", arch.name);
-                let shared = recipe.shared_expert.then(|| {
+                let shared = (m.n_ff_shexp > 0).then(|| {
                     let f = m.n_ff_shexp;
                     Ok::<_, ModelError>(SharedExpert {
                         gate_inp: l.vector(&n("ffn_gate_inp_shexp.weight"), e)?,
@@ -170,7 +171,7 @@ impl Ffn {
                     shared: shared.transpose()?,
                 }))
             }
-            _ => Ok(Ffn::Dense {
+            None => Ok(Ffn::Dense {
                 gate: l.linear(&n("ffn_gate.weight"), e, hp.n_ff)?,
                 up: l.linear(&n("ffn_up.weight"), e, hp.n_ff)?,
                 down: l.linear(&n("ffn_down.weight"), hp.n_ff, e)?,

@@ -12,9 +12,9 @@ use std::arch::x86_64::*;
 
 use super::{subs, KQuant};
 use crate::kernels::activations::Q8KSide;
-use crate::kernels::packed::avx512::{bcast4, lines, rows_f32, rows_out};
+use crate::kernels::packed::avx512::{bcast4, lines, row_pairs, rows_f32, rows_out};
 use crate::kernels::packed::prefetch::prefetch_part;
-use crate::kernels::packed::{Grouped, Line32, PAIR};
+use crate::kernels::packed::{Grouped, Line32, GROUP, PAIR};
 use crate::kernels::simd::avx512::tf;
 use crate::quant::blocks::BlockQ8K;
 
@@ -68,6 +68,32 @@ pub(crate) unsafe fn corrections<S: KQuant>(
             corr = _mm512_dpwssd_epi32(corr, *c, _mm512_set1_epi32(sums));
         }
         corr
+    }
+}
+
+/// [`KQuantAvx512::coef_pairs`] of a layout whose groups' scales are signed bytes,
+/// `scales[group]`: the coefficients of groups `2i` and `2i + 1`, for rows `x0` and `x1`.
+///
+/// # Safety
+/// AVX-512 (F, BW).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn signed_coef_pairs(
+    x0: &[[i8; GROUP]],
+    x1: &[[i8; GROUP]],
+    i: usize,
+) -> __m512i {
+    let bytes = |v: &[i8; GROUP]| {
+        // SAFETY: i8 and u8 have one layout; `row_pairs` reads them as signed (`true`).
+        unsafe { &*(v as *const [i8; GROUP] as *const [u8; GROUP]) }
+    };
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
+    unsafe {
+        row_pairs(
+            (bytes(&x0[2 * i]), bytes(&x1[2 * i])),
+            (bytes(&x0[2 * i + 1]), bytes(&x1[2 * i + 1])),
+            true,
+        )
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::arch::aarch64::*;
 
-use crate::kernels::simd::i8mm::{per_row, per_token, tile_dot, unzip_tiles, zip8};
+use crate::kernels::simd::i8mm::{per_row, per_token, tile_dot, unzip_tiles, zip32};
 use crate::kernels::simd::neon::two_builds;
 use crate::kernels::types::{common_len, tiles, Dense, TileSet};
 use crate::quant::blocks::{BlockIQ4NL, BlockQ8_0, KVALUES_IQ4NL};
@@ -88,8 +88,7 @@ pub unsafe fn tile<const T: usize>(w: [&[BlockIQ4NL]; 2], a: [&[BlockQ8_0]; T]) 
         for b in 0..n {
             let (x0, x1) = (&w[0][b], &w[1][b]);
             let (v0, v1) = (values(x0), values(x1));
-            let (lo, hi) = (zip8(v0.0, v1.0), zip8(v0.1, v1.1));
-            let wz = [lo[0], lo[1], hi[0], hi[1]];
+            let wz = zip32([v0.0, v0.1], [v1.0, v1.1]);
             let dw = per_row(x0.d.to_f32(), x1.d.to_f32());
             for p in 0..T / 2 {
                 let (ya, yb) = (&a[2 * p][b], &a[2 * p + 1][b]);

@@ -11,7 +11,9 @@
 
 use std::arch::aarch64::*;
 
-use crate::kernels::simd::i8mm::{per_row, per_row_i32, per_token, tile_dot, unzip_tiles, zip8};
+use crate::kernels::simd::i8mm::{
+    add_q8k_block, per_row, per_row_i32, tile_dot, unzip_tiles, zip32,
+};
 use crate::kernels::simd::neon::two_builds;
 use crate::kernels::types::{common_len, tiles, Dense, TileSet};
 use crate::quant::blocks::{BlockIQ4XS, BlockQ8K, KVALUES_IQ4NL};
@@ -121,8 +123,7 @@ pub unsafe fn tile<const T: usize>(w: [&[BlockIQ4XS]; 2], a: [&[BlockQ8K]; T]) -
             let mut isum = [vdupq_n_s32(0); T];
             for i in 0..8 {
                 let (v0, v1) = (values(x0, i), values(x1, i));
-                let (lo, hi) = (zip8(v0[0], v1[0]), zip8(v0[1], v1[1]));
-                let wz = [lo[0], lo[1], hi[0], hi[1]];
+                let wz = zip32(v0, v1);
                 let scale = per_row_i32(sc0[i], sc1[i]);
                 for p in 0..T / 2 {
                     let (ya, yb) = (&a[2 * p][b], &a[2 * p + 1][b]);
@@ -132,11 +133,7 @@ pub unsafe fn tile<const T: usize>(w: [&[BlockIQ4XS]; 2], a: [&[BlockQ8K]; T]) -
                 }
             }
             let dw = per_row(x0.d.to_f32(), x1.d.to_f32());
-            for p in 0..T / 2 {
-                let da = per_token(a[2 * p][b].d, a[2 * p + 1][b].d);
-                let v = vmulq_f32(vmulq_f32(dw, da), vcvtq_f32_s32(isum[p]));
-                acc[p] = vaddq_f32(acc[p], v);
-            }
+            add_q8k_block(&mut acc, &isum, dw, &a, b);
         }
         unzip_tiles(&acc)
     }

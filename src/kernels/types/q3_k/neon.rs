@@ -9,7 +9,9 @@
 
 use std::arch::aarch64::*;
 
-use crate::kernels::simd::i8mm::{per_row, per_row_i32, per_token, tile_dot, unzip_tiles, zip8};
+use crate::kernels::simd::i8mm::{
+    add_q8k_block, per_row, per_row_i32, tile_dot, unzip_tiles, zip8,
+};
 use crate::kernels::simd::neon::two_builds;
 use crate::kernels::types::{common_len, tiles, Dense, TileSet};
 use crate::quant::blocks::{BlockQ3K, BlockQ8K};
@@ -156,11 +158,7 @@ pub unsafe fn tile<const T: usize>(w: [&[BlockQ3K]; 2], a: [&[BlockQ8K]; T]) -> 
                 }
             }
             let dw = per_row(x0.d.to_f32(), x1.d.to_f32());
-            for p in 0..T / 2 {
-                let da = per_token(a[2 * p][b].d, a[2 * p + 1][b].d);
-                let v = vmulq_f32(vmulq_f32(dw, da), vcvtq_f32_s32(isum[p]));
-                acc[p] = vaddq_f32(acc[p], v);
-            }
+            add_q8k_block(&mut acc, &isum, dw, &a, b);
         }
         unzip_tiles(&acc)
     }

@@ -13,7 +13,7 @@ use std::arch::aarch64::*;
 
 use half::f16;
 
-use crate::kernels::simd::i8mm::{per_row, per_token, tile_dot, unzip_tiles, zip8};
+use crate::kernels::simd::i8mm::{per_row, per_token, tile_dot, unzip_tiles, zip32};
 use crate::kernels::simd::neon::two_builds;
 use crate::kernels::types::{common_len, tiles, Dense, TileSet};
 use crate::quant::blocks::{BlockQ4_1, BlockQ8_0};
@@ -122,8 +122,7 @@ pub unsafe fn tile<B: Unsigned32, const T: usize>(
         for b in 0..n {
             let (x0, x1) = (&w[0][b], &w[1][b]);
             let (h0, h1) = (x0.halves(), x1.halves());
-            let (lo, hi) = (zip8(h0.0, h1.0), zip8(h0.1, h1.1));
-            let wz = [lo[0], lo[1], hi[0], hi[1]];
+            let wz = zip32([h0.0, h0.1], [h1.0, h1.1]);
             let dw = per_row(x0.scale().to_f32(), x1.scale().to_f32());
             let mw = per_row(x0.minimum().to_f32(), x1.minimum().to_f32());
             for p in 0..T / 2 {

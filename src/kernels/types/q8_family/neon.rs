@@ -12,7 +12,7 @@ use std::arch::aarch64::*;
 
 use half::f16;
 
-use crate::kernels::simd::i8mm::{per_row, per_token, tile_dot, unzip_tiles, zip8};
+use crate::kernels::simd::i8mm::{per_row, per_token, tile_dot, unzip_tiles, zip32};
 use crate::kernels::simd::neon::two_builds;
 use crate::kernels::types::common_len;
 use crate::quant::blocks::BlockQ8_0;
@@ -63,9 +63,7 @@ pub unsafe fn tile<B: Signed32, const T: usize>(
         let mut acc = [vdupq_n_f32(0.0); T];
         for b in 0..n {
             let (w0, w1) = (w[0][b].halves(), w[1][b].halves());
-            let lo = zip8(w0.0, w1.0);
-            let hi = zip8(w0.1, w1.1);
-            let wz = [lo[0], lo[1], hi[0], hi[1]];
+            let wz = zip32([w0.0, w0.1], [w1.0, w1.1]);
             let dw = per_row(w[0][b].scale().to_f32(), w[1][b].scale().to_f32());
             for p in 0..T / 2 {
                 let (ya, yb) = (&a[2 * p][b], &a[2 * p + 1][b]);

@@ -4,9 +4,8 @@
 use std::arch::x86_64::*;
 
 use super::BlockIQ4XSx8;
-use crate::kernels::packed::avx512::{row_pairs, rows_i8};
-use crate::kernels::packed::kquant::avx512::{nibble_registers, KQuantAvx512};
-use crate::kernels::packed::GROUP;
+use crate::kernels::packed::avx512::rows_i8;
+use crate::kernels::packed::kquant::avx512::{nibble_registers, signed_coef_pairs, KQuantAvx512};
 use crate::kernels::simd::avx512::tf;
 use crate::quant::blocks::KVALUES_IQ4NL;
 
@@ -41,14 +40,7 @@ impl KQuantAvx512 for BlockIQ4XSx8 {
     #[inline]
     unsafe fn coef_pairs(x0: &Self, x1: &Self, i: usize) -> __m512i {
         // SAFETY: this function's `# Safety` contract, which the caller upholds.
-        unsafe {
-            let bytes = |v: &[i8; GROUP]| &*(v as *const [i8; GROUP] as *const [u8; GROUP]);
-            row_pairs(
-                (bytes(&x0.scales[2 * i]), bytes(&x1.scales[2 * i])),
-                (bytes(&x0.scales[2 * i + 1]), bytes(&x1.scales[2 * i + 1])),
-                true,
-            )
-        }
+        unsafe { signed_coef_pairs(&x0.scales, &x1.scales, i) }
     }
     }
 }
