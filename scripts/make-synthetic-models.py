@@ -13,6 +13,7 @@ numpy version; the tests compare them against llama.cpp outputs recorded once
     scripts/make-synthetic-models.py                   # the test models into the cache
     scripts/make-synthetic-models.py --only qwen3-tiny # some of them
     scripts/make-synthetic-models.py --path qwen3-tiny # print the path (building if missing)
+    scripts/make-synthetic-models.py --reference-path mistral-tiny  # the file llama.cpp runs
     scripts/make-synthetic-models.py --list
 
 Uses gguf-py 0.19.0 and numpy, installed with pip into the cache when the environment lacks
@@ -85,8 +86,14 @@ class Spec:
     # Built by default (the tests need it); the others only when named.
     default: bool = True
     # shared_ff: the width of a shared expert (Qwen2-MoE); llama3_rope: (factor, low and high
-    # frequency factors, original context) of Llama 3.1's RoPE scaling.
+    # frequency factors, original context) of Llama 3.1's RoPE scaling; rope_dims: dimensions
+    # rotated when not all; long_rope: original context of Phi-3's LongRoPE; sliding_window,
+    # softcap: (attention, final); post_norm_scale: Gemma's post-norm weights.
     extra: dict = field(default_factory=dict)
+    # llama.cpp runs a twin of the model in this architecture instead (same weights, the
+    # metadata and extra tensors that make it compute the same thing), where it does not
+    # implement a feature of the model's own: the reference comes from the twin.
+    reference_arch: str = ""
 
 
 MODELS = {
@@ -111,6 +118,27 @@ MODELS = {
     "olmoe-tiny": Spec("olmoe", "qwen2.5-coder-0.5b", n_embd=128, n_layer=3, n_head=4,
                        n_head_kv=4, head_dim=32, n_ff=64, seed=5, n_expert=16,
                        n_expert_used=4, n_ff_exp=64),
+    # Phi-3 / Phi-4-mini: fused QKV and gate-up tensors, NeoX RoPE over 48 of 64 dimensions,
+    # LongRoPE (long factors and attention factor: the 512-token test context is longer than
+    # the original 32). llama.cpp ignores Phi's sliding window, so the metadata's is set short
+    # enough to show if it were applied.
+    "phi3-tiny": Spec("phi3", "vocab:phi-3", n_embd=256, n_layer=3, n_head=4, n_head_kv=2,
+                      head_dim=64, n_ff=384, seed=7, rope_base=10_000.0,
+                      extra={"rope_dims": 48, "long_rope": 32, "sliding_window": 8}),
+    # Gemma 2: soft-capped attention scores and logits (caps low enough to bite on these
+    # scores), even layers on an 8-token window, tied head, post-norms, head size 48 != n_embd
+    # / n_head.
+    "gemma2-tiny": Spec("gemma2", "vocab:llama-spm", n_embd=128, n_layer=4, n_head=4,
+                        n_head_kv=2, head_dim=48, n_ff=384, seed=8, rope_base=10_000.0,
+                        tied_output=True,
+                        extra={"sliding_window": 8, "softcap": (4.0, 15.0),
+                               "post_norm_scale": 3.0}),
+    # Mistral-style Llama: every layer on an 8-token window. llama.cpp ignores the window of a
+    # `llama` file, so its reference comes from a granite_swa twin (the same layers with the
+    # window on every layer, attention sinks at -30: no weight, and unit logit scale).
+    "mistral-tiny": Spec("llama", "vocab:llama-spm", n_embd=128, n_layer=3, n_head=4,
+                         n_head_kv=1, head_dim=32, n_ff=256, seed=9, rope_base=10_000.0,
+                         extra={"sliding_window": 8}, reference_arch="granite_swa"),
     # For speed: shaped like a small real MoE, 2.0B parameters of which 0.43B active per token
     # (64 experts, top 8). Written in F16 (4 GB); `kolibri quantize` makes the Q4_K_M mix:
     #   kolibri quantize $(scripts/make-synthetic-models.py --path qwen3moe-bench) \
@@ -194,21 +222,39 @@ def add_linear(w, s: Spec, name: str, rows: int, k: int, out_std: float = 1.0) -
     add_matrix(w, name, uniform(s.seed, name, (rows, k), out_std / np.sqrt(k)), s.matrix_type)
 
 
-def write_metadata(w, s: Spec) -> None:
-    a = s.arch
-    w.add_string("general.name", f"kolibri synthetic {a}")
+def write_metadata(w, s: Spec, a: str) -> None:
+    """The metadata of `s` as architecture `a` writes it (its own, or its reference twin's)."""
+    w.add_string("general.name", f"kolibri synthetic {s.arch}")
     w.add_uint32(f"{a}.context_length", s.n_ctx_train)
     w.add_uint32(f"{a}.embedding_length", s.n_embd)
     w.add_uint32(f"{a}.block_count", s.n_layer)
     w.add_uint32(f"{a}.feed_forward_length", s.n_ff)
     w.add_uint32(f"{a}.attention.head_count", s.n_head)
     w.add_uint32(f"{a}.attention.head_count_kv", s.n_head_kv)
-    w.add_uint32(f"{a}.attention.key_length", s.head_dim)
-    w.add_uint32(f"{a}.attention.value_length", s.head_dim)
+    if a != "phi3":  # Phi-3's converter leaves the head size to n_embd / n_head
+        w.add_uint32(f"{a}.attention.key_length", s.head_dim)
+        w.add_uint32(f"{a}.attention.value_length", s.head_dim)
     w.add_float32(f"{a}.rope.freq_base", s.rope_base)
-    if a == "llama":
-        w.add_uint32(f"{a}.rope.dimension_count", s.head_dim)
+    if a in ("llama", "phi3"):
+        w.add_uint32(f"{a}.rope.dimension_count", s.extra.get("rope_dims", s.head_dim))
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    if "long_rope" in s.extra:
+        # As Phi-3's converter writes LongRoPE: the original context and the attention factor
+        # sqrt(1 + ln(scale) / ln(original)).
+        orig = s.extra["long_rope"]
+        scale = s.n_ctx_train / orig
+        w.add_uint32(f"{a}.rope.scaling.original_context_length", orig)
+        w.add_float32(f"{a}.rope.scaling.attn_factor",
+                      float(np.sqrt(1 + np.log(scale) / np.log(orig))))
+    if "sliding_window" in s.extra:
+        w.add_uint32(f"{a}.attention.sliding_window", s.extra["sliding_window"])
+    if a == "granite_swa":
+        w.add_array(f"{a}.attention.sliding_window_pattern", [True] * s.n_layer)
+        w.add_float32(f"{a}.logit_scale", 1.0)
+    if "softcap" in s.extra:
+        attn, final = s.extra["softcap"]
+        w.add_float32(f"{a}.attn_logit_softcapping", attn)
+        w.add_float32(f"{a}.final_logit_softcapping", final)
     if s.n_expert:
         w.add_uint32(f"{a}.expert_count", s.n_expert)
         w.add_uint32(f"{a}.expert_used_count", s.n_expert_used)
@@ -218,15 +264,28 @@ def write_metadata(w, s: Spec) -> None:
         w.add_uint32(f"{a}.expert_shared_feed_forward_length", s.extra["shared_ff"])
 
 
-def write_layer(w, s: Spec, il: int) -> None:
+def write_layer(w, s: Spec, il: int, a: str) -> None:
     e, hd = s.n_embd, s.head_dim
     q_dim, kv_dim = s.n_head * hd, s.n_head_kv * hd
     n = lambda t: f"blk.{il}.{t}"  # noqa: E731
     add_norm(w, s, n("attn_norm.weight"), e)
-    add_linear(w, s, n("attn_q.weight"), q_dim, e)
-    add_linear(w, s, n("attn_k.weight"), kv_dim, e)
-    add_linear(w, s, n("attn_v.weight"), kv_dim, e)
+    if a == "phi3":
+        # One matrix, Q rows then K then V (each part drawn as its own matrix would be).
+        add_matrix(w, n("attn_qkv.weight"), np.concatenate(
+            [uniform(s.seed, n(f"attn_{p}.weight"), (rows, e), 1.0 / np.sqrt(e))
+             for p, rows in (("q", q_dim), ("k", kv_dim), ("v", kv_dim))]), s.matrix_type)
+    else:
+        add_linear(w, s, n("attn_q.weight"), q_dim, e)
+        add_linear(w, s, n("attn_k.weight"), kv_dim, e)
+        add_linear(w, s, n("attn_v.weight"), kv_dim, e)
     add_linear(w, s, n("attn_output.weight"), e, q_dim)
+    if a == "granite_swa":
+        # Sink logits far below every score: exp(-30 - max) adds nothing to the softmax.
+        w.add_tensor(n("attn_sinks.weight"), np.full((s.n_head,), -30.0, dtype=np.float32))
+    if "post_norm_scale" in s.extra:
+        # Post-norms set each block's share of the residual stream (Gemma's embeddings enter
+        # at unit rms, and a tied head favours the current token by its share).
+        add_norm(w, s, n("post_attention_norm.weight"), e, s.extra["post_norm_scale"])
     if s.arch == "qwen2moe":
         # Biases of about a tenth of the projections' outputs.
         for part, size in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
@@ -239,6 +298,15 @@ def write_layer(w, s: Spec, il: int) -> None:
         add_norm(w, s, n("attn_q_norm.weight"), q_dim)
         add_norm(w, s, n("attn_k_norm.weight"), kv_dim)
     add_norm(w, s, n("ffn_norm.weight"), e)
+    if "post_norm_scale" in s.extra:
+        add_norm(w, s, n("post_ffw_norm.weight"), e, s.extra["post_norm_scale"])
+    if a == "phi3":
+        # Gate rows first, then up.
+        add_matrix(w, n("ffn_up.weight"), np.concatenate(
+            [uniform(s.seed, n(f"ffn_{p}.weight"), (s.n_ff, e), 1.0 / np.sqrt(e))
+             for p in ("gate", "up")]), s.matrix_type)
+        add_linear(w, s, n("ffn_down.weight"), e, s.n_ff, out_std=2.0)
+        return
     if s.n_expert == 0:
         add_linear(w, s, n("ffn_gate.weight"), s.n_ff, e)
         add_linear(w, s, n("ffn_up.weight"), s.n_ff, e)
@@ -292,25 +360,40 @@ def tokenizer_source(s: Spec) -> Path:
     return Path(source.stdout.strip())
 
 
-def build(name: str, out: Path) -> None:
+def long_rope_factors(s: Spec) -> dict:
+    """LongRoPE divisors shaped like Phi-3's: the long ones rising from 1 to 16 over the
+    dimension pairs, the short ones within 10% of 1."""
+    x = np.arange(s.extra["rope_dims"] // 2, dtype=np.float32) / (s.extra["rope_dims"] // 2 - 1)
+    return {"rope_factors_long.weight": (1.0 + 15.0 * x * x).astype(np.float32),
+            "rope_factors_short.weight": (1.0 + 0.1 * x).astype(np.float32)}
+
+
+def build(name: str, out: Path, a: str) -> None:
+    """Writes model `name` as architecture `a` (its own, or its reference twin's)."""
     s = MODELS[name]
     tmp = out.with_suffix(".partial")
-    w = gguf.GGUFWriter(tmp, s.arch)
-    write_metadata(w, s)
+    w = gguf.GGUFWriter(tmp, a)
+    write_metadata(w, s, a)
     n_vocab = copy_tokenizer(w, tokenizer_source(s))
-    # Unit-variance embeddings. Logits of about 4 nat of spread: top-1/top-2 gaps mostly well
-    # above rounding noise, and log-probabilities that are not all 0 or -inf. The tied head's
-    # rows are unit-variance, so the final norm scales the hidden state to 4 / sqrt(n_embd).
-    add_matrix(w, "token_embd.weight", uniform(s.seed, "token_embd", (n_vocab, s.n_embd), 1.0),
-               s.matrix_type)
-    head_scale = 4.0 / np.sqrt(s.n_embd) if s.tied_output else 1.0
+    # Logits of about 4 nat of spread: top-1/top-2 gaps mostly well above rounding noise, and
+    # log-probabilities that are not all 0 or -inf. Unit-variance embeddings, except where the
+    # architecture scales them by sqrt(n_embd) (Gemma): there they enter at unit rms. A tied
+    # head's rows keep that variance, so the final norm scales the hidden state to 4 / their
+    # norm.
+    embd_std = 1.0 / np.sqrt(s.n_embd) if s.arch.startswith("gemma") else 1.0
+    add_matrix(w, "token_embd.weight",
+               uniform(s.seed, "token_embd", (n_vocab, s.n_embd), embd_std), s.matrix_type)
+    head_scale = 4.0 / (embd_std * np.sqrt(s.n_embd)) if s.tied_output else 1.0
     add_norm(w, s, "output_norm.weight", s.n_embd, head_scale)
     if not s.tied_output:
         add_linear(w, s, "output.weight", n_vocab, s.n_embd, out_std=4.0)
     if "llama3_rope" in s.extra:
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(s))
+    if "long_rope" in s.extra:
+        for tensor, values in long_rope_factors(s).items():
+            w.add_tensor(tensor, values)
     for il in range(s.n_layer):
-        write_layer(w, s, il)
+        write_layer(w, s, il, a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -318,12 +401,15 @@ def build(name: str, out: Path) -> None:
     tmp.rename(out)
 
 
-def path_of(name: str) -> Path:
-    out = model_dir() / file_name(name)
+def path_of(name: str, reference: bool = False) -> Path:
+    """The model's file, or with `reference` the file llama.cpp runs for it (its twin if it
+    has one); built if missing."""
+    arch = MODELS[name].reference_arch if reference else ""
+    out = model_dir() / (file_name(f"{name}-as-{arch}") if arch else file_name(name))
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         print(f"building {out.name}...", file=sys.stderr)
-        build(name, out)
+        build(name, out, arch or MODELS[name].arch)
     return out
 
 
@@ -331,17 +417,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--path", metavar="NAME", help="print the model's path, building it if missing")
+    ap.add_argument("--reference-path", metavar="NAME",
+                    help="print the path of the file llama.cpp's reference runs on (the model, "
+                         "or its twin), building it if missing")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list:
         for name, s in MODELS.items():
             print(f"{name}\t{s.arch}\t{'test' if s.default else 'on request'}")
         return
-    if args.path:
-        if args.path not in MODELS:
-            sys.exit(f"unknown synthetic model {args.path!r}; --list shows them")
-        print(path_of(args.path))
-        return
+    for name, reference in ((args.path, False), (args.reference_path, True)):
+        if name:
+            if name not in MODELS:
+                sys.exit(f"unknown synthetic model {name!r}; --list shows them")
+            print(path_of(name, reference))
+            return
     names = args.only.split(",") if args.only else [n for n, s in MODELS.items() if s.default]
     for name in names:
         if name not in MODELS:

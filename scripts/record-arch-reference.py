@@ -100,10 +100,11 @@ def main() -> None:
         tool = Path(tmp) / "greedy_logprobs"
         compile_tool(llama, tool)
         for name in names:
-            model = Path(subprocess.run(
-                [sys.executable, str(ROOT / "scripts/make-synthetic-models.py"), "--path", name],
+            model, runs_on = (Path(subprocess.run(
+                [sys.executable, str(ROOT / "scripts/make-synthetic-models.py"), flag, name],
                 check=True, capture_output=True, text=True).stdout.strip())
-            on, off = run_tool(tool, model, True), run_tool(tool, model, False)
+                for flag in ("--path", "--reference-path"))
+            on, off = run_tool(tool, runs_on, True), run_tool(tool, runs_on, False)
             drift = conditioning(on, off)
             print(f"{name}: flash attention on/off differ by {drift:.4f} nat on average")
             if drift > CONDITIONING_TOL:
@@ -117,6 +118,7 @@ def main() -> None:
                 "note": "prompt tokenized with add_special=true, parse_special=true; "
                         "top_logprobs are log-softmax over the full vocabulary",
                 "flash_attention_off_mean_abs_diff": round(drift, 5),
+                **({"reference_ran_on": runs_on.name} if runs_on != model else {}),
                 "cases": [{
                     "prompt": prompt,
                     "prompt_ids": case["prompt_ids"],

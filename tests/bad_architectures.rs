@@ -5,51 +5,10 @@
 
 mod common;
 
-use kolibri::gguf::{GgufFile, GgufWriter, Value};
+use common::synthetic::{rewrite, synthetic};
+
+use kolibri::gguf::{Array, Value, ValueType};
 use kolibri::model::Model;
-
-fn synthetic(name: &str) -> GgufFile {
-    let dir = common::model_dir().join("synthetic");
-    let file = std::fs::read_dir(&dir)
-        .ok()
-        .and_then(|d| {
-            d.filter_map(Result::ok).map(|e| e.path()).find(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with(&format!("{name}-v"))
-            })
-        })
-        .unwrap_or_else(|| panic!("{name} is missing: run `scripts/make-synthetic-models.py`"));
-    GgufFile::open(file).unwrap()
-}
-
-/// `src` with key `key` set to `value` (removed when `None`) and each tensor passed through
-/// `tensor` (dropped when it returns `None`; it may change the dims).
-fn rewrite(
-    src: &GgufFile,
-    key: Option<(&str, Option<Value>)>,
-    tensor: impl Fn(&str, Vec<u64>) -> Option<Vec<u64>>,
-) -> Vec<u8> {
-    let mut w = GgufWriter::new();
-    for (k, v) in src.metadata() {
-        match key {
-            Some((name, _)) if name == k => {}
-            _ => {
-                w.metadata(k, v.clone());
-            }
-        }
-    }
-    if let Some((name, Some(v))) = key.clone() {
-        w.metadata(name, v);
-    }
-    for t in src.tensors() {
-        if let Some(dims) = tensor(&t.name, t.dims.clone()) {
-            w.tensor(&t.name, &dims, t.ggml_type, src.tensor_data(t).to_vec());
-        }
-    }
-    w.to_bytes()
-}
 
 /// The load error of `bytes`, as text.
 fn load_error(tag: &str, bytes: &[u8]) -> String {
@@ -107,6 +66,10 @@ fn missing_or_misshaped_tensors_are_named() {
         ("qwen3moe-tiny", "blk.0.ffn_gate_inp.weight"),
         ("qwen3moe-tiny", "blk.2.ffn_up_exps.weight"),
         ("qwen3moe-tiny", "blk.1.attn_k_norm.weight"),
+        ("phi3-tiny", "blk.1.attn_qkv.weight"),
+        ("phi3-tiny", "blk.0.ffn_up.weight"),
+        ("gemma2-tiny", "blk.2.post_ffw_norm.weight"),
+        ("gemma2-tiny", "blk.3.attn_q.weight"),
     ] {
         let src = synthetic(model);
         let dropped = rewrite(&src, None, |name, d| (name != tensor).then_some(d));
@@ -128,4 +91,35 @@ fn missing_or_misshaped_tensors_are_named() {
         });
         expect(&format!("{model}-shape-{tensor}"), &swapped, &[tensor]);
     }
+}
+
+#[test]
+fn bad_window_softcap_and_rope_keys_are_named() {
+    let gemma2 = synthetic("gemma2-tiny");
+    let set = |k: &'static str, v: Value| rewrite(&gemma2, Some((k, Some(v))), |_, d| Some(d));
+    expect(
+        "pattern-length",
+        &set(
+            "gemma2.attention.sliding_window_pattern",
+            Value::Array(Array::new(ValueType::Bool, vec![Value::Bool(true); 3])),
+        ),
+        &["gemma2.attention.sliding_window_pattern", "3", "4 layers"],
+    );
+    expect(
+        "negative-softcap",
+        &set("gemma2.attn_logit_softcapping", Value::F32(-1.0)),
+        &["gemma2.attn_logit_softcapping"],
+    );
+    let phi3 = synthetic("phi3-tiny");
+    let set = |k: &'static str, v: Value| rewrite(&phi3, Some((k, Some(v))), |_, d| Some(d));
+    expect(
+        "yarn",
+        &set("phi3.rope.scaling.type", Value::String("yarn".into())),
+        &["phi3.rope.scaling.type", "yarn"],
+    );
+    expect(
+        "nan-attn-factor",
+        &set("phi3.rope.scaling.attn_factor", Value::F32(f32::NAN)),
+        &["phi3.rope.scaling.attn_factor"],
+    );
 }

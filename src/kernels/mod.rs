@@ -42,6 +42,7 @@ pub use activations::{ActFormat, ActNeeds, ActSource, Q8KSide, Q8Side, Quantized
 pub use backend::{backend, Backend};
 pub use cpu::{resolve_cpu_path, CpuPath};
 pub use info::{cpu_features, system_info};
+pub use ops::attend::AttnScore;
 pub use packed::PackedWeights;
 pub use plan::{
     from_mapped, matmul, matmul_packed, matmul_packed_with, matmul_with, repack, repacks,

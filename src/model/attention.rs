@@ -8,7 +8,7 @@
 
 use half::f16;
 
-use crate::kernels;
+use crate::kernels::{self, AttnScore};
 use crate::parallel::{self, Disjoint};
 
 type Rows = std::ops::Range<usize>;
@@ -22,7 +22,8 @@ pub struct AttentionShape {
     pub n_head_kv: usize,
     pub head_dim_k: usize,
     pub head_dim_v: usize,
-    pub scale: f32,
+    /// How query·key dots become scores.
+    pub score: AttnScore,
     /// 0: attend to every earlier position; else only to the last `window` positions.
     pub window: usize,
 }
@@ -85,7 +86,7 @@ pub fn attention(
             &values[kvh * hv..],
             (s.n_head_kv * s.head_dim_k, s.n_head_kv * hv),
             visible(s, places[t]),
-            s.scale,
+            s.score,
             out_head,
         );
     });
@@ -213,7 +214,7 @@ fn attend_tile(
         for g in 0..group {
             let row = &mut scores[(ti * group + g) * n_rows..][..n_rows];
             let row = &mut row[r.start - lo..r.end - lo];
-            row.iter_mut().for_each(|x| *x *= s.scale);
+            row.iter_mut().for_each(|x| *x = s.score.of(*x));
             softmax_inplace(row);
         }
         out[ti * out_row + kvh * group * hv..][..group * hv].fill(0.0);
@@ -262,7 +263,8 @@ mod tests {
                 let sc: Vec<f32> = (first..=pos)
                     .map(|p| {
                         let kr = &k[(p * s.n_head_kv + kvh) * s.head_dim_k..][..s.head_dim_k];
-                        qh.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>() * s.scale
+                        s.score
+                            .of(qh.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>())
                     })
                     .collect();
                 let m = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -283,13 +285,16 @@ mod tests {
     fn matches_naive_gqa_with_and_without_window() {
         // 5 queries take the f16-accumulating kernel, 70 the f32 one.
         for (n, tol) in [(5, 3e-3), (70, 1e-5)] {
-            for window in [0, 3] {
+            for (window, softcap) in [(0, 0.0), (3, 0.0), (0, 0.8)] {
                 let s = AttentionShape {
                     n_head: 4,
                     n_head_kv: 2,
                     head_dim_k: 8,
                     head_dim_v: 6,
-                    scale: 0.35,
+                    score: AttnScore {
+                        scale: 0.35,
+                        softcap,
+                    },
                     window,
                 };
                 let pos0 = 2;
@@ -314,7 +319,10 @@ mod tests {
                 attention(&s, &q, &kh, &vh, &places, &mut out);
                 let want = naive(&s, &q, &k, &v, pos0, n);
                 for (a, b) in out.iter().zip(&want) {
-                    assert!((a - b).abs() < tol, "n {n} window {window}: {a} vs {b}");
+                    assert!(
+                        (a - b).abs() < tol,
+                        "n {n} window {window} cap {softcap}: {a} vs {b}"
+                    );
                 }
             }
         }
@@ -329,7 +337,7 @@ mod tests {
             n_head_kv: 1,
             head_dim_k: 16,
             head_dim_v: 8,
-            scale: 0.25,
+            score: AttnScore::scaled(0.25),
             window: 0,
         };
         let (per_seq, row0) = (40, 50);

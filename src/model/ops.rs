@@ -51,6 +51,20 @@ pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
     crate::kernels::backend().geglu(gate, up)
 }
 
+/// What a [`Rope`] is built from.
+pub struct RopeParams<'a> {
+    pub base: f32,
+    /// Multiplies positions (1 / the linear scaling factor).
+    pub freq_scale: f32,
+    /// Dimensions of each head that are rotated.
+    pub n_rot: usize,
+    pub style: RopeStyle,
+    /// Per-pair frequency divisors (Llama 3.1's rope_freqs, LongRoPE's factors).
+    pub factors: Option<&'a [f32]>,
+    /// Multiplies the rotated dimensions (LongRoPE's attention factor; ggml's `mscale`).
+    pub attn_factor: f32,
+}
+
 /// Rotary position embedding tables for one base frequency: `inv_freq[i]` for each rotated pair.
 #[derive(Clone, Debug)]
 pub struct Rope {
@@ -58,28 +72,36 @@ pub struct Rope {
     style: RopeStyle,
     /// Dimensions of each head that are rotated.
     n_rot: usize,
+    attn_factor: f32,
 }
 
 impl Rope {
-    /// `freq_factors` (Llama 3.1's rope_freqs) divide the frequency of each pair.
-    pub fn new(
-        base: f32,
-        freq_scale: f32,
-        n_rot: usize,
-        style: RopeStyle,
-        freq_factors: Option<&[f32]>,
-    ) -> Rope {
-        let inv_freq = (0..n_rot / 2)
+    pub fn new(p: &RopeParams) -> Rope {
+        let inv_freq = (0..p.n_rot / 2)
             .map(|i| {
-                let f = freq_scale * base.powf(-2.0 * i as f32 / n_rot as f32);
-                f / freq_factors.map_or(1.0, |ff| ff[i])
+                let f = p.freq_scale * p.base.powf(-2.0 * i as f32 / p.n_rot as f32);
+                f / p.factors.map_or(1.0, |ff| ff[i])
             })
             .collect();
         Rope {
             inv_freq,
-            style,
-            n_rot,
+            style: p.style,
+            n_rot: p.n_rot,
+            attn_factor: p.attn_factor,
         }
+    }
+
+    /// Plain RoPE: no scaling or factors.
+    #[cfg(test)]
+    fn plain(base: f32, n_rot: usize, style: RopeStyle) -> Rope {
+        Rope::new(&RopeParams {
+            base,
+            freq_scale: 1.0,
+            n_rot,
+            style,
+            factors: None,
+            attn_factor: 1.0,
+        })
     }
 
     /// Rotates every head (length `head_dim`) of each row in `rows` (a token's queries and its
@@ -89,7 +111,10 @@ impl Rope {
         let sin_cos: Vec<(f32, f32)> = self
             .inv_freq
             .iter()
-            .map(|f| (pos as f32 * f).sin_cos())
+            .map(|f| {
+                let (sin, cos) = (pos as f32 * f).sin_cos();
+                (sin * self.attn_factor, cos * self.attn_factor)
+            })
             .collect();
         for head in rows.iter_mut().flat_map(|r| r.chunks_exact_mut(head_dim)) {
             for (i, &(sin, cos)) in sin_cos.iter().enumerate() {
@@ -122,7 +147,7 @@ mod tests {
     #[test]
     fn rope_preserves_norm_and_is_identity_at_zero() {
         for style in [RopeStyle::Interleaved, RopeStyle::NeoX] {
-            let rope = Rope::new(10_000.0, 1.0, 8, style, None);
+            let rope = Rope::plain(10_000.0, 8, style);
             let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
             let mut x = orig.clone();
             rope.apply(&mut [&mut x], 8, 0);
@@ -138,11 +163,11 @@ mod tests {
     #[test]
     fn rope_pairs_match_style() {
         // Position 1, first pair rotates by exactly 1 radian (inv_freq[0] = 1).
-        let rope = Rope::new(10_000.0, 1.0, 4, RopeStyle::NeoX, None);
+        let rope = Rope::plain(10_000.0, 4, RopeStyle::NeoX);
         let mut x = vec![1.0, 0.0, 0.0, 0.0];
         rope.apply(&mut [&mut x], 4, 1);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[2] - 1f32.sin()).abs() < 1e-6);
-        let rope = Rope::new(10_000.0, 1.0, 4, RopeStyle::Interleaved, None);
+        let rope = Rope::plain(10_000.0, 4, RopeStyle::Interleaved);
         let mut x = vec![1.0, 0.0, 0.0, 0.0];
         rope.apply(&mut [&mut x], 4, 1);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);

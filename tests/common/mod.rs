@@ -1,6 +1,8 @@
 //! Shared helpers for the model-level tests.
 #![allow(dead_code)]
 
+pub mod synthetic;
+
 use std::path::PathBuf;
 
 /// Directory of the cached real models (`scripts/fetch-models.py` puts them there).

@@ -1,7 +1,7 @@
 //! The backends' other ops against the scalar ones: attention rows and the f16 accumulator.
 
 use half::f16;
-use kolibri::kernels::Backend;
+use kolibri::kernels::{AttnScore, Backend};
 
 use super::*;
 
@@ -39,7 +39,14 @@ fn f16_key_dot_matches_scalar_bit_for_bit() {
 #[test]
 fn f16_attend_matches_scalar_and_softmax() {
     let mut rng = Rng(12);
-    for (hd, n_kv, kvh, rows) in [(64, 2, 1, 0..37), (256, 1, 0, 5..9), (80, 3, 2, 0..1)] {
+    // The last case soft-caps the scores (Gemma 2) at a cap the scores reach.
+    let cases = [
+        (64, 2, 1, 0..37, 0.0),
+        (256, 1, 0, 5..9, 0.0),
+        (80, 3, 2, 0..1, 0.0),
+        (64, 1, 0, 0..29, 1.5),
+    ];
+    for (hd, n_kv, kvh, rows, softcap) in cases {
         let n_rows = rows.end + 2;
         let cache = |rng: &mut Rng| -> Vec<f16> {
             rng.floats(n_rows * n_kv * hd, 2.0)
@@ -59,8 +66,9 @@ fn f16_attend_matches_scalar_and_softmax() {
             (n_kv * hd, n_kv * hd),
         );
         let scale = 1.0 / (hd as f32).sqrt();
+        let score = AttnScore { scale, softcap };
         let mut want = vec![0f32; hd];
-        scalar().f16_attend(&q16, k0, v0, stride, rows.clone(), scale, &mut want);
+        scalar().f16_attend(&q16, k0, v0, stride, rows.clone(), score, &mut want);
         let scores: Vec<f64> = rows
             .clone()
             .map(|p| {
@@ -70,6 +78,10 @@ fn f16_attend_matches_scalar_and_softmax() {
                     .map(|(a, b)| *a as f64 * b.to_f64())
                     .sum::<f64>()
                     * scale as f64
+            })
+            .map(|s| match softcap as f64 {
+                0.0 => s,
+                cap => cap * (s / cap).tanh(),
             })
             .collect();
         let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -89,7 +101,7 @@ fn f16_attend_matches_scalar_and_softmax() {
         for b in Backend::available() {
             let path = b.path();
             let mut got = vec![f32::NAN; hd];
-            b.f16_attend(&q16, k0, v0, stride, rows.clone(), scale, &mut got);
+            b.f16_attend(&q16, k0, v0, stride, rows.clone(), score, &mut got);
             assert!(
                 same_bits(&got, &want, f32::to_bits),
                 "{path} f16_attend differs from scalar at head dim {hd}"

@@ -13,7 +13,8 @@ use std::sync::OnceLock;
 use half::f16;
 
 use super::cpu::{self, CpuPath};
-use super::ops::{attend, exp, gelu};
+use super::ops::attend::{self, AttnScore};
+use super::ops::{exp, gelu};
 use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 
 /// A CPU path and its ops. Only handed out for a path this CPU supports, which is what makes
@@ -31,7 +32,7 @@ pub(crate) struct Ops {
     pub f16_mad: unsafe fn(&mut [f16], &[f16], f32),
     pub f16_scale: unsafe fn(&mut [f16], f32),
     pub f16_row_to_f32: unsafe fn(&[f16], &mut [f32]),
-    pub f16_attend: unsafe fn(&[f32], &attend::Cache, Range<usize>, f32, &mut [f32]),
+    pub f16_attend: unsafe fn(&[f32], &attend::Cache, Range<usize>, AttnScore, &mut [f32]),
     pub f32_dots: unsafe fn(&[f32], usize, &[f32], &mut [f32], usize),
     pub f32_weighted_sum: unsafe fn(&mut [f32], usize, &[f32], &[f32], usize),
     pub exp_lanes: exp::LanesFn,
@@ -140,7 +141,7 @@ impl Backend {
         values: &[f16],
         (stride_k, stride_v): (usize, usize),
         rows: Range<usize>,
-        scale: f32,
+        score: AttnScore,
         out: &mut [f32],
     ) {
         let (hk, hv) = (q16.len(), out.len());
@@ -157,7 +158,7 @@ impl Backend {
             stride_v,
         };
         // SAFETY: as above; the rows are inside the cache (checked).
-        unsafe { (self.ops.f16_attend)(q16, &cache, rows, scale, out) }
+        unsafe { (self.ops.f16_attend)(q16, &cache, rows, score, out) }
     }
 
     /// `out[g * stride + j] = q[g] · rows[j]` for the `d`-long queries packed in `q` and rows

@@ -6,6 +6,7 @@ use half::f16;
 use super::{paths, Backend};
 use crate::kernels::cpu::CpuPath;
 use crate::kernels::types::{compare, test_bits, REGISTRY};
+use crate::kernels::AttnScore;
 use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
 
 pub(super) fn run(b: &Backend) -> Result<(), String> {
@@ -93,7 +94,10 @@ fn ops(b: &Backend, s: &Backend) -> Result<(), String> {
         &cache[d..],
         (2 * d, 2 * d),
         0..rows,
-        0.125,
+        AttnScore {
+            scale: 0.125,
+            softcap: 2.0,
+        },
         &mut o,
     );
     s.f16_attend(
@@ -102,7 +106,10 @@ fn ops(b: &Backend, s: &Backend) -> Result<(), String> {
         &cache[d..],
         (2 * d, 2 * d),
         0..rows,
-        0.125,
+        AttnScore {
+            scale: 0.125,
+            softcap: 2.0,
+        },
         &mut os,
     );
     same_bits("f16_attend", &o, &os)?;

@@ -15,6 +15,33 @@ pub struct Cache<'a> {
     pub stride_v: usize,
 }
 
+/// How a query·key dot product becomes an attention score: scaled, then soft-capped
+/// (`cap * tanh(score / cap)`, Gemma 2) when `softcap` is positive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnScore {
+    pub scale: f32,
+    pub softcap: f32,
+}
+
+impl AttnScore {
+    pub fn scaled(scale: f32) -> AttnScore {
+        AttnScore {
+            scale,
+            softcap: 0.0,
+        }
+    }
+
+    /// As ggml computes it: the scale divided by the cap first, then `cap * tanh`.
+    #[inline(always)]
+    pub fn of(self, dot: f32) -> f32 {
+        if self.softcap > 0.0 {
+            self.softcap * (dot * (self.scale / self.softcap)).tanh()
+        } else {
+            dot * self.scale
+        }
+    }
+}
+
 /// The three vector steps of [`online_attend`], per instruction set.
 trait AttendOps {
     fn dot(q: &[f32], k: &[f16]) -> f32;
@@ -41,10 +68,10 @@ pub fn scalar(
     q16: &[f32],
     cache: &Cache,
     rows: std::ops::Range<usize>,
-    scale: f32,
+    score: AttnScore,
     out: &mut [f32],
 ) {
-    online_attend::<ScalarOps>(q16, cache, rows, scale, out)
+    online_attend::<ScalarOps>(q16, cache, rows, score, out)
 }
 
 /// Only used inside [`avx2`], which has the features.
@@ -80,10 +107,10 @@ pub unsafe fn avx2(
     q16: &[f32],
     cache: &Cache,
     rows: std::ops::Range<usize>,
-    scale: f32,
+    score: AttnScore,
     out: &mut [f32],
 ) {
-    online_attend::<Avx2Ops>(q16, cache, rows, scale, out)
+    online_attend::<Avx2Ops>(q16, cache, rows, score, out)
 }
 
 #[inline(always)]
@@ -91,14 +118,14 @@ fn online_attend<O: AttendOps>(
     q16: &[f32],
     cache: &Cache,
     rows: std::ops::Range<usize>,
-    scale: f32,
+    score: AttnScore,
     out: &mut [f32],
 ) {
     let (hk, hv) = (q16.len(), out.len());
     let mut acc = vec![f16::ZERO; hv];
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
     for p in rows {
-        let score = O::dot(q16, &cache.keys[p * cache.stride_k..][..hk]) * scale;
+        let score = score.of(O::dot(q16, &cache.keys[p * cache.stride_k..][..hk]));
         // A new maximum rescales what was accumulated; otherwise this value is weighted down.
         let (rescale, weight) = if score > max {
             let r = (max - score).exp();

@@ -2,7 +2,9 @@
 //! GELU-tanh gating, queries scaled before attention, and sliding-window layers (five of every
 //! six unless the metadata gives a pattern) with their own RoPE base.
 
-use super::{Activation, Architecture, QkNorm, Recipe, RopeStyle, LLAMA_LIKE};
+use super::{
+    Activation, Architecture, QkNorm, Recipe, RopeStyle, SlidingWindow, SwaRope, LLAMA_LIKE,
+};
 use crate::model::hparams::HParams;
 
 pub(super) static GEMMA3: Architecture = Architecture {
@@ -14,7 +16,12 @@ pub(super) static GEMMA3: Architecture = Architecture {
         post_norms: true,
         scale_embeddings: true,
         scale_queries_before_attention: true,
-        swa_default_period: Some(6),
+        // llama.cpp 0c1e57098 reads no default window: without one no layer slides.
+        sliding_window: Some(SlidingWindow {
+            period: 6,
+            default_window: 0,
+            rope: SwaRope::Own,
+        }),
         ..LLAMA_LIKE
     },
     quirks,

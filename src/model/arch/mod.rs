@@ -4,9 +4,11 @@
 //! unwritten. The loader and the forward pass read only the recipe; adding an architecture is
 //! one file here and one line in [`ARCHITECTURES`].
 
+mod gemma2;
 mod gemma3;
 mod llama;
 mod olmoe;
+mod phi3;
 mod qwen2;
 mod qwen2moe;
 mod qwen3;
@@ -34,6 +36,8 @@ pub(crate) static ARCHITECTURES: &[&Architecture] = &[
     &qwen3moe::QWEN3MOE,
     &qwen2moe::QWEN2MOE,
     &olmoe::OLMOE,
+    &phi3::PHI3,
+    &gemma2::GEMMA2,
     &gemma3::GEMMA3,
 ];
 
@@ -53,10 +57,42 @@ pub struct Recipe {
     /// (Gemma; llama.cpp's graph does it so, and the f16 rounding of small queries in its
     /// attention kernel depends on it).
     pub scale_queries_before_attention: bool,
-    /// The sliding-window layer period when the metadata gives a window but no pattern; `None`:
-    /// the architecture has no sliding window.
-    pub swa_default_period: Option<usize>,
+    /// Which layers attend only to a window of recent positions; `None`: the architecture has
+    /// no sliding window (whatever the metadata says, as llama.cpp reads it).
+    pub sliding_window: Option<SlidingWindow>,
+    /// Attention scores and output logits squashed by `cap * tanh(x / cap)` (Gemma 2).
+    pub softcap: Option<Softcap>,
     pub ffn: FfnRecipe,
+}
+
+/// Sliding-window attention as an architecture reads it from `attention.sliding_window` and
+/// `attention.sliding_window_pattern`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlidingWindow {
+    /// The layer pattern when the metadata gives none: layer `il` slides when
+    /// `il % period < period - 1`; 0: every layer slides.
+    pub period: usize,
+    /// The window when the metadata has none; 0: no sliding window unless the metadata sets
+    /// one.
+    pub default_window: usize,
+    /// RoPE of the sliding layers when the metadata has no `rope.freq_base_swa`.
+    pub rope: SwaRope,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwaRope {
+    /// Base 10000 and no frequency scaling (Gemma 3).
+    Own,
+    /// The global layers' base and scaling.
+    Global,
+}
+
+/// Soft-capping defaults, used when the metadata lacks `attn_logit_softcapping` /
+/// `final_logit_softcapping`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Softcap {
+    pub attention: f32,
+    pub output: f32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +115,9 @@ pub enum Presence {
 pub enum FfnRecipe {
     /// `down(act(gate x) * up x)`.
     Dense,
+    /// Dense, with gate and up stored as one matrix `ffn_up` [2 * n_ff, n_embd], gate rows
+    /// first (Phi-3).
+    DenseGateUpFused,
     /// Mixture of experts: a router picks `expert_used_count` of `expert_count` experts per
     /// token, each a dense FFN of `expert_feed_forward_length`; their outputs are summed,
     /// weighted by the router.
@@ -139,7 +178,8 @@ pub(crate) const LLAMA_LIKE: Recipe = Recipe {
     post_norms: false,
     scale_embeddings: false,
     scale_queries_before_attention: false,
-    swa_default_period: None,
+    sliding_window: None,
+    softcap: None,
     ffn: FfnRecipe::Dense,
 };
 
@@ -163,7 +203,7 @@ impl Architecture {
     pub fn moe(&self) -> Option<MoeRecipe> {
         match self.recipe.ffn {
             FfnRecipe::Moe(m) => Some(m),
-            FfnRecipe::Dense => None,
+            FfnRecipe::Dense | FfnRecipe::DenseGateUpFused => None,
         }
     }
 }

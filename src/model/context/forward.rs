@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{BatchToken, Context};
-use crate::kernels::{self, ActNeeds, ActSource, QuantizedActivations};
+use crate::kernels::{self, ActNeeds, ActSource, AttnScore, QuantizedActivations};
 use crate::model::attention::{attention, AttentionShape, QueryPlace};
 use crate::model::error::ModelError;
 use crate::model::ops;
@@ -97,7 +97,10 @@ impl Context {
                 n_head_kv: hp.n_head_kv,
                 head_dim_k: hp.head_dim_k,
                 head_dim_v: hp.head_dim_v,
-                scale,
+                score: AttnScore {
+                    scale,
+                    softcap: hp.attn_softcap,
+                },
                 window: if sliding { hp.sliding_window } else { 0 },
             };
             let attn_dim = hp.n_head * hp.head_dim_v;

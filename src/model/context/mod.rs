@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::attention::QueryPlace;
 use super::error::ModelError;
 use super::kv_cache::KvCache;
-use super::ops::Rope;
+use super::ops::{Rope, RopeParams};
 use super::scratch::Scratch;
 use super::workers::Workers;
 use super::Model;
@@ -102,9 +102,17 @@ impl Context {
         }
         let pool = Workers::new(params.n_threads)?;
         let style = model.arch.recipe.rope;
-        let freqs = model.weights.rope_freqs.as_deref();
-        let rope_global = Rope::new(hp.rope_base, hp.rope_freq_scale, hp.rope_dims, style, freqs);
-        let rope_local = Rope::new(hp.rope_base_swa, 1.0, hp.rope_dims, style, freqs);
+        let factors = (model.weights.rope_factors).for_context(params.n_ctx, hp.n_ctx_orig);
+        let rope = |base, freq_scale| RopeParams {
+            base,
+            freq_scale,
+            n_rot: hp.rope_dims,
+            style,
+            factors,
+            attn_factor: hp.rope_attn_factor,
+        };
+        let rope_global = Rope::new(&rope(hp.rope_base, hp.rope_freq_scale));
+        let rope_local = Rope::new(&rope(hp.rope_base_swa, hp.rope_freq_scale_swa));
         Ok(Context {
             kv: KvCache::new(
                 hp.n_layer,

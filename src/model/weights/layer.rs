@@ -3,7 +3,7 @@
 
 use super::tensors::Loader;
 use super::Linear;
-use crate::model::arch::{Arch, Presence, QkNorm};
+use crate::model::arch::{Arch, FfnRecipe, Presence, QkNorm};
 use crate::model::error::ModelError;
 use crate::model::hparams::HParams;
 
@@ -88,7 +88,7 @@ impl LayerWeights {
                 None if required => Err(ModelError::MissingTensor(n(name))),
                 other => Ok(other),
             };
-        let bias = r.qkv_bias == Presence::Required;
+        let (qkv, biases) = QkvWeights::load(l, r.qkv_bias, hp, il)?;
         let (qk_norm, q_norm_len, k_norm_len) = match r.qk_norm {
             QkNorm::None => (false, hp.head_dim_k, hp.head_dim_k),
             QkNorm::PerHead => (true, hp.head_dim_k, hp.head_dim_k),
@@ -96,13 +96,13 @@ impl LayerWeights {
         };
         Ok(LayerWeights {
             attn_norm: l.vector(&n("attn_norm.weight"), e)?,
-            wq: l.linear(&n("attn_q.weight"), e, hp.q_dim())?,
-            wk: l.linear(&n("attn_k.weight"), e, hp.k_dim())?,
-            wv: l.linear(&n("attn_v.weight"), e, hp.v_dim())?,
+            wq: qkv.q,
+            wk: qkv.k,
+            wv: qkv.v,
             wo: l.linear(&n("attn_output.weight"), hp.n_head * hp.head_dim_v, e)?,
-            bq: vector_if(bias, "attn_q.bias", hp.q_dim())?,
-            bk: vector_if(bias, "attn_k.bias", hp.k_dim())?,
-            bv: vector_if(bias, "attn_v.bias", hp.v_dim())?,
+            bq: biases.q,
+            bk: biases.k,
+            bv: biases.v,
             bo: l.vector_opt(&n("attn_output.bias"), e)?,
             q_norm: vector_if(qk_norm, "attn_q_norm.weight", q_norm_len)?,
             k_norm: vector_if(qk_norm, "attn_k_norm.weight", k_norm_len)?,
@@ -171,6 +171,16 @@ impl Ffn {
                     shared: shared.transpose()?,
                 }))
             }
+            None if arch.recipe.ffn == FfnRecipe::DenseGateUpFused => {
+                let name = n("ffn_up.weight");
+                let parts = [("gate", hp.n_ff), ("up", hp.n_ff)];
+                let [gate, up] = fused_parts(l.fused_opt(&name, e, &parts)?, &name)?;
+                Ok(Ffn::Dense {
+                    gate,
+                    up,
+                    down: l.linear(&n("ffn_down.weight"), hp.n_ff, e)?,
+                })
+            }
             None => Ok(Ffn::Dense {
                 gate: l.linear(&n("ffn_gate.weight"), e, hp.n_ff)?,
                 up: l.linear(&n("ffn_up.weight"), e, hp.n_ff)?,
@@ -178,4 +188,96 @@ impl Ffn {
             }),
         }
     }
+}
+
+/// Q, K and V (`[q|k|v]`): three tensors, or one fused `attn_qkv` cut into its row blocks, as
+/// llama.cpp accepts for every architecture.
+struct QkvWeights<T> {
+    q: T,
+    k: T,
+    v: T,
+}
+
+type QkvBiases = QkvWeights<Option<Vec<f32>>>;
+
+impl QkvWeights<Linear> {
+    /// The projections and their biases: a fused `attn_qkv.bias`, else separate ones.
+    /// `bias` says whether the biases are required.
+    fn load(
+        l: &Loader,
+        bias: Presence,
+        hp: &HParams,
+        il: usize,
+    ) -> Result<(Self, QkvBiases), ModelError> {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let (e, dims) = (hp.n_embd, [hp.q_dim(), hp.k_dim(), hp.v_dim()]);
+        let parts = [("q", dims[0]), ("k", dims[1]), ("v", dims[2])];
+        let fused = l.fused_opt(&n("attn_qkv.weight"), e, &parts)?;
+        let fused_bias = match &fused {
+            Some(_) => l.vector_opt(&n("attn_qkv.bias"), dims.iter().sum())?,
+            None => None,
+        };
+        let weights = match fused {
+            Some(blocks) => {
+                let [q, k, v] = fused_parts(Some(blocks), &n("attn_qkv.weight"))?;
+                QkvWeights { q, k, v }
+            }
+            None => {
+                // A file with neither form: the error names both.
+                let one = |part: &str, rows| {
+                    l.linear(&n(&format!("attn_{part}.weight")), e, rows)
+                        .map_err(|err| match err {
+                            ModelError::MissingTensor(t) => ModelError::MissingTensor(format!(
+                                "{t} (or a fused {})",
+                                n("attn_qkv.weight")
+                            )),
+                            other => other,
+                        })
+                };
+                QkvWeights {
+                    q: one("q", dims[0])?,
+                    k: one("k", dims[1])?,
+                    v: one("v", dims[2])?,
+                }
+            }
+        };
+        let biases = match fused_bias {
+            Some(b) => {
+                let (q, rest) = b.split_at(dims[0]);
+                let (k, v) = rest.split_at(dims[1]);
+                QkvWeights {
+                    q: Some(q.to_vec()),
+                    k: Some(k.to_vec()),
+                    v: Some(v.to_vec()),
+                }
+            }
+            None => {
+                let required = bias == Presence::Required;
+                let one =
+                    |part: &str, len| match l.vector_opt(&n(&format!("attn_{part}.bias")), len)? {
+                        None if required => {
+                            Err(ModelError::MissingTensor(n(&format!("attn_{part}.bias"))))
+                        }
+                        other => Ok(other),
+                    };
+                QkvWeights {
+                    q: one("q", dims[0])?,
+                    k: one("k", dims[1])?,
+                    v: one("v", dims[2])?,
+                }
+            }
+        };
+        Ok((weights, biases))
+    }
+}
+
+/// The row blocks of a fused tensor, which must exist.
+fn fused_parts<const N: usize>(
+    blocks: Option<Vec<Linear>>,
+    name: &str,
+) -> Result<[Linear; N], ModelError> {
+    let blocks = blocks.ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+    blocks
+        .try_into()
+        .map_err(|_| ModelError::MissingTensor(name.into()))
 }

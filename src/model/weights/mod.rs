@@ -28,8 +28,30 @@ pub struct Weights {
     pub output_norm: Vec<f32>,
     /// [n_vocab, n_embd]; the token embedding when the model ties them.
     pub output: Linear,
-    /// Per-dimension RoPE frequency divisors (Llama 3.1 style), [rope_dims / 2].
-    pub rope_freqs: Option<Vec<f32>>,
+    pub rope_factors: RopeFactors,
+}
+
+/// Per-dimension RoPE frequency divisors, [rope_dims / 2] each.
+#[derive(Clone, Debug, Default)]
+pub struct RopeFactors {
+    /// For every context (`rope_freqs`; Llama 3.1+).
+    pub always: Option<Vec<f32>>,
+    /// LongRoPE (Phi-3): for contexts longer than the original training context, and for the
+    /// others.
+    pub long: Option<Vec<f32>>,
+    pub short: Option<Vec<f32>>,
+}
+
+impl RopeFactors {
+    /// The divisors a context of `n_ctx` positions uses, as llama.cpp chooses them.
+    pub fn for_context(&self, n_ctx: usize, n_ctx_orig: usize) -> Option<&[f32]> {
+        let scaled = if n_ctx > n_ctx_orig {
+            &self.long
+        } else {
+            &self.short
+        };
+        self.always.as_ref().or(scaled.as_ref()).map(Vec::as_slice)
+    }
 }
 
 impl Weights {
@@ -136,7 +158,11 @@ impl Weights {
             output,
             token_embd,
             layers,
-            rope_freqs: l.vector_opt("rope_freqs.weight", hp.rope_dims / 2)?,
+            rope_factors: RopeFactors {
+                always: l.vector_opt("rope_freqs.weight", hp.rope_dims / 2)?,
+                long: l.vector_opt("rope_factors_long.weight", hp.rope_dims / 2)?,
+                short: l.vector_opt("rope_factors_short.weight", hp.rope_dims / 2)?,
+            },
         };
         Ok((weights, from_cache))
     }

@@ -94,20 +94,58 @@ impl Loader<'_> {
                 ty: t.ggml_type,
             });
         }
+        let parts: Vec<(String, usize)> = (0..n_expert)
+            .map(|i| (format!("{name}[{i}]"), rows))
+            .collect();
+        self.row_blocks(t, k, &parts)
+    }
+
+    /// A matrix stored fused with others in one tensor [k, sum of rows] (ggml dims), cut into
+    /// its row blocks: one [`Linear`] per `(label, rows)` of `parts`, named `name:label`.
+    /// `None` when the file has no such tensor.
+    pub fn fused_opt(
+        &self,
+        name: &str,
+        k: usize,
+        parts: &[(&str, usize)],
+    ) -> Result<Option<Vec<Linear>>, ModelError> {
+        let Some(t) = self.find(name) else {
+            return Ok(None);
+        };
+        let total: usize = parts.iter().map(|p| p.1).sum();
+        self.check_shape(t, &[k as u64, total as u64])?;
+        if !kernels::supports(t.ggml_type) {
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: name.into(),
+                ty: t.ggml_type,
+            });
+        }
+        let parts: Vec<(String, usize)> = parts
+            .iter()
+            .map(|&(label, rows)| (format!("{name}:{label}"), rows))
+            .collect();
+        self.row_blocks(t, k, &parts).map(Some)
+    }
+
+    /// Consecutive row blocks of `t` (its shape checked), one [`Linear`] per `(name, rows)`.
+    fn row_blocks(
+        &self,
+        t: &TensorInfo,
+        k: usize,
+        parts: &[(String, usize)],
+    ) -> Result<Vec<Linear>, ModelError> {
         let data = self.gguf.tensor_data(t);
-        let per_expert = data.len() / n_expert;
+        let total: usize = parts.iter().map(|p| p.1).sum();
+        let row_bytes = data.len() / total.max(1);
         let start = (self.gguf.data_offset() + t.offset) as usize;
-        (0..n_expert)
-            .map(|i| {
-                let bytes = &data[i * per_expert..(i + 1) * per_expert];
-                in_place(
-                    format!("{name}[{i}]"),
-                    t,
-                    start + i * per_expert,
-                    rows,
-                    k,
-                    bytes,
-                )
+        let mut row0 = 0;
+        parts
+            .iter()
+            .map(|(name, rows)| {
+                let bytes = &data[row0 * row_bytes..(row0 + rows) * row_bytes];
+                let lin = in_place(name.clone(), t, start + row0 * row_bytes, *rows, k, bytes);
+                row0 += rows;
+                lin
             })
             .collect()
     }

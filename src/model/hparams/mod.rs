@@ -1,0 +1,190 @@
+//! Hyperparameters read from GGUF metadata (`<arch>.*` keys).
+
+mod moe;
+mod rope;
+mod window;
+
+pub use moe::MoeParams;
+
+use super::arch::Arch;
+use super::error::ModelError;
+use crate::gguf::GgufFile;
+
+#[derive(Clone, Debug)]
+pub struct HParams {
+    pub n_vocab: usize,
+    pub n_ctx_train: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// Per-head dimension of queries/keys and of values.
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    pub n_ff: usize,
+    pub rms_eps: f32,
+    pub rope_base: f32,
+    /// Multiplies positions (1 / linear scaling factor).
+    pub rope_freq_scale: f32,
+    /// Dimensions of each head that RoPE rotates (the rest pass through).
+    pub rope_dims: usize,
+    /// Multiplies the rotated dimensions of queries and keys (`rope.scaling.attn_factor`;
+    /// LongRoPE).
+    pub rope_attn_factor: f32,
+    /// The context the model was trained at before RoPE scaling: longer contexts take the
+    /// long LongRoPE factors.
+    pub n_ctx_orig: usize,
+    /// Sliding-window size for local layers (0: no sliding window).
+    pub sliding_window: usize,
+    /// Per layer: whether it attends only within the sliding window.
+    pub swa_layers: Vec<bool>,
+    pub rope_base_swa: f32,
+    pub rope_freq_scale_swa: f32,
+    /// `scores = cap * tanh(scores / cap)` when non-zero (Gemma 2).
+    pub attn_softcap: f32,
+    /// `logits = cap * tanh(logits / cap)` when non-zero (Gemma 2).
+    pub final_logit_softcap: f32,
+    /// Multiplier applied to attention scores (1/sqrt(head_dim) unless the model says otherwise).
+    pub attn_scale: f32,
+    /// Mixture-of-experts shape; `None` for a dense model.
+    pub moe: Option<MoeParams>,
+}
+
+impl HParams {
+    pub fn from_gguf(gguf: &GgufFile, arch: Arch, n_vocab: usize) -> Result<HParams, ModelError> {
+        let prefix = arch.name;
+        let key = |k: &str| format!("{prefix}.{k}");
+        let req = |k: &str| -> Result<usize, ModelError> {
+            let full = key(k);
+            let v = gguf
+                .get_u64(&full)
+                .ok_or_else(|| ModelError::MissingKey(full.clone()))?;
+            usize::try_from(v)
+                .ok()
+                .filter(|&v| v > 0 && v < (1 << 31))
+                .ok_or(ModelError::BadHyperparameter {
+                    key: full,
+                    reason: format!("{v} is out of range"),
+                })
+        };
+        let opt = |k: &str| gguf.get_u64(&key(k)).and_then(|v| usize::try_from(v).ok());
+
+        let n_embd = req("embedding_length")?;
+        let n_head = req("attention.head_count")?;
+        let n_head_kv = opt("attention.head_count_kv").unwrap_or(n_head);
+        let n_layer = req("block_count")?;
+        let head_dim_k = opt("attention.key_length").unwrap_or(n_embd / n_head);
+        let head_dim_v = opt("attention.value_length").unwrap_or(head_dim_k);
+        let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
+            key: key(k),
+            reason,
+        };
+        if n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(bad(
+                "attention.head_count_kv",
+                format!("{n_head_kv} does not divide the head count {n_head}"),
+            ));
+        }
+        if head_dim_k == 0 || head_dim_k % 2 != 0 || head_dim_v == 0 {
+            return Err(bad(
+                "attention.key_length",
+                format!("head size {head_dim_k} must be even"),
+            ));
+        }
+        let rope_dims = opt("rope.dimension_count").unwrap_or(head_dim_k);
+        if rope_dims > head_dim_k || rope_dims % 2 != 0 {
+            return Err(bad(
+                "rope.dimension_count",
+                format!("{rope_dims} for head size {head_dim_k}"),
+            ));
+        }
+
+        let n_ctx_train = opt("context_length").unwrap_or(2048);
+        let rope = rope::read(gguf, prefix, n_ctx_train)?;
+        let window = window::read(gguf, arch, n_layer)?;
+        let softcap = |k: &str, default: f32| -> Result<f32, ModelError> {
+            let cap = gguf.get_f32(&key(k)).unwrap_or(default);
+            if !(cap.is_finite() && cap >= 0.0) {
+                return Err(bad(k, format!("{cap}")));
+            }
+            Ok(cap)
+        };
+        let (attn_softcap, final_logit_softcap) = match arch.recipe.softcap {
+            Some(d) => (
+                softcap("attn_logit_softcapping", d.attention)?,
+                softcap("final_logit_softcapping", d.output)?,
+            ),
+            None => (0.0, softcap("final_logit_softcapping", 0.0)?),
+        };
+
+        let rms_eps = gguf
+            .get_f32(&key("attention.layer_norm_rms_epsilon"))
+            .unwrap_or(1e-5);
+        let rope_base = gguf.get_f32(&key("rope.freq_base")).unwrap_or(10_000.0);
+        if !(rope_base.is_finite() && rope_base > 0.0 && rms_eps.is_finite() && rms_eps >= 0.0) {
+            return Err(bad(
+                "rope.freq_base",
+                format!("base {rope_base}, eps {rms_eps}"),
+            ));
+        }
+        let n_ff = opt("feed_forward_length");
+        let moe = match arch.moe() {
+            Some(recipe) => Some(moe::moe_params(gguf, prefix, recipe, n_ff)?),
+            None => None,
+        };
+        let n_ff = match (n_ff, &moe) {
+            (Some(n), _) if n > 0 => n,
+            (_, Some(m)) => m.n_ff_exp,
+            _ => req("feed_forward_length")?,
+        };
+        let mut hp = HParams {
+            n_vocab,
+            n_ctx_train,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_ff,
+            rms_eps,
+            rope_base,
+            rope_freq_scale: rope.freq_scale,
+            rope_dims,
+            rope_attn_factor: rope.attn_factor,
+            n_ctx_orig: rope.n_ctx_orig,
+            sliding_window: window.size,
+            swa_layers: window.layers,
+            rope_base_swa: window.rope_base.unwrap_or(rope_base),
+            rope_freq_scale_swa: window.rope_freq_scale.unwrap_or(rope.freq_scale),
+            attn_softcap,
+            final_logit_softcap,
+            attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
+            moe,
+        };
+        (arch.quirks)(&mut hp);
+        Ok(hp)
+    }
+
+    /// Whether layer `il` attends only within the sliding window.
+    pub fn is_sliding(&self, il: usize) -> bool {
+        self.swa_layers[il]
+    }
+
+    /// Number of query heads sharing one key/value head.
+    pub fn gqa_group(&self) -> usize {
+        self.n_head / self.n_head_kv
+    }
+
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim_k
+    }
+
+    pub fn k_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim_k
+    }
+
+    pub fn v_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim_v
+    }
+}

@@ -1,0 +1,47 @@
+//! The synthetic models of scripts/make-synthetic-models.py, and rewritten copies of them.
+
+use kolibri::gguf::{GgufFile, GgufWriter, Value};
+
+/// The cached synthetic model `name` (any generator version).
+pub fn synthetic(name: &str) -> GgufFile {
+    let dir = super::model_dir().join("synthetic");
+    let file = std::fs::read_dir(&dir)
+        .ok()
+        .and_then(|d| {
+            d.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("{name}-v"))
+            })
+        })
+        .unwrap_or_else(|| panic!("{name} is missing: run `scripts/make-synthetic-models.py`"));
+    GgufFile::open(file).unwrap()
+}
+
+/// `src` with key `key` set to `value` (removed when `None`) and each tensor passed through
+/// `tensor` (dropped when it returns `None`; it may change the dims).
+pub fn rewrite(
+    src: &GgufFile,
+    key: Option<(&str, Option<Value>)>,
+    tensor: impl Fn(&str, Vec<u64>) -> Option<Vec<u64>>,
+) -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    for (k, v) in src.metadata() {
+        match key {
+            Some((name, _)) if name == k => {}
+            _ => {
+                w.metadata(k, v.clone());
+            }
+        }
+    }
+    if let Some((name, Some(v))) = key.clone() {
+        w.metadata(name, v);
+    }
+    for t in src.tensors() {
+        if let Some(dims) = tensor(&t.name, t.dims.clone()) {
+            w.tensor(&t.name, &dims, t.ggml_type, src.tensor_data(t).to_vec());
+        }
+    }
+    w.to_bytes()
+}
