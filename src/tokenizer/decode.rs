@@ -19,7 +19,7 @@ pub(crate) fn piece_bytes(vocab: &Vocab, id: TokenId, special: bool) -> Vec<u8> 
             text.as_bytes().to_vec()
         }
         TokenKind::Normal => match vocab.kind {
-            ModelKind::Spm => text.replace(SPACE_MARKER, " ").into_bytes(),
+            ModelKind::Spm | ModelKind::WordPiece => text.replace(SPACE_MARKER, " ").into_bytes(),
             ModelKind::Bpe => {
                 let mut out = Vec::with_capacity(text.len());
                 byte_map::decode_to_bytes(text, &mut out);
@@ -39,11 +39,24 @@ fn parse_byte_token(text: &str) -> Option<u8> {
     u8::from_str_radix(hex, 16).ok()
 }
 
-/// Bytes of the `index`-th token of an output: the first drops one leading space when the
-/// vocabulary adds a space prefix while encoding (llama.cpp's detokenizer does the same).
-pub(crate) fn output_bytes(vocab: &Vocab, id: TokenId, index: usize, special: bool) -> Vec<u8> {
+/// Bytes of the `index`-th token of an output, `started` when earlier tokens wrote text. One
+/// leading space comes off at the start: from the first token when the vocabulary adds a
+/// space prefix while encoding (llama.cpp's detokenizer does the same); for WordPiece, whose
+/// word starts all carry a space, from the first token that writes anything (llama.cpp keeps
+/// that space).
+pub(crate) fn output_bytes(
+    vocab: &Vocab,
+    id: TokenId,
+    index: usize,
+    started: bool,
+    special: bool,
+) -> Vec<u8> {
     let mut bytes = piece_bytes(vocab, id, special);
-    if index == 0 && vocab.add_space_prefix && bytes.first() == Some(&b' ') {
+    let at_start = match vocab.kind {
+        ModelKind::WordPiece => !started,
+        ModelKind::Spm | ModelKind::Bpe => index == 0 && vocab.add_space_prefix,
+    };
+    if at_start && bytes.first() == Some(&b' ') {
         bytes.remove(0);
     }
     bytes
@@ -55,6 +68,8 @@ pub struct StreamDecoder<'a> {
     tokenizer: &'a Tokenizer,
     pending: Vec<u8>,
     n_pushed: usize,
+    /// Some token has written text.
+    started: bool,
     special: bool,
 }
 
@@ -70,14 +85,17 @@ impl<'a> StreamDecoder<'a> {
             tokenizer,
             pending: Vec::new(),
             n_pushed: 0,
+            started: false,
             special,
         }
     }
 
     /// Adds one token; returns the text that became complete.
     pub fn push(&mut self, id: TokenId) -> String {
-        let bytes = output_bytes(self.tokenizer.vocab(), id, self.n_pushed, self.special);
+        let vocab = self.tokenizer.vocab();
+        let bytes = output_bytes(vocab, id, self.n_pushed, self.started, self.special);
         self.n_pushed += 1;
+        self.started |= !bytes.is_empty();
         self.pending.extend_from_slice(&bytes);
         self.take_complete()
     }

@@ -25,7 +25,7 @@ impl fmt::Display for TokenizerError {
             }
             TokenizerError::UnsupportedModel(m) => write!(
                 f,
-                "unsupported tokenizer model `{m}` (key `tokenizer.ggml.model`; supported: llama, gpt2)"
+                "unsupported tokenizer model `{m}` (key `tokenizer.ggml.model`; supported: llama, gpt2, bert)"
             ),
             TokenizerError::UnsupportedPreTokenizer(p) => {
                 write!(f, "unsupported pre-tokenizer `{p}` (key `tokenizer.ggml.pre`)")

@@ -3,6 +3,7 @@
 //! - `gpt2`: GPT-2 byte-level BPE, with the pre-tokenizer regexes that `tokenizer.ggml.pre`
 //!   selects ([`pretokenize`]) and merges ranked by `tokenizer.ggml.merges` ([`bpe`]).
 //! - `llama`: SentencePiece-style merging by token score with `<0xXX>` byte fallback ([`spm`]).
+//! - `bert`: WordPiece, BERT-normalized words cut into longest vocabulary matches ([`wpm`]).
 //!
 //! Special tokens are split out of the text first ([`special`]); decoding lives in [`decode`].
 
@@ -15,6 +16,7 @@ mod pretokenize;
 mod special;
 mod spm;
 mod vocab;
+mod wpm;
 
 #[cfg(test)]
 mod tests;
@@ -27,6 +29,7 @@ use bpe::BpeMerges;
 use pretokenize::PreTokenizer;
 use special::Fragment;
 use vocab::{ModelKind, TokenKind, Vocab};
+use wpm::WordPiece;
 
 pub type TokenId = u32;
 
@@ -44,6 +47,8 @@ enum Algorithm {
         merges: BpeMerges,
         pre: PreTokenizer,
     },
+    // Boxed: its three regexes would make every variant 400 bytes.
+    WordPiece(Box<WordPiece>),
 }
 
 impl Tokenizer {
@@ -71,13 +76,17 @@ impl Tokenizer {
                 },
                 pre: PreTokenizer::for_name(&vocab.pre)?,
             },
+            ModelKind::WordPiece => {
+                Algorithm::WordPiece(Box::new(WordPiece::from_gguf(gguf, &vocab)?))
+            }
         };
         Ok(Tokenizer { vocab, algorithm })
     }
 
     /// llama.cpp's `llama_tokenize(text, add_special, parse_special)`: `add_special` adds BOS
-    /// and EOS where the vocabulary asks for them (a BOS already at the start of the text is
-    /// kept, giving two, as llama.cpp does); `parse_special` recognises control tokens in text.
+    /// and EOS (WordPiece: [CLS] and [SEP]) where the vocabulary asks for them (a BOS already
+    /// at the start of the text is kept, giving two, as llama.cpp does); `parse_special`
+    /// recognises control tokens in text.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<TokenId> {
         let fragments = special::partition(&self.vocab, text, parse_special);
         let mut out = Vec::new();
@@ -99,9 +108,20 @@ impl Tokenizer {
                     }
                 }
             }
+            Algorithm::WordPiece(wpm) => {
+                for f in &fragments {
+                    match *f {
+                        Fragment::Text(t) => wpm.tokenize(&self.vocab, t, &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
         }
         if add_special && self.vocab.add_eos {
             out.extend(self.vocab.eos);
+        }
+        if add_special && self.vocab.add_sep {
+            out.extend(self.vocab.sep);
         }
         out
     }
@@ -180,7 +200,8 @@ impl Tokenizer {
     pub fn decode(&self, ids: &[TokenId]) -> String {
         let mut bytes = Vec::new();
         for (i, &id) in ids.iter().enumerate() {
-            bytes.extend(decode::output_bytes(&self.vocab, id, i, false));
+            let started = !bytes.is_empty();
+            bytes.extend(decode::output_bytes(&self.vocab, id, i, started, false));
         }
         String::from_utf8_lossy(&bytes).into_owned()
     }

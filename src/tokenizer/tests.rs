@@ -314,3 +314,182 @@ fn missing_or_bad_keys_are_named() {
     .unwrap_err();
     assert!(err.to_string().contains("tokenizer.ggml.scores"), "{err}");
 }
+
+/// A WordPiece vocabulary: `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]` (control), then `pieces`, word
+/// starts marked with "▁" as llama.cpp's converter writes them.
+fn wpm_tokenizer(pieces: &[&str], normalizer: &[(&'static str, bool)]) -> Tokenizer {
+    let mut tokens: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+        .map(String::from)
+        .into();
+    tokens.extend(pieces.iter().map(|p| p.to_string()));
+    let mut types = vec![1; tokens.len()];
+    types[..4].fill(3);
+    let mut kvs = vec![
+        ("tokenizer.ggml.model", Meta::Str("bert")),
+        ("tokenizer.ggml.tokens", Meta::Strs(tokens)),
+        ("tokenizer.ggml.token_type", Meta::I32s(types)),
+        ("tokenizer.ggml.unknown_token_id", Meta::U32(1)),
+        ("tokenizer.ggml.bos_token_id", Meta::U32(2)),
+        ("tokenizer.ggml.seperator_token_id", Meta::U32(3)),
+        // Ignored: [CLS] and [SEP] are added whatever the flags say.
+        ("tokenizer.ggml.add_bos_token", Meta::Bool(false)),
+    ];
+    for &(key, on) in normalizer {
+        kvs.push((key, Meta::Bool(on)));
+    }
+    build(&kvs).unwrap()
+}
+
+const WPM_PIECES: &[&str] = &[
+    "▁un",
+    "▁unbeliev",
+    "able",
+    "believ",
+    "▁the",
+    "▁a",
+    "a",
+    "▁ab",
+    "bc",
+    "▁cafe",
+    "▁café",
+    "▁i",
+    "▁,",
+    "▁!",
+    "▁$",
+    "▁中",
+    "▁文",
+    "▁x✅",
+];
+
+fn wpm_texts(tok: &Tokenizer, text: &str) -> Vec<String> {
+    texts(tok, &tok.encode(text, false, false))
+}
+
+#[test]
+fn wpm_takes_the_longest_piece_first() {
+    let tok = wpm_tokenizer(WPM_PIECES, &[]);
+    assert_eq!(wpm_texts(&tok, "unbelievable"), ["▁unbeliev", "able"]);
+    // Greedy: "▁ab" is taken, "c" then matches nothing, so the word is unknown even though
+    // "▁a" + "bc" would cover it; the pieces found before are dropped.
+    assert_eq!(wpm_texts(&tok, "abc"), ["[UNK]"]);
+    assert_eq!(wpm_texts(&tok, "the unx a"), ["▁the", "[UNK]", "▁a"]);
+    // A U+2581 in the text starts a new word-start piece inside the word.
+    assert_eq!(wpm_texts(&tok, "a\u{2581}a"), ["▁a", "▁a"]);
+}
+
+#[test]
+fn wpm_splits_punctuation_ascii_symbols_and_ideographs() {
+    let tok = wpm_tokenizer(WPM_PIECES, &[]);
+    assert_eq!(
+        wpm_texts(&tok, " the,a!\t\n$中文 "),
+        ["▁the", "▁,", "▁a", "▁!", "▁$", "▁中", "▁文"]
+    );
+    // A non-ASCII symbol stays inside its word.
+    assert_eq!(wpm_texts(&tok, "x✅"), ["▁x✅"]);
+}
+
+#[test]
+fn wpm_lowercases_strips_accents_and_drops_controls() {
+    let tok = wpm_tokenizer(WPM_PIECES, &[]);
+    for text in [
+        "CAFÉ",
+        "Cafe\u{301}",
+        "ca\u{200d}fe",
+        "c\u{0}af\u{7f}e\u{FFFD}",
+    ] {
+        assert_eq!(wpm_texts(&tok, text), ["▁cafe"], "{text:?}");
+    }
+    // U+0130 lower-cases to "i" alone (llama.cpp's one-to-one mapping).
+    assert_eq!(wpm_texts(&tok, "\u{130}"), ["▁i"]);
+    assert_eq!(wpm_texts(&tok, "Ä"), ["▁a"]);
+    // strip_accents follows lowercase unless given; without lower-casing nothing changes.
+    let cased = wpm_tokenizer(
+        WPM_PIECES,
+        &[("tokenizer.ggml.normalizer.lowercase", false)],
+    );
+    assert_eq!(wpm_texts(&cased, "CAFÉ café"), ["[UNK]", "▁café"]);
+    let keep_accents = wpm_tokenizer(
+        WPM_PIECES,
+        &[("tokenizer.ggml.normalizer.strip_accents", false)],
+    );
+    assert_eq!(wpm_texts(&keep_accents, "CAFÉ"), ["▁café"]);
+}
+
+#[test]
+fn nfd_first_is_the_base_character() {
+    for (c, base) in [
+        ('é', 'e'),
+        ('Ä', 'A'),
+        ('ệ', 'e'),
+        ('\u{2126}', '\u{3A9}'),
+        ('\u{F900}', '\u{8C48}'),
+        // Hangul syllables keep only their leading consonant, as in llama.cpp.
+        ('한', '\u{1112}'),
+        ('a', 'a'),
+        ('ǅ', 'ǅ'),
+        ('\u{10FFFF}', '\u{10FFFF}'),
+    ] {
+        assert_eq!(super::wpm::nfd_first(c), base, "{c:?}");
+    }
+}
+
+#[test]
+fn wpm_special_tokens_and_decoding() {
+    let tok = wpm_tokenizer(WPM_PIECES, &[]);
+    assert!(tok.add_bos() && tok.eos().is_none());
+    let ids = tok.encode("The cafe, a!", true, false);
+    assert_eq!(
+        texts(&tok, &ids),
+        ["[CLS]", "▁the", "▁cafe", "▁,", "▁a", "▁!", "[SEP]"]
+    );
+    assert_eq!(
+        texts(&tok, &tok.encode("", true, false)),
+        ["[CLS]", "[SEP]"]
+    );
+    assert!(tok.encode("", false, false).is_empty());
+    // Word starts get a space except the first written one; [CLS] and [SEP] are hidden.
+    assert_eq!(tok.decode(&ids), "the cafe , a !");
+    assert_eq!(tok.decode(&ids[1..3]), "the cafe");
+    let unbelievable = tok.encode("unbelievable", false, false);
+    assert_eq!(tok.decode(&unbelievable), "unbelievable");
+    let mut stream = StreamDecoder::new(&tok);
+    let streamed: String = ids.iter().map(|&id| stream.push(id)).collect();
+    assert_eq!(streamed, "the cafe , a !");
+    // Control tokens in text are split out only when parsing special tokens.
+    let parsed = tok.encode("a[SEP]a", false, true);
+    assert_eq!(texts(&tok, &parsed), ["▁a", "[SEP]", "▁a"]);
+    assert_eq!(
+        wpm_texts(&tok, "a[SEP]a"),
+        ["▁a", "[UNK]", "[UNK]", "[UNK]", "▁a"]
+    );
+}
+
+#[test]
+fn wpm_handles_long_words_and_odd_input() {
+    let tok = wpm_tokenizer(WPM_PIECES, &[]);
+    let word = "a".repeat(50_000);
+    let ids = tok.encode(&word, false, false);
+    assert_eq!(ids.len(), 50_000);
+    assert_eq!(tok.decode(&ids), word);
+    assert_eq!(wpm_texts(&tok, &"b".repeat(50_000)), ["[UNK]"]);
+    for text in [
+        "",
+        " ",
+        "\u{0}",
+        "\u{301}",
+        "\u{10FFFF}",
+        "\u{2581}",
+        "😀\u{200d}😀",
+    ] {
+        let ids = tok.encode(text, true, true);
+        assert!(ids.len() >= 2, "{text:?}");
+        tok.decode(&ids);
+    }
+    // A vocabulary without [UNK] leaves unknown words out rather than failing.
+    let no_unk = build(&[
+        ("tokenizer.ggml.model", Meta::Str("bert")),
+        ("tokenizer.ggml.tokens", Meta::Strs(vec!["▁a".into()])),
+    ])
+    .unwrap();
+    assert_eq!(texts(&no_unk, &no_unk.encode("b a", true, false)), ["▁a"]);
+}

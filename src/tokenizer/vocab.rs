@@ -15,6 +15,8 @@ pub(crate) enum ModelKind {
     Spm,
     /// GPT-2 byte-level BPE, `gpt2`.
     Bpe,
+    /// BERT's WordPiece, `bert`.
+    WordPiece,
 }
 
 /// GGUF token types (`tokenizer.ggml.token_type`), numbered as there.
@@ -101,8 +103,11 @@ pub(crate) struct Vocab {
     pub bos: Option<TokenId>,
     pub eos: Option<TokenId>,
     pub unk: Option<TokenId>,
+    /// Separator, closing a WordPiece encoding (BERT's `[SEP]`).
+    pub sep: Option<TokenId>,
     pub add_bos: bool,
     pub add_eos: bool,
+    pub add_sep: bool,
     pub add_space_prefix: bool,
     /// End-of-generation ids, sorted.
     pub eog: Vec<TokenId>,
@@ -208,6 +213,7 @@ impl Vocab {
         let kind = match model {
             "llama" => ModelKind::Spm,
             "gpt2" => ModelKind::Bpe,
+            "bert" => ModelKind::WordPiece,
             other => return Err(TokenizerError::UnsupportedModel(other.to_string())),
         };
         let pre = match gguf.get(KEY_PRE) {
@@ -237,8 +243,10 @@ impl Vocab {
             bos: None,
             eos: None,
             unk: None,
+            sep: None,
             add_bos: false,
             add_eos: false,
+            add_sep: false,
             add_space_prefix: false,
             eog: Vec::new(),
             special_by_len: Vec::new(),
@@ -249,6 +257,8 @@ impl Vocab {
         vocab.bos = special_id(gguf, "tokenizer.ggml.bos_token_id", vocab.bos, n)?;
         vocab.eos = special_id(gguf, "tokenizer.ggml.eos_token_id", vocab.eos, n)?;
         vocab.unk = special_id(gguf, "tokenizer.ggml.unknown_token_id", vocab.unk, n)?;
+        // The key's misspelling is llama.cpp's.
+        vocab.sep = special_id(gguf, "tokenizer.ggml.seperator_token_id", vocab.sep, n)?;
         vocab.collect_eog(gguf)?;
         vocab.apply_name_rules(gguf);
         vocab.collect_special();
@@ -320,10 +330,22 @@ impl Vocab {
                 self.ignore_merges = llama3_family || self.pre == "tekken";
                 self.add_bos = llama3_family;
             }
+            ModelKind::WordPiece => {
+                // BERT's [CLS] opens, [SEP] closes; no EOS.
+                self.bos = valid(101);
+                self.unk = valid(100);
+                self.sep = valid(102);
+                self.add_bos = true;
+                self.add_sep = true;
+            }
         }
     }
 
     fn apply_flags(&mut self, gguf: &GgufFile) -> Result<(), TokenizerError> {
+        // llama.cpp's WordPiece encoder adds [CLS] and [SEP] whatever the flags say.
+        if self.kind == ModelKind::WordPiece {
+            return Ok(());
+        }
         if let Some(v) = get_bool(gguf, "tokenizer.ggml.add_bos_token")? {
             self.add_bos = v;
         }
@@ -540,7 +562,7 @@ fn optional_array<'a>(
     Ok(Some(arr))
 }
 
-fn get_bool(gguf: &GgufFile, key: &'static str) -> Result<Option<bool>, TokenizerError> {
+pub(crate) fn get_bool(gguf: &GgufFile, key: &'static str) -> Result<Option<bool>, TokenizerError> {
     match gguf.get(key) {
         None => Ok(None),
         Some(v) => v.as_bool().map(Some).ok_or_else(|| bad(key, "not a bool")),
