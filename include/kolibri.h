@@ -109,6 +109,12 @@ typedef struct kolibri_chat_message {
 } kolibri_chat_message;
 
 /**
+ * How a KV cache stores keys or values (the C API names types with constants: any int32_t a
+ * caller passes is checked).
+ */
+typedef int32_t kolibri_kv_type;
+
+/**
  * How to create a context. Initialise with kolibri_context_params_init, then change fields.
  */
 typedef struct kolibri_context_params {
@@ -129,6 +135,16 @@ typedef struct kolibri_context_params {
      * Most tokens per forward pass; longer inputs are split. 0 = 512. Default 0.
      */
     uint32_t n_batch;
+    /**
+     * How the KV cache stores keys: a KOLIBRI_KV_TYPE_* constant. Default KOLIBRI_KV_TYPE_F16.
+     * The quantized types need head sizes that are multiples of 32 (INVALID_ARGUMENT
+     * otherwise). Added in 0.2; callers built against older headers get f16.
+     */
+    kolibri_kv_type type_k;
+    /**
+     * How the KV cache stores values, as `type_k`. Default KOLIBRI_KV_TYPE_F16.
+     */
+    kolibri_kv_type type_v;
 } kolibri_context_params;
 
 /**
@@ -263,6 +279,21 @@ typedef struct kolibri_sampler_params {
      */
     uint64_t seed;
 } kolibri_sampler_params;
+
+/**
+ * 16-bit floats (llama.cpp's default).
+ */
+#define KOLIBRI_KV_TYPE_F16 0
+
+/**
+ * Q8_0 blocks: 8.5 bits per value, about half of f16's memory.
+ */
+#define KOLIBRI_KV_TYPE_Q8_0 1
+
+/**
+ * Q4_0 blocks: 4.5 bits per value.
+ */
+#define KOLIBRI_KV_TYPE_Q4_0 2
 
 /**
  * Beginning of sequence.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use kolibri::batching::{
     Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams, SubmitError,
 };
-use kolibri::model::{Context, ContextParams, Logits, Model};
+use kolibri::model::{Context, ContextParams, KvType, Logits, Model};
 use kolibri::sampling::SamplerParams;
 use kolibri::tokenizer::TokenId;
 
@@ -30,6 +30,8 @@ fn scheduler(model: &Arc<Model>, n_slots: usize, max_queue: usize) -> Scheduler 
             n_threads: common::threads(),
             n_batch: 64,
             max_queue,
+            type_k: KvType::F16,
+            type_v: KvType::F16,
         },
     )
     .unwrap()

@@ -70,6 +70,7 @@ fn run(path: &PathBuf, tokens_of: &str) -> (Vec<f32>, Vec<f64>) {
             n_threads: 2,
             n_batch: 512,
             n_seq: 1,
+            ..Default::default()
         };
         let mut ctx = Context::new(model, &params).unwrap();
         ctx.eval(&want_tokens, Logits::Last).unwrap()

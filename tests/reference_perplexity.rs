@@ -17,6 +17,7 @@ fn check(model_file: &str, reference_ppl: f64) {
         n_threads: common::threads(),
         n_batch: N_CTX,
         n_seq: 1,
+        ..Default::default()
     };
     let mut ctx = Context::new(model, &params).unwrap();
     let text = std::fs::read_to_string(common::data_path("ppl-text.txt")).unwrap();

@@ -48,6 +48,7 @@ fn params(n_ctx: usize) -> ContextParams {
         n_threads: 2,
         n_batch: 512,
         n_seq: 1,
+        ..Default::default()
     }
 }
 

@@ -10,6 +10,18 @@ import (
 	"unsafe"
 )
 
+// KVType is how a context's KV cache stores keys or values.
+type KVType int32
+
+const (
+	// KVF16 stores 16-bit floats (the default).
+	KVF16 KVType = C.KOLIBRI_KV_TYPE_F16
+	// KVQ8_0 stores Q8_0 blocks: about half of f16's memory.
+	KVQ8_0 KVType = C.KOLIBRI_KV_TYPE_Q8_0
+	// KVQ4_0 stores Q4_0 blocks.
+	KVQ4_0 KVType = C.KOLIBRI_KV_TYPE_Q4_0
+)
+
 // ContextOptions configures NewContext. Zero fields mean the library's defaults.
 type ContextOptions struct {
 	// NCtx is the number of positions; 0 means 4096, or the trained context if smaller.
@@ -18,6 +30,8 @@ type ContextOptions struct {
 	Threads uint32
 	// Batch is the most tokens per forward pass; 0 means 512.
 	Batch uint32
+	// TypeK and TypeV are how the KV cache stores keys and values (KVF16 by default).
+	TypeK, TypeV KVType
 }
 
 // Context is one sequence being evaluated: its KV cache and the last logits. Use it from one
@@ -41,6 +55,8 @@ func NewContext(model *Model, opts *ContextOptions) (*Context, error) {
 		params.n_ctx = C.uint32_t(opts.NCtx)
 		params.n_threads = C.uint32_t(opts.Threads)
 		params.n_batch = C.uint32_t(opts.Batch)
+		params.type_k = C.kolibri_kv_type(opts.TypeK)
+		params.type_v = C.kolibri_kv_type(opts.TypeV)
 	}
 	var ptr *C.kolibri_context
 	err = call(func() C.kolibri_status { return C.kolibri_context_new(mp, &params, &ptr) })

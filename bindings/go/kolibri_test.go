@@ -267,6 +267,16 @@ func TestContextErrors(t *testing.T) {
 	}
 	_, err = NewContext(m, &ContextOptions{NCtx: d.NCtxTrain + 1})
 	wantStatus(t, err, StatusInvalidArgument)
+	_, err = NewContext(m, &ContextOptions{NCtx: 8, TypeK: KVType(7)})
+	wantStatus(t, err, StatusInvalidArgument)
+	q8, err := NewContext(m, &ContextOptions{NCtx: 8, TypeK: KVQ8_0, TypeV: KVQ4_0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q8.Eval([]Token{1, 2, 3}); err != nil {
+		t.Errorf("eval with a Q8_0/Q4_0 cache: %v", err)
+	}
+	q8.Close()
 	_, err = NewSampler(&SamplerParams{}) // the zero value is not valid: repeat_penalty 0
 	wantStatus(t, err, StatusInvalidArgument)
 }

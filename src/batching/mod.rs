@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub use stats::Stats;
 pub use stop::StopMatcher;
 
-use crate::model::{Context, ContextParams, Model, ModelError};
+use crate::model::{Context, ContextParams, KvType, Model, ModelError};
 use crate::sampling::{Sampler, SamplerParams};
 use crate::tokenizer::TokenId;
 
@@ -110,6 +110,9 @@ pub struct SchedulerParams {
     pub n_batch: usize,
     /// Most requests waiting for a slot; more are refused with [`SubmitError::QueueFull`].
     pub max_queue: usize,
+    /// How the KV cache stores keys and values.
+    pub type_k: KvType,
+    pub type_v: KvType,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,6 +193,8 @@ impl Scheduler {
                 n_seq: params.n_slots,
                 n_threads: params.n_threads,
                 n_batch: params.n_batch,
+                type_k: params.type_k,
+                type_v: params.type_v,
             },
         )?;
         let stats = Arc::new(Stats::default());

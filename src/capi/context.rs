@@ -8,7 +8,7 @@ use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, sli
 use super::model::{checked_token, kolibri_model};
 use super::params::{init_params, read_params, VersionedParams};
 use super::status::*;
-use crate::model::{Context, ContextParams, Logits};
+use crate::model::{Context, ContextParams, KvType, Logits};
 
 /// A sequence being evaluated: KV cache, worker threads and the last logits.
 ///
@@ -43,7 +43,23 @@ pub struct kolibri_context_params {
     pub n_threads: u32,
     /// Most tokens per forward pass; longer inputs are split. 0 = 512. Default 0.
     pub n_batch: u32,
+    /// How the KV cache stores keys: a KOLIBRI_KV_TYPE_* constant. Default KOLIBRI_KV_TYPE_F16.
+    /// The quantized types need head sizes that are multiples of 32 (INVALID_ARGUMENT
+    /// otherwise). Added in 0.2; callers built against older headers get f16.
+    pub type_k: kolibri_kv_type,
+    /// How the KV cache stores values, as `type_k`. Default KOLIBRI_KV_TYPE_F16.
+    pub type_v: kolibri_kv_type,
 }
+
+/// How a KV cache stores keys or values (the C API names types with constants: any int32_t a
+/// caller passes is checked).
+pub type kolibri_kv_type = i32;
+/// 16-bit floats (llama.cpp's default).
+pub const KOLIBRI_KV_TYPE_F16: kolibri_kv_type = 0;
+/// Q8_0 blocks: 8.5 bits per value, about half of f16's memory.
+pub const KOLIBRI_KV_TYPE_Q8_0: kolibri_kv_type = 1;
+/// Q4_0 blocks: 4.5 bits per value.
+pub const KOLIBRI_KV_TYPE_Q4_0: kolibri_kv_type = 2;
 
 // SAFETY: repr(C), starts with `struct_size: usize`, has no bool fields.
 unsafe impl VersionedParams for kolibri_context_params {
@@ -55,6 +71,8 @@ unsafe impl VersionedParams for kolibri_context_params {
             n_ctx: 0,
             n_threads: 0,
             n_batch: 0,
+            type_k: KOLIBRI_KV_TYPE_F16,
+            type_v: KOLIBRI_KV_TYPE_F16,
         }
     }
 }
@@ -119,6 +137,8 @@ pub unsafe extern "C" fn kolibri_context_new(
                 0 => 512,
                 n => n as usize,
             },
+            type_k: KvType::from_code(p.type_k).ok_or_else(|| bad_kv_type(p.type_k, "type_k"))?,
+            type_v: KvType::from_code(p.type_v).ok_or_else(|| bad_kv_type(p.type_v, "type_v"))?,
         };
         let ctx = Context::new(Arc::clone(&m.model), &params)?;
         let handle = kolibri_context {
@@ -334,3 +354,9 @@ pub unsafe extern "C" fn kolibri_context_set_abort_callback(
 struct SendPtr(*mut c_void);
 // SAFETY: Kolibri never dereferences it; the C caller vouches for its use on worker threads.
 unsafe impl Send for SendPtr {}
+
+fn bad_kv_type(t: kolibri_kv_type, field: &str) -> Failure {
+    Failure::invalid(format!(
+        "params.{field} {t} is not a KOLIBRI_KV_TYPE_* value"
+    ))
+}

@@ -24,6 +24,7 @@ pub use arch::{
 pub use context::{AbortCallback, BatchToken, Context, ContextParams, Logits};
 pub use error::ModelError;
 pub use hparams::{HParams, MoeParams};
+pub use kv_cache::KvType;
 pub use load::LoadOptions;
 pub use weights::{Experts, Ffn, LayerWeights, Linear, SharedExpert, Weights};
 

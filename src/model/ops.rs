@@ -51,6 +51,28 @@ pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
     crate::kernels::backend().geglu(gate, up)
 }
 
+/// `x = H x / sqrt(n)` on each consecutive `n` values of `x` (`n` a power of two): the
+/// orthonormal Walsh-Hadamard rotation (Sylvester order), which is its own inverse. Rotating
+/// queries and keys alike keeps their dot products and spreads a few outlier channels over the
+/// whole block before a quantized cache stores it.
+pub fn hadamard_inplace(x: &mut [f32], n: usize) {
+    debug_assert!(n.is_power_of_two() && x.len().is_multiple_of(n));
+    let scale = 1.0 / (n as f32).sqrt();
+    for block in x.chunks_exact_mut(n) {
+        let mut h = 1;
+        while h < n {
+            for pair in block.chunks_exact_mut(2 * h) {
+                let (lo, hi) = pair.split_at_mut(h);
+                for (a, b) in lo.iter_mut().zip(hi) {
+                    (*a, *b) = (*a + *b, *a - *b);
+                }
+            }
+            h *= 2;
+        }
+        block.iter_mut().for_each(|v| *v *= scale);
+    }
+}
+
 /// What a [`Rope`] is built from.
 pub struct RopeParams<'a> {
     pub base: f32,
@@ -171,6 +193,28 @@ mod tests {
         let mut x = vec![1.0, 0.0, 0.0, 0.0];
         rope.apply(&mut [&mut x], 4, 1);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn hadamard_is_an_involution_and_keeps_dot_products() {
+        let x: Vec<f32> = (0..128)
+            .map(|i| ((i * 37 % 17) as f32 - 8.0) / 3.0)
+            .collect();
+        let y: Vec<f32> = (0..128)
+            .map(|i| ((i * 11 % 13) as f32 - 6.0) / 5.0)
+            .collect();
+        let (mut hx, mut hy) = (x.clone(), y.clone());
+        hadamard_inplace(&mut hx, 64);
+        hadamard_inplace(&mut hy, 64);
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(p, q)| p * q).sum::<f32>();
+        assert!((dot(&x, &y) - dot(&hx, &hy)).abs() < 1e-3);
+        assert_ne!(hx, x);
+        // The first output of each block is the block's sum / sqrt(64).
+        assert!((hx[0] - x[..64].iter().sum::<f32>() / 8.0).abs() < 1e-5);
+        hadamard_inplace(&mut hx, 64);
+        for (a, b) in hx.iter().zip(&x) {
+            assert!((a - b).abs() < 1e-5);
+        }
     }
 
     #[test]

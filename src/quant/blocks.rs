@@ -207,6 +207,21 @@ pub fn cast_blocks<B: Block>(bytes: &[u8]) -> Option<&[B]> {
     Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const B, bytes.len() / size) })
 }
 
+/// Views `bytes` as mutable blocks, under the same conditions as [`cast_blocks`].
+pub fn cast_blocks_mut<B: Block>(bytes: &mut [u8]) -> Option<&mut [B]> {
+    let size = std::mem::size_of::<B>();
+    if !bytes.len().is_multiple_of(size)
+        || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<B>())
+    {
+        return None;
+    }
+    // SAFETY: as in `cast_blocks`; the borrow is exclusive, and any value written is valid
+    // bytes.
+    Some(unsafe {
+        std::slice::from_raw_parts_mut(bytes.as_mut_ptr() as *mut B, bytes.len() / size)
+    })
+}
+
 /// Views blocks as their raw bytes.
 pub fn block_bytes<B: Block>(blocks: &[B]) -> &[u8] {
     // SAFETY: `Block` types have no padding, so every byte is initialised.

@@ -49,6 +49,17 @@ namespace Kolibri
         Eos = 1,
     }
 
+    /// <summary>How a KV cache stores keys or values (KOLIBRI_KV_TYPE_*).</summary>
+    public enum KvType : int
+    {
+        /// <summary>16-bit floats (the default).</summary>
+        F16 = 0,
+        /// <summary>Q8_0 blocks: about half of f16's memory.</summary>
+        Q8_0 = 1,
+        /// <summary>Q4_0 blocks.</summary>
+        Q4_0 = 2,
+    }
+
     /// <summary>How to create a context (kolibri_context_params). Start from <see cref="Default"/>.</summary>
     [StructLayout(LayoutKind.Sequential)]
     public struct ContextParams
@@ -60,6 +71,10 @@ namespace Kolibri
         public uint Threads;
         /// <summary>Most tokens per forward pass; 0 = 512.</summary>
         public uint Batch;
+        /// <summary>How the KV cache stores keys (f16 by default).</summary>
+        public KvType TypeK;
+        /// <summary>How the KV cache stores values (f16 by default).</summary>
+        public KvType TypeV;
 
         /// <summary>The library's defaults (kolibri_context_params_init).</summary>
         public static ContextParams Default()

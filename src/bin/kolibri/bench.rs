@@ -1,12 +1,14 @@
-//! `kolibri bench`: llama-bench's method on Kolibri. For each model, thread count and test:
-//! one warm-up run, then `-r` timed runs on a cleared context; prompt processing (`pp N`) is
-//! one batch of N tokens, generation (`tg N`) is N tokens one at a time. Tokens are random
-//! ids (the speed does not depend on them). Reports mean and standard deviation of tokens/s.
+//! `kolibri bench`: llama-bench's method on Kolibri. For each model, thread count, KV cache
+//! types (`-ctk`, `-ctv`), depth (`-d`) and test: one warm-up run, then `-r` timed runs, each
+//! after `depth` tokens already in the cache (filled once, untimed, and rewound to between
+//! runs); prompt processing (`pp N`) is one batch of N tokens, generation (`tg N`) is N tokens
+//! one at a time. Tokens are random ids (the speed does not depend on them). Reports mean and
+//! standard deviation of tokens/s.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use kolibri::model::{Context, ContextParams, Logits};
+use kolibri::model::{Context, ContextParams, KvType, Logits};
 
 use crate::args::Args;
 
@@ -15,6 +17,9 @@ struct Row {
     size_bytes: u64,
     n_params: u64,
     threads: usize,
+    type_k: KvType,
+    type_v: KvType,
+    depth: usize,
     test: String,
     n_tokens: usize,
     /// tokens/s of each timed run
@@ -79,7 +84,12 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--repetitions",
             "-o",
             "--output",
-        ],
+            "-d",
+            "--n-depth",
+        ]
+        .into_iter()
+        .chain(crate::KV_TYPE_FLAGS)
+        .collect::<Vec<_>>(),
         &[],
     )?;
     let models: Vec<&str> = a.require(&["-m", "--model"])?.split(',').collect();
@@ -90,6 +100,13 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         &["-t", "--threads"],
         &crate::default_threads().to_string(),
     )?;
+    let depths = list(&a, &["-d", "--n-depth"], "0")?;
+    let kv_list = |names: &[&str]| -> Result<Vec<KvType>, String> {
+        let names = a.get(names).unwrap_or("f16");
+        names.split(',').map(crate::parse_kv_type).collect()
+    };
+    let types_k = kv_list(&crate::KV_TYPE_FLAGS[..2])?;
+    let types_v = kv_list(&crate::KV_TYPE_FLAGS[2..])?;
     let reps: usize = a.parse_or(&["-r", "--repetitions"], 5)?;
     let output = a.get(&["-o", "--output"]).unwrap_or("md");
     if reps == 0 || threads.contains(&0) {
@@ -106,74 +123,66 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             .file_name()
             .map_or(path.to_string(), |f| f.to_string_lossy().into_owned());
         let size_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-        let n_ctx_needed = prompts.iter().chain(&gens).copied().max().unwrap_or(1);
+        let longest = prompts.iter().chain(&gens).copied().max().unwrap_or(1);
+        let n_ctx = (longest + depths.iter().copied().max().unwrap_or(0)).max(1);
+        if n_ctx > model.hparams.n_ctx_train {
+            return Err(format!(
+                "{name}: depth + test of {n_ctx} tokens is past the model's {} trained positions",
+                model.hparams.n_ctx_train
+            ));
+        }
         for &t in &threads {
-            let params = ContextParams {
-                n_ctx: n_ctx_needed.min(model.hparams.n_ctx_train),
-                n_threads: t,
-                n_batch: prompts.iter().copied().max().unwrap_or(512).max(1),
-                n_seq: 1,
-            };
-            let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
-            let mut tokens = RandomTokens(0x9E37_79B9_7F4A_7C15, model.hparams.n_vocab);
-            let tests = prompts
+            for (&type_k, &type_v) in types_k
                 .iter()
-                .filter(|&&p| p > 0)
-                .map(|&p| (format!("pp{p}"), p, true))
-                .chain(
-                    gens.iter()
-                        .filter(|&&n| n > 0)
-                        .map(|&n| (format!("tg{n}"), n, false)),
-                );
-            for (test, n, is_prompt) in tests {
-                let mut samples = Vec::with_capacity(reps);
-                for rep in 0..=reps {
-                    ctx.truncate(0);
-                    let seconds = if is_prompt {
-                        let batch = tokens.take(n);
-                        let start = Instant::now();
-                        ctx.eval(&batch, Logits::Last).map_err(|e| e.to_string())?;
-                        start.elapsed().as_secs_f64()
-                    } else {
-                        let start = Instant::now();
-                        for _ in 0..n {
-                            let tok = tokens.next();
-                            ctx.eval(&[tok], Logits::Last).map_err(|e| e.to_string())?;
-                        }
-                        start.elapsed().as_secs_f64()
-                    };
-                    if rep > 0 {
-                        // Run 0 is the warm-up.
-                        samples.push(n as f64 / seconds);
-                    }
-                }
-                let row = Row {
-                    model: name.clone(),
-                    size_bytes,
-                    n_params: model.n_params(),
-                    threads: t,
-                    test,
-                    n_tokens: n,
-                    samples,
+                .flat_map(|k| types_v.iter().map(move |v| (k, v)))
+            {
+                let params = ContextParams {
+                    n_ctx,
+                    n_threads: t,
+                    n_batch: prompts.iter().copied().max().unwrap_or(512).max(512),
+                    n_seq: 1,
+                    type_k,
+                    type_v,
                 };
-                if output == "md" {
-                    if rows.is_empty() {
-                        println!("| model | size | params | threads | test | t/s | ms/run |");
-                        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+                let mut ctx =
+                    Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
+                let mut tokens = RandomTokens(0x9E37_79B9_7F4A_7C15, model.hparams.n_vocab);
+                for &depth in &depths {
+                    // The depth's tokens once; every run rewinds to them.
+                    ctx.truncate(0);
+                    if depth > 0 {
+                        ctx.eval(&tokens.take(depth), Logits::Last)
+                            .map_err(|e| e.to_string())?;
                     }
-                    println!(
-                        "| {} | {:.1} MiB | {:.0} M | {} | {} | {:.2} ± {:.2} | {:.1} |",
-                        row.model,
-                        row.size_bytes as f64 / 1048576.0,
-                        row.n_params as f64 / 1e6,
-                        row.threads,
-                        row.test,
-                        row.mean(),
-                        row.stddev(),
-                        1000.0 * row.n_tokens as f64 / row.mean()
-                    );
+                    let tests = prompts
+                        .iter()
+                        .filter(|&&p| p > 0)
+                        .map(|&p| (format!("pp{p}"), p, true))
+                        .chain(
+                            gens.iter()
+                                .filter(|&&n| n > 0)
+                                .map(|&n| (format!("tg{n}"), n, false)),
+                        );
+                    for (test, n, is_prompt) in tests {
+                        let samples = time_runs(&mut ctx, &mut tokens, depth, n, is_prompt, reps)?;
+                        let row = Row {
+                            model: name.clone(),
+                            size_bytes,
+                            n_params: model.n_params(),
+                            threads: t,
+                            type_k,
+                            type_v,
+                            depth,
+                            test,
+                            n_tokens: n,
+                            samples,
+                        };
+                        if output == "md" {
+                            print_md(&row, rows.is_empty());
+                        }
+                        rows.push(row);
+                    }
                 }
-                rows.push(row);
             }
         }
     }
@@ -184,12 +193,16 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 let samples: Vec<String> = r.samples.iter().map(|s| format!("{s:.4}")).collect();
                 format!(
                     "  {{\"model\": {:?}, \"size_bytes\": {}, \"n_params\": {}, \"threads\": {}, \
+                     \"type_k\": \"{}\", \"type_v\": \"{}\", \"n_depth\": {}, \
                      \"test\": {:?}, \"n_tokens\": {}, \"avg_ts\": {:.4}, \"stddev_ts\": {:.4}, \
                      \"samples_ts\": [{}]}}",
                     r.model,
                     r.size_bytes,
                     r.n_params,
                     r.threads,
+                    r.type_k,
+                    r.type_v,
+                    r.depth,
                     r.test,
                     r.n_tokens,
                     r.mean(),
@@ -201,4 +214,63 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         println!("[\n{}\n]", items.join(",\n"));
     }
     Ok(())
+}
+
+/// One warm-up and `reps` timed runs of a test, each from `depth` tokens in the cache; tokens/s
+/// of the timed ones.
+fn time_runs(
+    ctx: &mut Context,
+    tokens: &mut RandomTokens,
+    depth: usize,
+    n: usize,
+    is_prompt: bool,
+    reps: usize,
+) -> Result<Vec<f64>, String> {
+    let mut samples = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        ctx.truncate(depth);
+        let seconds = if is_prompt {
+            let batch = tokens.take(n);
+            let start = Instant::now();
+            ctx.eval(&batch, Logits::Last).map_err(|e| e.to_string())?;
+            start.elapsed().as_secs_f64()
+        } else {
+            let start = Instant::now();
+            for _ in 0..n {
+                let tok = tokens.next();
+                ctx.eval(&[tok], Logits::Last).map_err(|e| e.to_string())?;
+            }
+            start.elapsed().as_secs_f64()
+        };
+        if rep > 0 {
+            // Run 0 is the warm-up.
+            samples.push(n as f64 / seconds);
+        }
+    }
+    Ok(samples)
+}
+
+/// One row of the Markdown table (after its header when `first`).
+fn print_md(row: &Row, first: bool) {
+    if first {
+        println!("| model | size | params | threads | type_k | type_v | test | t/s | ms/run |");
+        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    }
+    let depth = match row.depth {
+        0 => String::new(),
+        d => format!(" @ d{d}"),
+    };
+    println!(
+        "| {} | {:.1} MiB | {:.0} M | {} | {} | {} | {}{depth} | {:.2} ± {:.2} | {:.1} |",
+        row.model,
+        row.size_bytes as f64 / 1048576.0,
+        row.n_params as f64 / 1e6,
+        row.threads,
+        row.type_k,
+        row.type_v,
+        row.test,
+        row.mean(),
+        row.stddev(),
+        1000.0 * row.n_tokens as f64 / row.mean()
+    );
 }

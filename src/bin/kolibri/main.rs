@@ -18,10 +18,12 @@ kolibri — CPU-first LLM inference
 
 USAGE:
   kolibri run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
-              [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX]
-  kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N]
+              [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE]
+  kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]
   kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT
-  kolibri bench -m MODEL[,MODEL...] [-p 512[,N...]] [-n 128[,N...]] [-t 1,2] [-r 5] [-o md|json]
+  kolibri bench -m MODEL[,MODEL...] [-p 512[,N...]] [-n 128[,N...]] [-d 0[,DEPTH...]] [-t 1,2]
+              [-ctk f16[,TYPE...]] [-ctv f16[,TYPE...]] [-r 5] [-o md|json]
+  (KV cache TYPE: f16, q8_0 or q4_0; keys -ctk and values -ctv separately)
   kolibri info [-m MODEL]
 ";
 
@@ -87,6 +89,23 @@ pub fn repack_cache_dir() -> Option<std::path::PathBuf> {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
             .map(|c| c.join("kolibri").join("repacked")),
     }
+}
+
+/// The KV cache type flags of the commands that make a context (llama.cpp's names).
+pub const KV_TYPE_FLAGS: [&str; 4] = ["-ctk", "--cache-type-k", "-ctv", "--cache-type-v"];
+
+/// The key and value cache types `-ctk` and `-ctv` name (f16 when absent).
+pub fn kv_types(
+    a: &args::Args,
+) -> Result<(kolibri::model::KvType, kolibri::model::KvType), String> {
+    let one = |names: &[&str]| a.get(names).map_or(Ok(Default::default()), parse_kv_type);
+    Ok((one(&KV_TYPE_FLAGS[..2])?, one(&KV_TYPE_FLAGS[2..])?))
+}
+
+/// A KV cache type by its llama.cpp name.
+pub fn parse_kv_type(name: &str) -> Result<kolibri::model::KvType, String> {
+    kolibri::model::KvType::parse(name.trim())
+        .ok_or_else(|| format!("unknown KV cache type {name:?} (f16, q8_0 or q4_0)"))
 }
 
 /// Default worker threads: the machine's available parallelism.

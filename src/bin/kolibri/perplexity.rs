@@ -22,7 +22,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "-t",
             "--threads",
             "--chunks",
-        ],
+        ]
+        .into_iter()
+        .chain(crate::KV_TYPE_FLAGS)
+        .collect::<Vec<_>>(),
         &[],
     )?;
     let path = a.require(&["-m", "--model"])?;
@@ -37,11 +40,14 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
 
     let model = Arc::new(crate::load_model(path)?);
+    let (type_k, type_v) = crate::kv_types(&a)?;
     let params = ContextParams {
         n_ctx,
         n_threads,
         n_batch: n_ctx,
         n_seq: 1,
+        type_k,
+        type_v,
     };
     let mut ctx = Context::new(model, &params).map_err(|e| e.to_string())?;
     let tokens = tokenize_for_perplexity(&ctx, &text);

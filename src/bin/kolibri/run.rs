@@ -30,7 +30,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--threads",
             "-c",
             "--ctx-size",
-        ],
+        ]
+        .into_iter()
+        .chain(crate::KV_TYPE_FLAGS)
+        .collect::<Vec<_>>(),
         &[],
     )?;
     let path = a.require(&["-m", "--model"])?;
@@ -55,9 +58,12 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .max(512)
         .min(model.hparams.n_ctx_train);
     let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], n_ctx_default)?;
+    let (type_k, type_v) = crate::kv_types(&a)?;
     let params = ContextParams {
         n_ctx,
         n_threads,
+        type_k,
+        type_v,
         ..ContextParams::default()
     };
     let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;

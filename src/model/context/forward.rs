@@ -58,6 +58,7 @@ impl Context {
                     ops::add_bias(rows, b);
                 }
             }
+            let (rotate_k, rotate_v) = (self.kv.rotation_k(), self.kv.rotation_v());
             let sliding = hp.is_sliding(il);
             let rope = if sliding {
                 &self.rope_local
@@ -80,7 +81,16 @@ impl Context {
                 if let Some(s) = q_scale {
                     q_t.iter_mut().for_each(|v| *v *= s);
                 }
+                if let Some(n) = rotate_k {
+                    ops::hadamard_inplace(q_t, n);
+                    ops::hadamard_inplace(k_t, n);
+                }
             });
+            if let Some(n) = rotate_v {
+                parallel::for_each_row(&mut v, hp.v_dim(), &mut [0f32; 0], 0, |_, v_t, _| {
+                    ops::hadamard_inplace(v_t, n)
+                });
+            }
             let scale = if q_scale.is_some() {
                 1.0
             } else {
@@ -105,14 +115,13 @@ impl Context {
             };
             let attn_dim = hp.n_head * hp.head_dim_v;
             let mut attn = scratch.take(n * attn_dim);
-            attention(
-                &shape,
-                &q,
-                self.kv.keys(il),
-                self.kv.values(il),
-                places,
-                &mut attn,
-            );
+            attention(&shape, &q, &self.kv, il, places, &mut attn);
+            if let Some(n) = rotate_v {
+                // The values were stored rotated: so is their weighted sum.
+                parallel::for_each_row(&mut attn, attn_dim, &mut [0f32; 0], 0, |_, a_t, _| {
+                    ops::hadamard_inplace(a_t, n)
+                });
+            }
             scratch.give([q, k, v]);
             let [mut o] = project(gguf, ActSource::Rows(&attn), n, attn_dim, [&lw.wo], scratch)?;
             if let Some(b) = &lw.bo {

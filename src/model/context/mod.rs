@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::attention::QueryPlace;
 use super::error::ModelError;
-use super::kv_cache::KvCache;
+use super::kv_cache::{KvCache, KvShape, KvType};
 use super::ops::{Rope, RopeParams};
 use super::scratch::Scratch;
 use super::workers::Workers;
@@ -44,6 +44,9 @@ pub struct ContextParams {
     pub n_threads: usize,
     /// Largest number of tokens evaluated in one forward pass; longer inputs are split.
     pub n_batch: usize,
+    /// How the KV cache stores keys and values (f16 by default; Q8_0 halves the memory).
+    pub type_k: KvType,
+    pub type_v: KvType,
 }
 
 impl Default for ContextParams {
@@ -53,6 +56,8 @@ impl Default for ContextParams {
             n_seq: 1,
             n_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             n_batch: 512,
+            type_k: KvType::F16,
+            type_v: KvType::F16,
         }
     }
 }
@@ -114,13 +119,16 @@ impl Context {
         let rope_global = Rope::new(&rope(hp.rope_base, hp.rope_freq_scale));
         let rope_local = Rope::new(&rope(hp.rope_base_swa, hp.rope_freq_scale_swa));
         Ok(Context {
-            kv: KvCache::new(
-                hp.n_layer,
-                params.n_ctx,
-                params.n_seq,
-                hp.k_dim(),
-                hp.v_dim(),
-            )?,
+            kv: KvCache::new(&KvShape {
+                n_layer: hp.n_layer,
+                n_ctx: params.n_ctx,
+                n_seq: params.n_seq,
+                n_head_kv: hp.n_head_kv,
+                head_dim_k: hp.head_dim_k,
+                head_dim_v: hp.head_dim_v,
+                type_k: params.type_k,
+                type_v: params.type_v,
+            })?,
             model,
             seq_len: vec![0; params.n_seq],
             n_batch: params.n_batch,
@@ -139,6 +147,11 @@ impl Context {
     /// Tokens held in the cache (of sequence 0, the one [`Context::eval`] uses).
     pub fn n_past(&self) -> usize {
         self.seq_len[0]
+    }
+
+    /// Bytes the KV cache takes when every position is written (it holds only those used).
+    pub fn kv_bytes(&self) -> usize {
+        self.kv.bytes()
     }
 
     /// Positions per sequence.

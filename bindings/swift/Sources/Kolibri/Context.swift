@@ -8,13 +8,31 @@ public struct ContextOptions {
     public var threads: UInt32 = 0
     /// Most tokens per forward pass; 0 = 512.
     public var batch: UInt32 = 0
+    /// How the KV cache stores keys and values.
+    public var typeK: KVType = .f16
+    public var typeV: KVType = .f16
 
-    /// Options with the given values (all default to 0).
-    public init(nCtx: UInt32 = 0, threads: UInt32 = 0, batch: UInt32 = 0) {
+    /// Options with the given values (all default to 0, and f16 caches).
+    public init(
+        nCtx: UInt32 = 0, threads: UInt32 = 0, batch: UInt32 = 0,
+        typeK: KVType = .f16, typeV: KVType = .f16
+    ) {
         self.nCtx = nCtx
         self.threads = threads
         self.batch = batch
+        self.typeK = typeK
+        self.typeV = typeV
     }
+}
+
+/// How a context's KV cache stores keys or values (KOLIBRI_KV_TYPE_*).
+public enum KVType: Int32 {
+    /// 16-bit floats (the default).
+    case f16 = 0
+    /// Q8_0 blocks: about half of f16's memory.
+    case q8_0 = 1
+    /// Q4_0 blocks.
+    case q4_0 = 2
 }
 
 /// A sequence being evaluated: KV cache and the last logits. Use from one thread at a time;
@@ -32,6 +50,8 @@ public final class Context {
         params.n_ctx = options.nCtx
         params.n_threads = options.threads
         params.n_batch = options.batch
+        params.type_k = options.typeK.rawValue
+        params.type_v = options.typeV.rawValue
         var out: OpaquePointer?
         try check(kolibri_context_new(model.ptr, &params, &out))
         ptr = out!

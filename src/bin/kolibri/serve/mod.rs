@@ -35,7 +35,8 @@ pub const FINGERPRINT: &str = concat!("kolibri-", env!("CARGO_PKG_VERSION"));
 pub const USAGE: &str =
     "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
               [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
-              [--max-body BYTES]   (the key can also come from KOLIBRI_API_KEY)
+              [--max-body BYTES] [-ctk TYPE] [-ctv TYPE]   (the key can also come from
+              KOLIBRI_API_KEY)
 ";
 
 pub fn main(raw: &[String]) -> Result<(), String> {
@@ -59,7 +60,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--max-body",
             "-b",
             "--batch-size",
-        ],
+        ]
+        .into_iter()
+        .chain(crate::KV_TYPE_FLAGS)
+        .collect::<Vec<_>>(),
         &[],
     )?;
     let path = a.require(&["-m", "--model"])?;
@@ -78,6 +82,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let timeout: u64 = a.parse_or(&["--timeout"], 600)?;
     let max_body: usize = a.parse_or(&["--max-body"], 4 << 20)?;
     let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
+    let (type_k, type_v) = crate::kv_types(&a)?;
 
     let model = Arc::new(crate::load_model(path)?);
     let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?;
@@ -95,6 +100,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             n_threads,
             n_batch,
             max_queue,
+            type_k,
+            type_v,
         },
     )
     .map_err(|e| e.to_string())?;

@@ -1,0 +1,175 @@
+//! Every kernel against a naive softmax over the values as the cache stores them.
+
+use super::*;
+use crate::model::kv_cache::KvShape;
+
+const N_HEAD: usize = 4;
+const N_HEAD_KV: usize = 2;
+const HK: usize = 64;
+const HV: usize = 32;
+
+fn r(i: usize) -> f32 {
+    ((i * 7919 % 1000) as f32 / 500.0) - 1.0
+}
+
+/// A one-layer cache of `n_pos` positions of sequence 0 (and `extra` empty sequences' rows).
+fn cache(n_ctx: usize, n_pos: usize, type_k: KvType, type_v: KvType) -> KvCache {
+    let mut kv = KvCache::new(&KvShape {
+        n_layer: 1,
+        n_ctx,
+        n_seq: 2,
+        n_head_kv: N_HEAD_KV,
+        head_dim_k: HK,
+        head_dim_v: HV,
+        type_k,
+        type_v,
+    })
+    .unwrap();
+    for seq in 0..2 {
+        for p in 0..n_pos {
+            let row = kv.row(seq, p);
+            let k: Vec<f32> = (0..N_HEAD_KV * HK).map(|d| r(row * 977 + d)).collect();
+            let v: Vec<f32> = (0..N_HEAD_KV * HV).map(|d| r(row * 661 + d + 3)).collect();
+            kv.store(0, row, &k, &v);
+        }
+    }
+    kv
+}
+
+/// Row `p` of a head as the cache holds it, in f32.
+fn stored(h: &crate::model::kv_cache::HeadRows, p: usize) -> Vec<f32> {
+    let mut out = vec![0.0; h.dim];
+    rows::to_f32(h, p..p + 1, &mut out);
+    out
+}
+
+/// Per head, a full softmax over the visible rows in f64.
+fn naive(s: &AttentionShape, q: &[f32], kv: &KvCache, places: &[QueryPlace]) -> Vec<f32> {
+    let mut out = vec![0.0; places.len() * s.n_head * s.head_dim_v];
+    for (t, &place) in places.iter().enumerate() {
+        for h in 0..s.n_head {
+            let kvh = h / s.group();
+            let (keys, values) = (kv.keys(0, kvh), kv.values(0, kvh));
+            let qh = &q[(t * s.n_head + h) * s.head_dim_k..][..s.head_dim_k];
+            let rows = visible(s, place);
+            let sc: Vec<f64> = rows
+                .clone()
+                .map(|p| {
+                    let dot: f64 = stored(&keys, p)
+                        .iter()
+                        .zip(qh)
+                        .map(|(a, b)| *a as f64 * *b as f64)
+                        .sum();
+                    s.score.of(dot as f32) as f64
+                })
+                .collect();
+            let m = sc.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = sc.iter().map(|x| (x - m).exp()).sum();
+            for (j, p) in rows.enumerate() {
+                let w = (sc[j] - m).exp() / z;
+                for (d, v) in stored(&values, p).iter().enumerate() {
+                    out[(t * s.n_head + h) * s.head_dim_v + d] += (w * *v as f64) as f32;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn shape(window: usize, softcap: f32) -> AttentionShape {
+    AttentionShape {
+        n_head: N_HEAD,
+        n_head_kv: N_HEAD_KV,
+        head_dim_k: HK,
+        head_dim_v: HV,
+        score: AttnScore {
+            scale: 0.2,
+            softcap,
+        },
+        window,
+    }
+}
+
+/// How close each kernel comes to the f64 softmax: the tiled one exactly (f32); the
+/// per-query one accumulates values in f16; the streaming one is f32 but for queries
+/// quantized to Q8_0 against quantized keys.
+fn tolerance(kv: &KvCache, s: &AttentionShape, places: &[QueryPlace]) -> f32 {
+    let deepest = places.iter().map(|&p| visible(s, p).len()).max().unwrap();
+    let f16 = kv.type_k() == KvType::F16 && kv.type_v() == KvType::F16;
+    match () {
+        _ if places.len() >= TILED_FROM => 1e-5,
+        _ if f16 && deepest <= SPLIT_ROWS => 4e-3,
+        _ if kv.type_k() != KvType::F16 => 2e-2,
+        _ => 1e-4,
+    }
+}
+
+/// `n` queries at positions `pos0..` of sequence `seq`.
+fn check(kv: &KvCache, s: &AttentionShape, seq: usize, pos0: usize, n: usize) {
+    let places: Vec<QueryPlace> = (0..n)
+        .map(|t| QueryPlace {
+            seq_row0: kv.row(seq, 0),
+            pos: pos0 + t,
+        })
+        .collect();
+    let tol = tolerance(kv, s, &places);
+    let q: Vec<f32> = (0..n * N_HEAD * HK).map(|i| 2.0 * r(i + 11)).collect();
+    let mut out = vec![f32::NAN; n * N_HEAD * HV];
+    attention(s, &q, kv, 0, &places, &mut out);
+    let want = naive(s, &q, kv, &places);
+    for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+        assert!(
+            (a - b).abs() < tol,
+            "{}/{} n {n} at {pos0} window {} cap {}: [{i}] {a} vs {b}",
+            kv.type_k(),
+            kv.type_v(),
+            s.window,
+            s.score.softcap
+        );
+    }
+}
+
+#[test]
+fn every_kernel_matches_naive_softmax() {
+    for (window, softcap) in [(0, 0.0), (5, 0.0), (0, 1.5), (700, 0.0)] {
+        let s = shape(window, softcap);
+        // f16: per-query, tiled, and streaming past SPLIT_ROWS rows (chunks merged).
+        let kv = cache(2600, 2600, KvType::F16, KvType::F16);
+        check(&kv, &s, 0, 40, 3);
+        check(&kv, &s, 1, 0, 70);
+        check(&kv, &s, 0, 2500, 2);
+        check(&kv, &s, 1, SPLIT_ROWS - 1, 1);
+        check(&kv, &s, 1, SPLIT_ROWS, 1);
+        // Quantized: streaming and tiled.
+        for (tk, tv) in [
+            (KvType::Q8_0, KvType::Q8_0),
+            (KvType::Q4_0, KvType::Q4_0),
+            (KvType::F16, KvType::Q8_0),
+            (KvType::Q8_0, KvType::F16),
+        ] {
+            let kv = cache(1500, 1500, tk, tv);
+            check(&kv, &s, 0, 30, 3);
+            check(&kv, &s, 1, 1400, 1);
+            check(&kv, &s, 0, 100, 80);
+        }
+    }
+}
+
+/// The split into chunks and head parts does not depend on the thread count.
+#[test]
+fn streaming_results_do_not_depend_on_threads() {
+    let s = shape(0, 0.0);
+    let kv = cache(3000, 3000, KvType::Q8_0, KvType::F16);
+    let places = [QueryPlace {
+        seq_row0: 0,
+        pos: 2999,
+    }];
+    let q: Vec<f32> = (0..N_HEAD * HK).map(|i| r(i + 5)).collect();
+    let run = |threads| {
+        let mut out = vec![0.0; N_HEAD * HV];
+        let pool = crate::parallel::Pool::new(threads).unwrap();
+        pool.install(|| attention(&s, &q, &kv, 0, &places, &mut out));
+        out
+    };
+    assert_eq!(run(1), run(4));
+}

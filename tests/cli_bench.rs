@@ -1,0 +1,64 @@
+//! `kolibri bench` at depth and with quantized KV caches: a row per (depth, test) naming both,
+//! and bad cache types or depths refused with a message.
+
+mod common;
+
+use std::process::Command;
+
+const MODEL: &str = "gemma-3-270m-q4_k_m.gguf";
+
+fn bench(args: &[&str]) -> std::process::Output {
+    let model = common::model_path(MODEL);
+    Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args(["bench", "-m", model.to_str().unwrap(), "-r", "1", "-t", "2"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn rows_name_their_depth_and_cache_types() {
+    let out = bench(&[
+        "-p", "16", "-n", "4", "-d", "0,40", "-ctk", "q8_0", "-ctv", "f16,q4_0", "-o", "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<(String, String, u64, String)> = rows
+        .iter()
+        .map(|r| {
+            assert!(r["avg_ts"].as_f64().unwrap() > 0.0);
+            (
+                r["type_k"].as_str().unwrap().to_owned(),
+                r["type_v"].as_str().unwrap().to_owned(),
+                r["n_depth"].as_u64().unwrap(),
+                r["test"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    for tv in ["f16", "q4_0"] {
+        for depth in [0, 40] {
+            for test in ["pp16", "tg4"] {
+                want.push(("q8_0".to_owned(), tv.to_owned(), depth, test.to_owned()));
+            }
+        }
+    }
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn bad_cache_types_and_depths_are_refused() {
+    let out = bench(&["-ctk", "q3_k"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("q3_k") && err.contains("q8_0"), "{err}");
+    // Depth plus test past the trained context (32768).
+    let out = bench(&["-d", "40000", "-p", "16", "-n", "0"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("40016") && err.contains("trained"), "{err}");
+}
