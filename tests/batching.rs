@@ -9,7 +9,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use kolibri::batching::{
-    Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams, SubmitError,
+    Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams, Stats,
+    SubmitError,
 };
 use kolibri::model::{Context, ContextParams, KvType, Logits, Model};
 use kolibri::sampling::SamplerParams;
@@ -22,6 +23,15 @@ fn model() -> Arc<Model> {
 }
 
 fn scheduler(model: &Arc<Model>, n_slots: usize, max_queue: usize) -> Scheduler {
+    scheduler_with(model, n_slots, max_queue, None)
+}
+
+fn scheduler_with(
+    model: &Arc<Model>,
+    n_slots: usize,
+    max_queue: usize,
+    context_shift: Option<usize>,
+) -> Scheduler {
     Scheduler::start(
         Arc::clone(model),
         SchedulerParams {
@@ -32,6 +42,7 @@ fn scheduler(model: &Arc<Model>, n_slots: usize, max_queue: usize) -> Scheduler 
             max_queue,
             type_k: KvType::F16,
             type_v: KvType::F16,
+            context_shift,
         },
     )
     .unwrap()
@@ -163,7 +174,6 @@ fn concurrent_requests_each_follow_their_own_prompt() {
         check_greedy(&model, &prompts[i], &c);
     }
     let stats = s.stats();
-    use kolibri::batching::Stats;
     assert_eq!(Stats::get(&stats.requests_finished), 6);
     assert_eq!(Stats::get(&stats.slots_busy), 0);
     assert_eq!(Stats::get(&stats.queue_depth), 0);
@@ -219,7 +229,6 @@ fn stop_strings_limits_prefix_reuse_and_cancellation() {
     wait(&next).unwrap();
     wait(&next2).unwrap();
     assert!(started.elapsed() < Duration::from_secs(30));
-    use kolibri::batching::Stats;
     assert_eq!(Stats::get(&s.stats().requests_cancelled), 1);
 
     // Bad requests are refused at the door.
@@ -317,6 +326,31 @@ fn a_panic_in_a_step_fails_the_requests_in_flight_and_the_scheduler_goes_on() {
     assert_eq!((c.completion_tokens, c.cached_tokens), (6, 0));
     check_greedy(&model, &story, &c);
     assert!(!text.is_empty());
-    use kolibri::batching::Stats;
     assert_eq!(Stats::get(&s.stats().slots_busy), 0);
+}
+
+/// With context shift a request generates past its slot's 256 positions (the slot forgets the
+/// older half after its first 4 tokens, twice here), while a short request in the other slot
+/// still gives exactly its greedy continuation; with nothing left to forget, the request ends
+/// at the context with `Length`.
+#[test]
+fn context_shift_lets_a_request_outgrow_its_slot() {
+    let model = model();
+    let s = scheduler_with(&model, 2, 4, Some(4));
+    let long = submit(&s, vec![16; 250], 300, SamplerParams::greedy(), &[]).unwrap();
+    let story = prompt(&model, "Once upon a time");
+    let short = submit(&s, story.clone(), 24, SamplerParams::greedy(), &[]).unwrap();
+    let (_, c) = wait(&long).unwrap();
+    assert_eq!((c.finish, c.completion_tokens), (FinishReason::Length, 300));
+    let (_, c2) = wait(&short).unwrap();
+    check_greedy(&model, &story, &c2);
+    assert_eq!(Stats::get(&s.stats().context_shifts), 3);
+
+    let keep_all = scheduler_with(&model, 1, 1, Some(1000));
+    let (_, c) =
+        wait(&submit(&keep_all, vec![16; 250], 100, SamplerParams::greedy(), &[]).unwrap())
+            .unwrap();
+    // The seventh token fills no position: it was sampled from the last position's logits.
+    assert_eq!((c.finish, c.completion_tokens), (FinishReason::Length, 7));
+    assert_eq!(Stats::get(&keep_all.stats().context_shifts), 0);
 }

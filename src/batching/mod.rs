@@ -113,6 +113,10 @@ pub struct SchedulerParams {
     /// How the KV cache stores keys and values.
     pub type_k: KvType,
     pub type_v: KvType,
+    /// Context shift: `Some(n_keep)` lets a request generate past its slot's positions (when
+    /// they are full, the older half of what follows the first `n_keep` tokens is forgotten);
+    /// `None` ends it there with [`FinishReason::Length`].
+    pub context_shift: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,9 +204,10 @@ impl Scheduler {
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
         let worker_stats = Arc::clone(&stats);
+        let shift = params.context_shift;
         let worker = std::thread::Builder::new()
             .name("kolibri-scheduler".into())
-            .spawn(move || worker::run(ctx, rx, worker_stats))
+            .spawn(move || worker::run(ctx, rx, worker_stats, shift))
             .map_err(|e| ModelError::InvalidArgument(format!("cannot start a thread: {e}")))?;
         Ok(Scheduler {
             model,

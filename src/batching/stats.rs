@@ -25,6 +25,8 @@ pub struct Stats {
     /// Forward passes and the tokens they evaluated (their ratio is the mean batch size).
     pub forward_passes: AtomicU64,
     pub forward_tokens: AtomicU64,
+    /// Context shifts done for requests that filled their slot.
+    pub context_shifts: AtomicU64,
 }
 
 impl Stats {

@@ -47,7 +47,12 @@ enum Outcome {
     Abandoned(Option<Failure>),
 }
 
-pub(super) fn run(mut ctx: Context, queue: mpsc::Receiver<Queued>, stats: Arc<Stats>) {
+pub(super) fn run(
+    mut ctx: Context,
+    queue: mpsc::Receiver<Queued>,
+    stats: Arc<Stats>,
+    shift: Option<usize>,
+) {
     let model = Arc::clone(ctx.model());
     let tokenizer = &model.tokenizer;
     let n_ctx = ctx.n_ctx();
@@ -83,7 +88,12 @@ pub(super) fn run(mut ctx: Context, queue: mpsc::Receiver<Queued>, stats: Arc<St
             }
         }
         drop_abandoned_waiting(&mut waiting, &stats);
-        admit(&mut ctx, &mut slots, &mut waiting, tokenizer, n_ctx, &stats);
+        // With context shift a request may generate past its slot's positions.
+        let room = if shift.is_some() { usize::MAX } else { n_ctx };
+        admit(&mut ctx, &mut slots, &mut waiting, tokenizer, room, &stats);
+        if let Some(n_keep) = shift {
+            shift_full_slots(&mut ctx, &mut slots, n_keep, &stats);
+        }
         for slot in slots.iter_mut() {
             if let Some(job) = &slot.job {
                 if let Some(why) = abandoned(&job.req) {
@@ -150,7 +160,7 @@ fn admit<'t>(
     slots: &mut [Slot<'t>],
     waiting: &mut VecDeque<Queued>,
     tokenizer: &'t Tokenizer,
-    n_ctx: usize,
+    room: usize,
     stats: &Stats,
 ) {
     while !waiting.is_empty() {
@@ -180,7 +190,7 @@ fn admit<'t>(
         slot.job = Some(Job {
             pending: req.prompt[keep..].to_vec(),
             next: None,
-            max_tokens: req.max_tokens.min(n_ctx - req.prompt.len()),
+            max_tokens: req.max_tokens.min(room.saturating_sub(req.prompt.len())),
             generated: Vec::new(),
             cached_tokens: keep,
             admitted: Instant::now(),
@@ -192,6 +202,30 @@ fn admit<'t>(
             sampler,
         });
         slot.last_used = Some(Instant::now());
+    }
+}
+
+/// Makes room in every generating slot whose positions are full: forgets the older half of
+/// what follows its first `n_keep` tokens (the slot's token record too, so prefix reuse stays
+/// exact); a slot with nothing to forget finishes with `Length`.
+fn shift_full_slots(ctx: &mut Context, slots: &mut [Slot], n_keep: usize, stats: &Stats) {
+    let n_ctx = ctx.n_ctx();
+    for (seq, slot) in slots.iter_mut().enumerate() {
+        let generating = slot.job.as_ref().is_some_and(|j| j.next.is_some());
+        let len = ctx.seq_len(seq);
+        if !generating || len < n_ctx {
+            continue;
+        }
+        let keep = n_keep.min(len);
+        let n_discard = (len - keep) / 2;
+        let shifted = n_discard > 0 && ctx.shift_seq(seq, keep, n_discard).is_ok();
+        if shifted {
+            slot.cached.drain(keep..keep + n_discard);
+            Stats::add(&stats.context_shifts, 1);
+        } else if let Some(job) = &mut slot.job {
+            let outcome = flush(job, FinishReason::Length);
+            end_job(slot, outcome, stats);
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use std::fmt;
 /// `[e(0), .., e(N - 1)]` built in the kernel itself. `std::array::from_fn` would call the
 /// closure from outside: a closure has the kernel's target features, `from_fn` has not, so it
 /// is never inlined (profiled: a call per block and register, 8% of a prompt pass).
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! each {
     ($n:expr, $zero:expr, |$k:ident| $e:expr) => {{
         let mut v = [$zero; $n];
@@ -43,6 +43,7 @@ pub use backend::{backend, Backend};
 pub use cpu::{resolve_cpu_path, CpuPath};
 pub use info::{cpu_features, system_info};
 pub use ops::attend::AttnScore;
+pub use ops::f32_gemm::{GemmShape, Strided};
 pub use packed::PackedWeights;
 pub use plan::{
     from_mapped, matmul, matmul_packed, matmul_packed_with, matmul_with, repack, repacks,

@@ -129,18 +129,45 @@ impl Rope {
     /// Rotates every head (length `head_dim`) of each row in `rows` (a token's queries and its
     /// keys) for position `pos`; the angles are computed once for all of them.
     pub fn apply(&self, rows: &mut [&mut [f32]], head_dim: usize, pos: usize) {
-        let half = self.n_rot / 2;
-        let sin_cos: Vec<(f32, f32)> = self
+        self.rotation(pos as f32, self.attn_factor)
+            .apply(rows, head_dim);
+    }
+
+    /// The rotation that moves keys already rotated for position `p` to position `p + delta`
+    /// (a context shift): angles add, and the attention factor is already in them.
+    pub fn shift(&self, delta: f32) -> Rotation<'_> {
+        self.rotation(delta, 1.0)
+    }
+
+    fn rotation(&self, pos: f32, scale: f32) -> Rotation<'_> {
+        let sin_cos = self
             .inv_freq
             .iter()
             .map(|f| {
-                let (sin, cos) = (pos as f32 * f).sin_cos();
-                (sin * self.attn_factor, cos * self.attn_factor)
+                let (sin, cos) = (pos * f).sin_cos();
+                (sin * scale, cos * scale)
             })
             .collect();
+        Rotation {
+            rope: self,
+            sin_cos,
+        }
+    }
+}
+
+/// One position's RoPE angles, ready to rotate any number of heads.
+pub struct Rotation<'a> {
+    rope: &'a Rope,
+    sin_cos: Vec<(f32, f32)>,
+}
+
+impl Rotation<'_> {
+    /// Rotates every head (length `head_dim`) of each row in `rows`.
+    pub fn apply(&self, rows: &mut [&mut [f32]], head_dim: usize) {
+        let half = self.rope.n_rot / 2;
         for head in rows.iter_mut().flat_map(|r| r.chunks_exact_mut(head_dim)) {
-            for (i, &(sin, cos)) in sin_cos.iter().enumerate() {
-                let (a, b) = match self.style {
+            for (i, &(sin, cos)) in self.sin_cos.iter().enumerate() {
+                let (a, b) = match self.rope.style {
                     RopeStyle::Interleaved => (2 * i, 2 * i + 1),
                     RopeStyle::NeoX => (i, i + half),
                 };
@@ -179,6 +206,28 @@ mod tests {
             let n1: f32 = x.iter().map(|v| v * v).sum();
             assert!((n0 - n1).abs() < 1e-3, "{n0} vs {n1}");
             assert_ne!(x, orig);
+        }
+    }
+
+    #[test]
+    fn a_shift_moves_rotated_keys_to_the_new_position() {
+        for style in [RopeStyle::Interleaved, RopeStyle::NeoX] {
+            let rope = Rope::new(&RopeParams {
+                base: 10_000.0,
+                freq_scale: 0.5,
+                n_rot: 6,
+                style,
+                factors: None,
+                attn_factor: 1.25,
+            });
+            let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
+            let (mut moved, mut direct) = (orig.clone(), orig.clone());
+            rope.apply(&mut [&mut moved], 8, 700);
+            rope.shift(-300.0).apply(&mut [&mut moved], 8);
+            rope.apply(&mut [&mut direct], 8, 400);
+            for (a, b) in moved.iter().zip(&direct) {
+                assert!((a - b).abs() < 1e-4, "{style:?}: {moved:?} vs {direct:?}");
+            }
         }
     }
 

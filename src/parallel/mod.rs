@@ -41,6 +41,20 @@ pub fn for_each(n: usize, f: impl Fn(usize) + Sync) {
     unsafe { &*pool }.run(n, &f);
 }
 
+/// Runs `op` with every [`for_each`] inside it serial on this thread. For work done while
+/// other threads may wait on it (a one-time initialisation): a pool worker blocked on that
+/// initialisation could never take a chunk of it.
+pub fn serially<R>(op: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_CHUNK.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(IN_CHUNK.with(|c| c.replace(true)));
+    op()
+}
+
 /// A buffer that parallel tasks write at disjoint places (each task its own rows): a raw
 /// pointer, since the borrow checker cannot see that the tasks' ranges do not overlap.
 pub struct Disjoint<T>(*mut T);

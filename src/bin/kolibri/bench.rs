@@ -90,7 +90,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
         .collect::<Vec<_>>(),
-        &[],
+        &crate::LOAD_SWITCHES,
     )?;
     let models: Vec<&str> = a.require(&["-m", "--model"])?.split(',').collect();
     let prompts = list(&a, &["-p", "--n-prompt"], "512")?;
@@ -118,7 +118,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
 
     let mut rows = Vec::new();
     for path in models {
-        let model = Arc::new(crate::load_model(path)?);
+        let model = Arc::new(crate::load_model(path, &a)?);
         let name = std::path::Path::new(path)
             .file_name()
             .map_or(path.to_string(), |f| f.to_string_lossy().into_owned());

@@ -19,11 +19,16 @@ kolibri — CPU-first LLM inference
 USAGE:
   kolibri run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
               [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE]
+              [--no-mmap] [--mlock] [--context-shift [--keep N]]
+              (--context-shift: when the context fills, forget the older half of what is not
+              kept and go on; --keep N keeps the first N prompt tokens besides BOS, -1 all)
   kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]
+              [--no-mmap] [--mlock]
   kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT
   kolibri bench -m MODEL[,MODEL...] [-p 512[,N...]] [-n 128[,N...]] [-d 0[,DEPTH...]] [-t 1,2]
-              [-ctk f16[,TYPE...]] [-ctv f16[,TYPE...]] [-r 5] [-o md|json]
-  (KV cache TYPE: f16, q8_0 or q4_0; keys -ctk and values -ctv separately)
+              [-ctk f16[,TYPE...]] [-ctv f16[,TYPE...]] [-r 5] [-o md|json] [--no-mmap] [--mlock]
+  (KV cache TYPE: f16, q8_0 or q4_0; keys -ctk and values -ctv separately. --no-mmap reads
+  the model into private memory instead of mapping it; --mlock keeps it in RAM)
   kolibri info [-m MODEL]
 ";
 
@@ -67,9 +72,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads a model for a command, with the repack cache of [`repack_cache_dir`].
-pub fn load_model(path: &str) -> Result<kolibri::model::Model, String> {
+/// The switches of the commands that load a model (llama.cpp's names): read the file into
+/// private memory instead of mapping it, lock the weights in RAM.
+pub const LOAD_SWITCHES: [&str; 2] = ["--no-mmap", "--mlock"];
+
+/// Loads a model for a command, with the repack cache of [`repack_cache_dir`] and the
+/// [`LOAD_SWITCHES`] given in `a`.
+pub fn load_model(path: &str, a: &args::Args) -> Result<kolibri::model::Model, String> {
     let mut opts = kolibri::model::LoadOptions {
+        use_mmap: !a.has("--no-mmap"),
+        use_mlock: a.has("--mlock"),
         repack_cache: repack_cache_dir(),
         ..Default::default()
     };

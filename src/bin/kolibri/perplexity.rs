@@ -26,7 +26,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
         .collect::<Vec<_>>(),
-        &[],
+        &crate::LOAD_SWITCHES,
     )?;
     let path = a.require(&["-m", "--model"])?;
     let file = a.require(&["-f", "--file"])?;
@@ -39,7 +39,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .map_err(|_| "bad --chunks")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
 
-    let model = Arc::new(crate::load_model(path)?);
+    let model = Arc::new(crate::load_model(path, &a)?);
     let (type_k, type_v) = crate::kv_types(&a)?;
     let params = ContextParams {
         n_ctx,

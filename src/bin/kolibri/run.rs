@@ -30,11 +30,12 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--threads",
             "-c",
             "--ctx-size",
+            "--keep",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
         .collect::<Vec<_>>(),
-        &[],
+        &[&crate::LOAD_SWITCHES[..], &["--context-shift"]].concat(),
     )?;
     let path = a.require(&["-m", "--model"])?;
     let prompt = a.require(&["-p", "--prompt"])?;
@@ -52,7 +53,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     };
 
     let t_load = Instant::now();
-    let model = Arc::new(crate::load_model(path)?);
+    let model = Arc::new(crate::load_model(path, &a)?);
     let tokens = model.tokenizer.encode(prompt, true, true);
     let n_ctx_default = (tokens.len() + n_predict)
         .max(512)
@@ -84,9 +85,20 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         sampler.accept(t);
     }
 
+    let shift = a.has("--context-shift").then(|| {
+        // llama.cpp's rule: -1 or more than the prompt keeps the whole prompt; otherwise the
+        // BOS token is kept on top of the count.
+        let bos = usize::from(model.tokenizer.add_bos());
+        match a.parse_or::<i64>(&["--keep"], 0) {
+            Ok(k) if k < 0 || k as usize > tokens.len() => Ok(tokens.len()),
+            Ok(k) => Ok((k as usize + bos).min(tokens.len())),
+            Err(e) => Err(e),
+        }
+    });
+    let n_keep = shift.transpose()?;
     let mut decoder = StreamDecoder::new(&model.tokenizer);
     let t_gen = Instant::now();
-    let mut n_gen = 0;
+    let (mut n_gen, mut n_shifts) = (0, 0);
     while n_gen < n_predict {
         let tok = sampler.sample(&logits);
         sampler.accept(tok);
@@ -98,6 +110,23 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         let _ = out.flush();
         if n_gen == n_predict {
             break;
+        }
+        if ctx.n_past() == ctx.n_ctx() {
+            let Some(n_keep) = n_keep else {
+                eprintln!(
+                    "\nstopped: the context is full ({n_ctx} tokens; --context-shift continues)"
+                );
+                break;
+            };
+            // Forget the older half of what is not kept, as llama.cpp does.
+            let n_discard = (ctx.n_past() - n_keep.min(ctx.n_past())) / 2;
+            if n_discard == 0 {
+                eprintln!("\nstopped: the context is full and --keep holds all of it");
+                break;
+            }
+            ctx.shift_seq(0, n_keep, n_discard)
+                .map_err(|e| e.to_string())?;
+            n_shifts += 1;
         }
         match ctx.eval(&[tok], Logits::Last) {
             Ok(l) => logits = l,
@@ -125,5 +154,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         n_gen,
         n_gen as f64 / gen_s
     );
+    if n_shifts > 0 {
+        eprintln!("context shifts: {n_shifts}");
+    }
     Ok(())
 }

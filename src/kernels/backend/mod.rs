@@ -14,8 +14,9 @@ use half::f16;
 
 use super::cpu::{self, CpuPath};
 use super::ops::attend::{self, AttnScore};
+use super::ops::f32_gemm::{GemmShape, Strided};
 use super::ops::{exp, gelu};
-use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
+use crate::quant::blocks::{BlockQ4_0, BlockQ8K, BlockQ8_0};
 
 /// A CPU path and its ops. Only handed out for a path this CPU supports, which is what makes
 /// its `unsafe` table entries safe to call.
@@ -35,6 +36,9 @@ pub(crate) struct Ops {
     pub f16_attend: unsafe fn(&[f32], &attend::Cache, Range<usize>, AttnScore, &mut [f32]),
     pub f32_dots: unsafe fn(&[f32], usize, &[f32], &mut [f32], usize),
     pub f32_weighted_sum: unsafe fn(&mut [f32], usize, &[f32], &[f32], usize),
+    pub f32_gemm: unsafe fn(Strided, &[f32], &mut [f32], GemmShape),
+    pub q8_0_to_f32: unsafe fn(&[BlockQ8_0], &mut [f32]),
+    pub q4_0_to_f32: unsafe fn(&[BlockQ4_0], &mut [f32]),
     pub exp_lanes: exp::LanesFn,
     pub swiglu: exp::PrefixFn,
     pub geglu: gelu::PrefixFn,
@@ -51,7 +55,9 @@ pub fn backend() -> &'static Backend {
         // Guard against a SIMD kernel misbehaving on hardware it was never run on.
         loop {
             let b = Backend::for_path(path).unwrap_or(&paths::SCALAR);
-            match b.self_test() {
+            // Serially: a pool worker may be waiting on this initialisation (its first kernel
+            // call), so a parallel self-test could wait on it in turn.
+            match crate::parallel::serially(|| b.self_test()) {
                 Ok(()) => return b,
                 Err(e) => {
                     let lower = path.lower();
@@ -194,6 +200,32 @@ impl Backend {
         );
         // SAFETY: as above; shapes checked.
         unsafe { (self.ops.f32_weighted_sum)(acc, d, rows, w, stride) }
+    }
+
+    /// `c[i * ldc + j] (+)= Σ_p a(i, p) · b[p * ldb + j]`: the f32 product of attention
+    /// tiles, every element one fused multiply-add per term in order of `p` (the same bits on
+    /// every path).
+    pub fn f32_gemm(&self, a: Strided, b: &[f32], c: &mut [f32], shape: GemmShape) {
+        assert!(
+            shape.fits(&a, b.len(), c.len()),
+            "f32_gemm: {shape:?} outside its slices"
+        );
+        // SAFETY: as above; every element read or written is inside its slice (checked).
+        unsafe { (self.ops.f32_gemm)(a, b, c, shape) }
+    }
+
+    /// Q8_0 blocks widened: `out[32 b + i] = d_b * q_b[i]` (the same bits on every path).
+    pub fn q8_0_to_f32(&self, blocks: &[BlockQ8_0], out: &mut [f32]) {
+        assert_eq!(blocks.len() * 32, out.len(), "q8_0_to_f32: lengths differ");
+        // SAFETY: as above; lengths checked.
+        unsafe { (self.ops.q8_0_to_f32)(blocks, out) }
+    }
+
+    /// Q4_0 blocks widened: `out[32 b + i] = d_b * (q_b[i] - 8)` (the same bits on every path).
+    pub fn q4_0_to_f32(&self, blocks: &[BlockQ4_0], out: &mut [f32]) {
+        assert_eq!(blocks.len() * 32, out.len(), "q4_0_to_f32: lengths differ");
+        // SAFETY: as above; lengths checked.
+        unsafe { (self.ops.q4_0_to_f32)(blocks, out) }
     }
 
     /// `x[i] = e^(x[i] - shift)`; returns the sum of the new values (the same bits on every

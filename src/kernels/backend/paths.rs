@@ -4,7 +4,7 @@ use super::{Backend, Ops};
 use crate::kernels::cpu::CpuPath;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::ops::quantize_avx2;
-use crate::kernels::ops::{attend, exp, f16_rows, f32_rows, gelu};
+use crate::kernels::ops::{attend, exp, f16_rows, f32_gemm, f32_rows, gelu, kv_rows};
 use crate::quant::activation;
 
 /// The scalar twins: the reference every other backend is tested against.
@@ -18,6 +18,9 @@ const SCALAR_OPS: Ops = Ops {
     f16_attend: attend::scalar,
     f32_dots: f32_rows::f32_dots,
     f32_weighted_sum: f32_rows::f32_weighted_sum,
+    f32_gemm: f32_gemm::f32_gemm,
+    q8_0_to_f32: kv_rows::q8_0_to_f32,
+    q4_0_to_f32: kv_rows::q4_0_to_f32,
     exp_lanes: exp::shifted_lanes,
     swiglu: exp::no_prefix,
     geglu: gelu::no_prefix,
@@ -34,17 +37,24 @@ const AVX2_OPS: Ops = Ops {
     f16_attend: attend::avx2,
     f32_dots: f32_rows::avx2::f32_dots,
     f32_weighted_sum: f32_rows::avx2::f32_weighted_sum,
+    f32_gemm: f32_gemm::avx2::f32_gemm,
+    q8_0_to_f32: kv_rows::avx2::q8_0_to_f32,
+    q4_0_to_f32: kv_rows::avx2::q4_0_to_f32,
     exp_lanes: exp::avx2::shifted_lanes,
     swiglu: exp::avx2::swiglu,
     geglu: gelu::avx2::geglu,
 };
 
-/// AVX2's ops with 16-lane attention row kernels (the rest measured no faster on 16 lanes or
-/// have no wider version).
+/// AVX2's ops with 16-lane attention kernels and `exp` (the rest measured no faster on 16
+/// lanes or have no wider version).
 #[cfg(target_arch = "x86_64")]
 const AVX512_OPS: Ops = Ops {
     f32_dots: f32_rows::avx512::f32_dots,
     f32_weighted_sum: f32_rows::avx512::f32_weighted_sum,
+    f32_gemm: f32_gemm::avx512::f32_gemm,
+    q8_0_to_f32: kv_rows::avx512::q8_0_to_f32,
+    q4_0_to_f32: kv_rows::avx512::q4_0_to_f32,
+    exp_lanes: exp::avx512::shifted_lanes,
     ..AVX2_OPS
 };
 
@@ -72,24 +82,32 @@ static AMX: Backend = Backend {
     ops: AVX512_OPS,
 };
 
-/// The NEON paths run the scalar twins for everything but matmuls (their element-wise ops
-/// have no NEON versions yet).
+/// The NEON paths run the scalar twins for the element-wise ops (no NEON versions yet) and
+/// NEON for matmuls and attention tiles.
+#[cfg(target_arch = "aarch64")]
+const NEON_OPS: Ops = Ops {
+    f32_gemm: f32_gemm::neon::f32_gemm,
+    q8_0_to_f32: kv_rows::neon::q8_0_to_f32,
+    q4_0_to_f32: kv_rows::neon::q4_0_to_f32,
+    ..SCALAR_OPS
+};
+
 #[cfg(target_arch = "aarch64")]
 static NEON: Backend = Backend {
     path: CpuPath::Neon,
-    ops: SCALAR_OPS,
+    ops: NEON_OPS,
 };
 
 #[cfg(target_arch = "aarch64")]
 static DOTPROD: Backend = Backend {
     path: CpuPath::Dotprod,
-    ops: SCALAR_OPS,
+    ops: NEON_OPS,
 };
 
 #[cfg(target_arch = "aarch64")]
 static I8MM: Backend = Backend {
     path: CpuPath::I8mm,
-    ops: SCALAR_OPS,
+    ops: NEON_OPS,
 };
 
 /// The backend of `path` (the caller has checked that the CPU runs it).

@@ -5,9 +5,10 @@ use half::f16;
 
 use super::{paths, Backend};
 use crate::kernels::cpu::CpuPath;
+use crate::kernels::ops::f32_gemm::{GemmShape, Strided};
 use crate::kernels::types::{compare, test_bits, REGISTRY};
 use crate::kernels::AttnScore;
-use crate::quant::blocks::{BlockQ8K, BlockQ8_0};
+use crate::quant::blocks::{BlockQ4_0, BlockQ8K, BlockQ8_0};
 
 pub(super) fn run(b: &Backend) -> Result<(), String> {
     if !b.path.is_available() {
@@ -124,6 +125,41 @@ fn ops(b: &Backend, s: &Backend) -> Result<(), String> {
     b.f32_weighted_sum(&mut acc, d, &y[..nr * d], &dots_s, nr);
     s.f32_weighted_sum(&mut acc_s, d, &y[..nr * d], &dots_s, nr);
     same_bits("f32_weighted_sum", &acc, &acc_s)?;
+
+    // Attention tile product: 7 × 21 (a partial last vector on every path) over 9, `A`
+    // transposed.
+    let shape = GemmShape {
+        m: 7,
+        n: 21,
+        k: 9,
+        ldb: 23,
+        ldc: 22,
+        accumulate: true,
+    };
+    let a = Strided {
+        data: &x[..63],
+        row: 1,
+        step: 7,
+    };
+    let (mut c, mut cs) = (y[..7 * 22].to_vec(), y[..7 * 22].to_vec());
+    b.f32_gemm(a, &x[..9 * 23], &mut c, shape);
+    s.f32_gemm(a, &x[..9 * 23], &mut cs, shape);
+    same_bits("f32_gemm", &c, &cs)?;
+
+    // Quantized KV blocks widened (the Q8_0 blocks above; Q4_0 bytes of every value).
+    let (mut w, mut ws) = (vec![0f32; body], vec![0f32; body]);
+    b.q8_0_to_f32(&q, &mut w);
+    s.q8_0_to_f32(&q, &mut ws);
+    same_bits("q8_0_to_f32", &w, &ws)?;
+    let q4: Vec<BlockQ4_0> = (0..body / 32)
+        .map(|i| BlockQ4_0 {
+            d: h[i],
+            qs: std::array::from_fn(|j| (i * 16 + j * 37) as u8),
+        })
+        .collect();
+    b.q4_0_to_f32(&q4, &mut w);
+    s.q4_0_to_f32(&q4, &mut ws);
+    same_bits("q4_0_to_f32", &w, &ws)?;
 
     let (mut e, mut es) = (x.clone(), x.clone());
     let sums = [

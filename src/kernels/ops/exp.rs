@@ -204,6 +204,72 @@ pub mod avx2 {
     }
 }
 
+/// The AVX-512 [`shifted_lanes`]: one 16-lane vector per run, so each lane is its own sum.
+#[cfg(target_arch = "x86_64")]
+pub mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::*;
+    use crate::kernels::simd::avx512::tf;
+
+    tf! {
+    /// [`exp`] on 16 lanes, step for step.
+    #[inline]
+    unsafe fn exp16(x: __m512) -> __m512 {
+        let round = _mm512_set1_ps(ROUND);
+        let t = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), round);
+        let n = _mm512_sub_ps(t, round);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+        let mut p = _mm512_set1_ps(P[0]);
+        for &c in &P[1..] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
+        let bits = _mm512_sub_epi32(
+            _mm512_castps_si512(t),
+            _mm512_set1_epi32(ROUND.to_bits() as i32),
+        );
+        let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
+            bits,
+            _mm512_set1_epi32(127),
+        )));
+        let v = _mm512_mul_ps(y, scale);
+        let v = _mm512_mask_mov_ps(
+            v,
+            _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, _mm512_set1_ps(HI)),
+            _mm512_set1_ps(f32::INFINITY),
+        );
+        _mm512_mask_mov_ps(
+            v,
+            _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(LO)),
+            _mm512_setzero_ps(),
+        )
+    }
+
+    /// [`super::shifted_lanes`].
+    ///
+    /// # Safety
+    /// The AVX-512 path's features.
+    pub unsafe fn shifted_lanes(x: &mut [f32], shift: f32) -> [f32; LANES] {
+        // SAFETY: this function's `# Safety` contract, which the caller upholds.
+        unsafe {
+            let s = _mm512_set1_ps(shift);
+            let mut acc = _mm512_setzero_ps();
+            for c in x.chunks_exact_mut(LANES) {
+                let p = c.as_mut_ptr();
+                let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p), s));
+                _mm512_storeu_ps(p, e);
+                acc = _mm512_add_ps(acc, e);
+            }
+            let mut lanes = [0f32; LANES];
+            _mm512_storeu_ps(lanes.as_mut_ptr(), acc);
+            lanes
+        }
+    }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

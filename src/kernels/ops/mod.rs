@@ -6,7 +6,9 @@
 pub mod attend;
 pub mod exp;
 pub mod f16_rows;
+pub mod f32_gemm;
 pub mod f32_rows;
 pub mod gelu;
+pub mod kv_rows;
 #[cfg(target_arch = "x86_64")]
 pub mod quantize_avx2;

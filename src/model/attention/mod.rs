@@ -13,8 +13,8 @@
 //! Softmax covers only the visible positions (causal, and the sliding window on local layers):
 //! memory per task is O(tile x rows seen), never n_ctx x n_ctx.
 
+mod online;
 mod per_query;
-mod rows;
 mod streaming;
 mod tiled;
 
@@ -93,16 +93,6 @@ fn visible(s: &AttentionShape, place: QueryPlace) -> Rows {
         0
     };
     seq_row0 + first..seq_row0 + pos + 1
-}
-
-/// `x = softmax(x)`.
-fn softmax_inplace(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum = crate::kernels::backend().exp_shifted_sum(x, max);
-    let inv = 1.0 / sum;
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
 }
 
 #[cfg(test)]

@@ -5,14 +5,15 @@
 //! running maximum, sum and f32 value accumulator rescaled once per block). The chunks'
 //! partial results are merged per head at the end (flash-decoding).
 //!
-//! Keys: f16 rows widened per block and multiplied as f32; Q8_0 / Q4_0 rows multiplied in
-//! integers against the queries quantized to Q8_0 (llama.cpp's way), by the type's own matmul
-//! kernels with the block's rows as the matrix and the group's queries as its tokens. Values: a
-//! block widened or dequantized, then weighted into the accumulators.
+//! Keys and values: a block widened (f16) or dequantized (Q8_0, Q4_0) into a small f32 buffer,
+//! then multiplied by the group's queries and weighted into the accumulators. (Quantized keys
+//! against Q8_0-quantized queries through the integer matmul kernels measured slower: a block
+//! of 64 rows by a few queries is too small for them.)
 
-use super::{rows, visible, AttentionShape, QueryPlace, Rows, SPLIT_ROWS};
-use crate::kernels::{self, ActSource, AttnScore, MatmulPlan, QuantizedActivations, WeightMatrix};
-use crate::model::kv_cache::{HeadRows, KvCache, KvType};
+use super::online::Online;
+use super::{visible, AttentionShape, QueryPlace, Rows, SPLIT_ROWS};
+use crate::kernels;
+use crate::model::kv_cache::{HeadRows, KvCache};
 use crate::parallel::{self, Disjoint};
 
 /// Rows per block: a block of keys and of values (f32) stays in L1/L2 for the whole group.
@@ -105,35 +106,26 @@ fn attend_chunk(
     let (hk, hv) = (s.head_dim_k, s.head_dim_v);
     let n_q = k.heads.len();
     let queries = &q[(k.t * s.n_head + k.heads.start) * hk..][..n_q * hk];
-    let keys = Keys::new(keys, queries, s.score);
-    let backend = kernels::backend();
-    let mut scores = vec![0f32; n_q * BLOCK_ROWS];
+    let mut online = Online::new(n_q, hv);
+    let mut weights = vec![0f32; n_q * BLOCK_ROWS];
     let mut buf = vec![0f32; BLOCK_ROWS * hk.max(hv)];
-    let mut acc = vec![0f32; n_q * hv];
-    let (mut max, mut sum) = (vec![f32::NEG_INFINITY; n_q], vec![0f32; n_q]);
     for b0 in k.rows.clone().step_by(BLOCK_ROWS) {
         let b = b0..(b0 + BLOCK_ROWS).min(k.rows.end);
         let n = b.len();
-        keys.scores(b.clone(), &mut buf, &mut scores);
+        // weights[g][j] = query g · key row b0 + j.
+        keys.widen(b.clone(), &mut buf[..n * hk]);
+        kernels::backend().f32_dots(queries, hk, &buf[..n * hk], &mut weights, n);
         for g in 0..n_q {
-            let sc = &mut scores[g * n..][..n];
-            let block_max = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            if block_max > max[g] {
-                // A new maximum rescales what was accumulated (nothing, the first time).
-                let r = (max[g] - block_max).exp();
-                acc[g * hv..(g + 1) * hv].iter_mut().for_each(|a| *a *= r);
-                sum[g] *= r;
-                max[g] = block_max;
-            }
-            sum[g] += backend.exp_shifted_sum(sc, max[g]);
+            online.weigh(g, &mut weights[g * n..][..n], 0..n, s.score);
         }
-        rows::to_f32(&values, b, &mut buf[..n * hv]);
-        backend.f32_weighted_sum(&mut acc, hv, &buf[..n * hv], &scores, n);
+        values.widen(b, &mut buf[..n * hv]);
+        online.add_values(&buf[..n * hv], &weights, n);
     }
     for (g, p) in part.chunks_exact_mut(PARTIAL_HEAD + hv).enumerate() {
-        p[0] = max[g];
-        p[1] = sum[g];
-        p[PARTIAL_HEAD..].copy_from_slice(&acc[g * hv..(g + 1) * hv]);
+        let (max, sum, acc) = online.partial(g);
+        p[0] = max;
+        p[1] = sum;
+        p[PARTIAL_HEAD..].copy_from_slice(acc);
     }
 }
 
@@ -165,65 +157,5 @@ fn merge(s: &AttentionShape, tasks: &[Task], partials: &[f32], n_tokens: usize, 
     for (o, head) in out.chunks_exact_mut(hv).enumerate() {
         let inv = 1.0 / sum[o];
         head.iter_mut().for_each(|x| *x *= inv);
-    }
-}
-
-/// A task's queries against a KV head's key rows, by the keys' type.
-struct Keys<'a> {
-    rows: HeadRows<'a>,
-    /// The queries, [n_q * head_dim_k].
-    queries: &'a [f32],
-    /// For quantized keys: the queries quantized as the rows' type multiplies them (Q8_0).
-    quantized: Option<QuantizedActivations>,
-    score: AttnScore,
-}
-
-impl<'a> Keys<'a> {
-    fn new(rows: HeadRows<'a>, queries: &'a [f32], score: AttnScore) -> Keys<'a> {
-        let quantized = (rows.ty != KvType::F16).then(|| {
-            let plan = Self::plan(&rows, 0..0);
-            let (n_q, hk) = (queries.len() / rows.dim, rows.dim);
-            let src = ActSource::Rows(queries);
-            QuantizedActivations::quantize_from(kernels::backend(), src, n_q, hk, plan.needs())
-                .expect("queries of whole blocks")
-        });
-        Keys {
-            rows,
-            queries,
-            quantized,
-            score,
-        }
-    }
-
-    /// Rows `b` as the matrix of a matmul whose "tokens" are the queries: the type's integer
-    /// tile kernels, each row read once for all of them.
-    fn plan(rows: &HeadRows, b: Rows) -> MatmulPlan {
-        let w = WeightMatrix {
-            ty: rows.ty.ggml(),
-            rows: b.len(),
-            k: rows.dim,
-            data: rows.bytes(b),
-        };
-        MatmulPlan::in_place(kernels::backend(), &w).expect("KV rows of whole blocks")
-    }
-
-    /// `scores[g * n + j]`: query `g`'s score of row `b.start + j` (`n = b.len()`).
-    fn scores(&self, b: Rows, buf: &mut [f32], scores: &mut [f32]) {
-        let (n, hk) = (b.len(), self.rows.dim);
-        let n_q = self.queries.len() / hk;
-        let scores = &mut scores[..n_q * n];
-        match &self.quantized {
-            None => {
-                rows::to_f32(&self.rows, b, &mut buf[..n * hk]);
-                let rows = &buf[..n * hk];
-                kernels::backend().f32_dots(self.queries, hk, rows, scores, n);
-            }
-            Some(act) => {
-                Self::plan(&self.rows, b.clone())
-                    .matmul(self.rows.bytes(b), act, scores)
-                    .expect("shapes checked by the plan");
-            }
-        }
-        scores.iter_mut().for_each(|x| *x = self.score.of(*x));
     }
 }

@@ -37,9 +37,9 @@ fn cache(n_ctx: usize, n_pos: usize, type_k: KvType, type_v: KvType) -> KvCache 
 }
 
 /// Row `p` of a head as the cache holds it, in f32.
-fn stored(h: &crate::model::kv_cache::HeadRows, p: usize) -> Vec<f32> {
-    let mut out = vec![0.0; h.dim];
-    rows::to_f32(h, p..p + 1, &mut out);
+fn stored(h: &crate::model::kv_cache::HeadRows, p: usize, dim: usize) -> Vec<f32> {
+    let mut out = vec![0.0; dim];
+    h.widen(p..p + 1, &mut out);
     out
 }
 
@@ -55,7 +55,7 @@ fn naive(s: &AttentionShape, q: &[f32], kv: &KvCache, places: &[QueryPlace]) -> 
             let sc: Vec<f64> = rows
                 .clone()
                 .map(|p| {
-                    let dot: f64 = stored(&keys, p)
+                    let dot: f64 = stored(&keys, p, s.head_dim_k)
                         .iter()
                         .zip(qh)
                         .map(|(a, b)| *a as f64 * *b as f64)
@@ -67,7 +67,7 @@ fn naive(s: &AttentionShape, q: &[f32], kv: &KvCache, places: &[QueryPlace]) -> 
             let z: f64 = sc.iter().map(|x| (x - m).exp()).sum();
             for (j, p) in rows.enumerate() {
                 let w = (sc[j] - m).exp() / z;
-                for (d, v) in stored(&values, p).iter().enumerate() {
+                for (d, v) in stored(&values, p, s.head_dim_v).iter().enumerate() {
                     out[(t * s.n_head + h) * s.head_dim_v + d] += (w * *v as f64) as f32;
                 }
             }

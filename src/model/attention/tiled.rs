@@ -1,21 +1,22 @@
-//! Big batches (prompts): tiles of up to [`TILE_QUERIES`] consecutive tokens of one sequence,
-//! in parallel; within a tile, per KV head, scores for all its queries, a softmax per query,
-//! then the weighted values, each cache row converted to f32 once per tile.
+//! Big batches (prompts): tiles of consecutive tokens of one sequence (about
+//! [`TILE_QUERIES`] query rows: tokens × the heads of a KV group), in parallel. Per KV head a
+//! tile walks the cache a block of [`TILE_ROWS`] rows at a time: the block widened to f32
+//! once, its dot products with every query row as one small matrix product (keys × the
+//! transposed queries), an online-softmax step along the queries ([`OnlineColumns`]), then the
+//! block's values weighted in by a second product. Memory per tile is a block's worth of
+//! scores, whatever the depth.
 
-use super::{rows, softmax_inplace, visible, AttentionShape, QueryPlace, Rows};
-use crate::kernels;
+use super::online::OnlineColumns;
+use super::{visible, AttentionShape, QueryPlace, Rows};
+use crate::kernels::{self, GemmShape, Strided};
 use crate::model::kv_cache::{HeadRows, KvCache};
 use crate::parallel::{self, Disjoint};
 
-/// Called per (query in tile, token) with the visible rows of a converted block and their
-/// columns in the tile's score rows.
-type BlockVisit<'a> = &'a mut dyn FnMut(usize, usize, &[f32], Rows);
-
-/// Queries per tile: every key and value row a tile sees is converted once per tile, not once
-/// per query.
-const TILE_QUERIES: usize = 16;
-/// Cache rows converted per step, so a block of keys or values stays in L1/L2 while every
-/// query of the tile reads it.
+/// Query rows (tokens × heads of a group) per tile, about: every key and value row a tile sees
+/// is converted once per tile, and the products run along this many queries.
+const TILE_QUERIES: usize = 128;
+/// Cache rows per step: a block of keys or values stays in L1 while every query row of the
+/// tile reads it.
 const TILE_ROWS: usize = 64;
 
 pub(super) fn attention(
@@ -27,11 +28,11 @@ pub(super) fn attention(
     out: &mut [f32],
 ) {
     let out_row = s.n_head * s.head_dim_v;
+    let tile_tokens = (TILE_QUERIES / s.group()).max(1);
     let mut tiles = Vec::new();
     let mut t0 = 0;
     for t in 1..=places.len() {
-        if t == places.len() || t - t0 == TILE_QUERIES || places[t].seq_row0 != places[t0].seq_row0
-        {
+        if t == places.len() || t - t0 == tile_tokens || places[t].seq_row0 != places[t0].seq_row0 {
             tiles.push(t0..t);
             t0 = t;
         }
@@ -42,85 +43,109 @@ pub(super) fn attention(
         // SAFETY: tiles are disjoint runs of tokens in order, so tile i owns the output rows
         // of its tokens (in bounds: one row per token); `for_each` returns after every tile.
         let out = unsafe { out_ptr.slice(tile.start * out_row, tile.len() * out_row) };
-        // Scratch shared by the tile's KV heads (scores can be hundreds of KiB).
-        let mut scratch = Vec::new();
         for kvh in 0..s.n_head_kv {
             let head = (kv.keys(layer, kvh), kv.values(layer, kvh));
-            attend_tile(s, q, head, places, tile.clone(), kvh, out, &mut scratch);
+            attend_tile(s, q, head, &places[tile.clone()], tile.start, kvh, out);
         }
     });
 }
 
-/// One tile and KV head; `out` holds the tile's output rows.
-#[allow(clippy::too_many_arguments)]
+/// One tile (`places`, its first token `t0`) and KV head; `out` holds the tile's output rows.
 fn attend_tile(
     s: &AttentionShape,
     q: &[f32],
     (keys, values): (HeadRows, HeadRows),
     places: &[QueryPlace],
-    tile: Rows,
+    t0: usize,
     kvh: usize,
     out: &mut [f32],
-    scratch: &mut Vec<f32>,
 ) {
     let group = s.group();
     let (hk, hv) = (s.head_dim_k, s.head_dim_v);
-    let (q_row, out_row) = (s.n_head * hk, s.n_head * hv);
-    let lo = tile
-        .clone()
-        .map(|t| visible(s, places[t]).start)
-        .min()
-        .unwrap_or(0);
-    let hi = tile
-        .clone()
-        .map(|t| visible(s, places[t]).end)
-        .max()
-        .unwrap_or(0);
-    let n_rows = hi - lo;
-    // scores[(query in tile) * group + head][row - lo], then one block of converted rows.
-    let n_scores = tile.len() * group * n_rows;
-    scratch.resize(n_scores + TILE_ROWS * hk.max(hv), 0.0);
-    let (scores, buf) = scratch.split_at_mut(n_scores);
-    // Walks the tile's cache rows in blocks converted to f32, calling `f(query index in tile,
-    // token, visible rows of the block as f32, their range - lo)`.
-    let mut blocks = |head: &HeadRows, f: BlockVisit| {
-        let dim = head.dim;
-        for b0 in (lo..hi).step_by(TILE_ROWS) {
-            let b1 = (b0 + TILE_ROWS).min(hi);
-            rows::to_f32(head, b0..b1, &mut buf[..(b1 - b0) * dim]);
-            for (ti, t) in tile.clone().enumerate() {
-                let r = visible(s, places[t]);
-                let (c0, c1) = (r.start.max(b0), r.end.min(b1));
-                if c0 < c1 {
-                    f(
-                        ti,
-                        t,
-                        &buf[(c0 - b0) * dim..(c1 - b0) * dim],
-                        c0 - lo..c1 - lo,
-                    );
-                }
+    // Query g = ti * group + h: head h of the group for the tile's token ti. Transposed
+    // ([hk][n_q]), so a block's scores come out as [row][query].
+    let n_q = places.len() * group;
+    let mut queries_t = vec![0f32; hk * n_q];
+    for ti in 0..places.len() {
+        let token = &q[((t0 + ti) * s.n_head + kvh * group) * hk..][..group * hk];
+        for (h, head) in token.chunks_exact(hk).enumerate() {
+            for (d, &x) in head.iter().enumerate() {
+                queries_t[d * n_q + ti * group + h] = x;
             }
         }
-    };
-    // The group's heads share their visible rows: each kernel call serves all of them.
-    let qs = |t: usize| &q[t * q_row + kvh * group * hk..][..group * hk];
-    blocks(&keys, &mut |ti, t, rows, cols| {
-        let sc = &mut scores[ti * group * n_rows + cols.start..];
-        kernels::backend().f32_dots(qs(t), hk, rows, sc, n_rows);
-    });
-    for (ti, t) in tile.clone().enumerate() {
-        let r = visible(s, places[t]);
-        for g in 0..group {
-            let row = &mut scores[(ti * group + g) * n_rows..][..n_rows];
-            let row = &mut row[r.start - lo..r.end - lo];
-            row.iter_mut().for_each(|x| *x = s.score.of(*x));
-            softmax_inplace(row);
-        }
-        out[ti * out_row + kvh * group * hv..][..group * hv].fill(0.0);
     }
-    blocks(&values, &mut |ti, _, rows, cols| {
-        let w = &scores[ti * group * n_rows + cols.start..];
-        let o = &mut out[ti * out_row + kvh * group * hv..][..group * hv];
-        kernels::backend().f32_weighted_sum(o, hv, rows, w, n_rows);
-    });
+    let seen: Vec<Rows> = places.iter().map(|&p| visible(s, p)).collect();
+    let lo = seen.iter().map(|r| r.start).min().unwrap_or(0);
+    let hi = seen.iter().map(|r| r.end).max().unwrap_or(0);
+    let mut online = OnlineColumns::new(n_q, hv);
+    let mut weights = vec![0f32; TILE_ROWS * n_q];
+    let mut buf = vec![0f32; TILE_ROWS * hk.max(hv)];
+    let backend = kernels::backend();
+    for b0 in (lo..hi).step_by(TILE_ROWS) {
+        let block = b0..(b0 + TILE_ROWS).min(hi);
+        let n = block.len();
+        let weights = &mut weights[..n * n_q];
+        // dots[j][g] = key row b0 + j · query g.
+        keys.widen(block.clone(), &mut buf[..n * hk]);
+        let keys_f32 = Strided {
+            data: &buf[..n * hk],
+            row: hk,
+            step: 1,
+        };
+        backend.f32_gemm(keys_f32, &queries_t, weights, product(n, n_q, hk, false));
+        online.weigh(weights, s.score, |dots| {
+            mask_unseen(dots, &seen, group, block.clone())
+        });
+        // acc[g] += Σ_j weights[j][g] · value row b0 + j.
+        values.widen(block, &mut buf[..n * hv]);
+        let weights_t = Strided {
+            data: weights,
+            row: 1,
+            step: n_q,
+        };
+        backend.f32_gemm(
+            weights_t,
+            &buf[..n * hv],
+            &mut online.acc,
+            product(n_q, hv, n, true),
+        );
+    }
+    let out_row = s.n_head * hv;
+    for ti in 0..places.len() {
+        for h in 0..group {
+            let o = &mut out[ti * out_row + (kvh * group + h) * hv..][..hv];
+            online.write_output(ti * group + h, o);
+        }
+    }
+}
+
+/// `C (m × n) (+)= A · B (k × n)`, all rows packed.
+fn product(m: usize, n: usize, k: usize, accumulate: bool) -> GemmShape {
+    GemmShape {
+        m,
+        n,
+        k,
+        ldb: n,
+        ldc: n,
+        accumulate,
+    }
+}
+
+/// Sets `dots[j][g]` to -inf where query g's token does not see row `block.start + j`
+/// (nothing to do for a block every token sees whole, the usual case at depth).
+fn mask_unseen(dots: &mut [f32], seen: &[Rows], group: usize, block: Rows) {
+    if seen
+        .iter()
+        .all(|r| r.start <= block.start && block.end <= r.end)
+    {
+        return;
+    }
+    let n_q = seen.len() * group;
+    for (j, row) in block.zip(dots.chunks_exact_mut(n_q)) {
+        for (r, queries) in seen.iter().zip(row.chunks_exact_mut(group)) {
+            if !r.contains(&j) {
+                queries.fill(f32::NEG_INFINITY);
+            }
+        }
+    }
 }

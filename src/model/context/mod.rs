@@ -11,6 +11,7 @@
 
 mod ffn;
 mod forward;
+mod shift;
 
 use std::sync::Arc;
 

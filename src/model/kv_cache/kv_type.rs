@@ -2,8 +2,9 @@
 
 use half::f16;
 
+use crate::kernels;
 use crate::quant::activation::quantize_row_q8_0;
-use crate::quant::blocks::{cast_blocks_mut, BlockQ4_0, BlockQ8_0};
+use crate::quant::blocks::{cast_blocks, cast_blocks_mut, BlockQ8_0};
 use crate::quant::encode::quantize_row;
 use crate::quant::GgmlType;
 
@@ -77,10 +78,19 @@ impl KvType {
                     .convert_from_f32_slice(x)
             }
             KvType::Q8_0 => quantize_row_q8_0(x, cast_blocks_mut::<BlockQ8_0>(out).expect(fits)),
-            KvType::Q4_0 => {
-                debug_assert_eq!(std::mem::size_of::<BlockQ4_0>(), 18);
-                quantize_row(GgmlType::Q4_0, x, out).expect(fits)
-            }
+            KvType::Q4_0 => quantize_row(GgmlType::Q4_0, x, out).expect(fits),
+        }
+    }
+
+    /// Widens rows stored by [`KvType::encode`] (`bytes`, whole rows) into `out`: f16 exactly,
+    /// Q8_0 / Q4_0 dequantized, by the backend's kernels.
+    pub fn decode(self, bytes: &[u8], out: &mut [f32]) {
+        let backend = kernels::backend();
+        let whole = "KV rows of whole, aligned blocks";
+        match self {
+            KvType::F16 => backend.f16_row_to_f32(cast_blocks(bytes).expect(whole), out),
+            KvType::Q8_0 => backend.q8_0_to_f32(cast_blocks(bytes).expect(whole), out),
+            KvType::Q4_0 => backend.q4_0_to_f32(cast_blocks(bytes).expect(whole), out),
         }
     }
 }

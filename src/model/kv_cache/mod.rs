@@ -73,13 +73,16 @@ pub struct KvShape {
 #[derive(Clone, Copy)]
 pub struct HeadRows<'a> {
     pub ty: KvType,
-    /// Values per row.
-    pub dim: usize,
     pub row_bytes: usize,
     pub data: &'a [u8],
 }
 
 impl<'a> HeadRows<'a> {
+    /// Rows `r` widened to f32 into `out` (a row's values each).
+    pub fn widen(&self, r: std::ops::Range<usize>, out: &mut [f32]) {
+        self.ty.decode(self.bytes(r), out)
+    }
+
     /// The bytes of rows `r`.
     pub fn bytes(&self, r: std::ops::Range<usize>) -> &'a [u8] {
         &self.data[r.start * self.row_bytes..r.end * self.row_bytes]
@@ -208,6 +211,42 @@ impl KvCache {
         }
     }
 
+    /// One token's keys of a layer (every KV head's, [n_head_kv * head_dim_k]) from cache row
+    /// `row`, widened to f32.
+    pub fn load_keys(&self, layer: usize, row: usize, out: &mut [f32]) {
+        for (h, head) in out.chunks_exact_mut(self.k.head_dim).enumerate() {
+            self.keys(layer, h).widen(row..row + 1, head);
+        }
+    }
+
+    /// Overwrites one token's keys of a layer at cache row `row` (as [`KvCache::store`] does).
+    pub fn store_keys(&mut self, layer: usize, row: usize, k_row: &[f32]) {
+        assert_eq!(
+            k_row.len(),
+            self.n_head_kv * self.k.head_dim,
+            "key row length"
+        );
+        for (h, head) in k_row.chunks_exact(self.k.head_dim).enumerate() {
+            let at = self.span(layer, h, false).start + row * self.k.row_bytes;
+            self.k
+                .ty
+                .encode(head, &mut self.mem[at..at + self.k.row_bytes]);
+        }
+    }
+
+    /// Copies a layer's keys and values of cache row `src` to row `dst`, as stored.
+    pub fn copy_row(&mut self, layer: usize, src: usize, dst: usize) {
+        assert!(src < self.rows && dst < self.rows, "cache row out of range");
+        for (side, values) in [(self.k, false), (self.v, true)] {
+            for h in 0..self.n_head_kv {
+                let base = self.span(layer, h, values).start;
+                let n = side.row_bytes;
+                self.mem
+                    .copy_within(base + src * n..base + (src + 1) * n, base + dst * n);
+            }
+        }
+    }
+
     /// A layer's keys of KV head `head`, all rows.
     pub fn keys(&self, layer: usize, head: usize) -> HeadRows<'_> {
         self.head_rows(layer, head, false)
@@ -222,7 +261,6 @@ impl KvCache {
         let side = if values { self.v } else { self.k };
         HeadRows {
             ty: side.ty,
-            dim: side.head_dim,
             row_bytes: side.row_bytes,
             data: &self.mem[self.span(layer, head, values)],
         }

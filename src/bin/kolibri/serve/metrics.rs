@@ -118,5 +118,11 @@ pub fn render(app: &AppState) -> String {
         "Tokens evaluated by forward passes (divided by passes: the mean batch).",
         n(&s.forward_tokens),
     );
+    metric(
+        "context_shifts_total",
+        "counter",
+        "Context shifts done for requests that filled their slot (--context-shift).",
+        n(&s.context_shifts),
+    );
     out
 }

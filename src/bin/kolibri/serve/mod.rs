@@ -35,8 +35,10 @@ pub const FINGERPRINT: &str = concat!("kolibri-", env!("CARGO_PKG_VERSION"));
 pub const USAGE: &str =
     "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
               [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
-              [--max-body BYTES] [-ctk TYPE] [-ctv TYPE]   (the key can also come from
-              KOLIBRI_API_KEY)
+              [--max-body BYTES] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
+              [--context-shift [--keep N]]   (the key can also come from KOLIBRI_API_KEY;
+              --context-shift lets a request generate past its slot's context, forgetting the
+              older half of what follows its first N tokens each time the slot is full)
 ";
 
 pub fn main(raw: &[String]) -> Result<(), String> {
@@ -60,11 +62,12 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--max-body",
             "-b",
             "--batch-size",
+            "--keep",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
         .collect::<Vec<_>>(),
-        &[],
+        &[&crate::LOAD_SWITCHES[..], &["--context-shift"]].concat(),
     )?;
     let path = a.require(&["-m", "--model"])?;
     let host: IpAddr = a
@@ -84,7 +87,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
     let (type_k, type_v) = crate::kv_types(&a)?;
 
-    let model = Arc::new(crate::load_model(path)?);
+    let model = Arc::new(crate::load_model(path, &a)?);
     let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?;
     let model_id = a.get(&["--alias"]).map(str::to_string).unwrap_or_else(|| {
         let name = std::path::Path::new(path)
@@ -102,6 +105,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             max_queue,
             type_k,
             type_v,
+            context_shift: a
+                .has("--context-shift")
+                .then(|| a.parse_or(&["--keep"], 0))
+                .transpose()?,
         },
     )
     .map_err(|e| e.to_string())?;

@@ -97,15 +97,17 @@ unsafe fn dots_block<const G: usize, const R: usize>(
 #[inline]
 unsafe fn hsum4(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
     // SAFETY: this function's `# Safety` contract, which the caller upholds.
-    unsafe {
-        let half = |v: __m512| {
-            _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps::<1>(v))
-        };
-        let ab = _mm256_hadd_ps(half(a), half(b));
-        let cd = _mm256_hadd_ps(half(c), half(d));
-        let abcd = _mm256_hadd_ps(ab, cd);
-        _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
-    }
+    let [a, b, c, d] = unsafe { [halves_added(a), halves_added(b), halves_added(c), halves_added(d)] };
+    let abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+}
+
+/// The low and high 8 lanes added. The high half through an integer cast: `extractf32x8`
+/// needs AVX-512 DQ, which this path does not enable (the call would not inline).
+#[inline]
+unsafe fn halves_added(v: __m512) -> __m256 {
+    let high = _mm512_extracti64x4_epi64::<1>(_mm512_castps_si512(v));
+    _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castsi256_ps(high))
 }
 
 /// [`super::f32_weighted_sum`] on 16 lanes, four accumulators at a time; bit-identical to it

@@ -1,0 +1,68 @@
+//! Context shift: when a sequence has filled its positions, forget a run of old tokens and move
+//! the later ones down, so generation continues (llama.cpp's `--context-shift`). Values move as
+//! stored; keys carry their position in their RoPE rotation, so each moved key is rotated back
+//! by the distance it moved (widened, un-rotated from the cache's Hadamard basis where it is
+//! quantized, re-rotated, stored again).
+
+use super::Context;
+use crate::model::{ops, ModelError};
+
+impl Context {
+    /// Forgets positions `n_keep..n_keep + n_discard` of sequence `seq` and moves every later
+    /// one down by `n_discard`. The tokens moved keep what they computed while the forgotten
+    /// ones were there (as llama.cpp's shift does); the next token goes to the new end.
+    pub fn shift_seq(
+        &mut self,
+        seq: usize,
+        n_keep: usize,
+        n_discard: usize,
+    ) -> Result<(), ModelError> {
+        let len = *self.seq_len.get(seq).ok_or_else(|| {
+            ModelError::InvalidArgument(format!("sequence {seq} of {}", self.seq_len.len()))
+        })?;
+        if n_keep.checked_add(n_discard).is_none_or(|end| end > len) {
+            return Err(ModelError::InvalidArgument(format!(
+                "context shift: keep {n_keep} and discard {n_discard} of {len} positions"
+            )));
+        }
+        if n_discard == 0 {
+            return Ok(());
+        }
+        let hp = &self.model.hparams;
+        let row0 = self.kv.row(seq, 0);
+        let hadamard = self.kv.rotation_k();
+        let mut k = vec![0f32; hp.k_dim()];
+        for layer in 0..hp.n_layer {
+            let rope = if hp.is_sliding(layer) {
+                &self.rope_local
+            } else {
+                &self.rope_global
+            };
+            let back = rope.shift(-(n_discard as f32));
+            for pos in n_keep + n_discard..len {
+                let (src, dst) = (row0 + pos, row0 + pos - n_discard);
+                self.kv.copy_row(layer, src, dst);
+                self.kv.load_keys(layer, dst, &mut k);
+                if let Some(n) = hadamard {
+                    ops::hadamard_inplace(&mut k, n);
+                }
+                back.apply(&mut [&mut k], hp.head_dim_k);
+                if let Some(n) = hadamard {
+                    ops::hadamard_inplace(&mut k, n);
+                }
+                self.kv.store_keys(layer, dst, &k);
+            }
+        }
+        self.seq_len[seq] = len - n_discard;
+        Ok(())
+    }
+
+    /// Sequence `seq`'s keys of layer `layer` at position `pos`, widened to f32 (as rotated for
+    /// attention): for tests of what the cache holds.
+    #[doc(hidden)]
+    pub fn key_row(&self, layer: usize, seq: usize, pos: usize) -> Vec<f32> {
+        let mut k = vec![0f32; self.model.hparams.k_dim()];
+        self.kv.load_keys(layer, self.kv.row(seq, pos), &mut k);
+        k
+    }
+}
