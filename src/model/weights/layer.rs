@@ -84,10 +84,7 @@ impl LayerWeights {
         let e = hp.n_embd;
         let r = &arch.recipe;
         let vector_if =
-            |required: bool, name: &str, len: usize| match l.vector_opt(&n(name), len)? {
-                None if required => Err(ModelError::MissingTensor(n(name))),
-                other => Ok(other),
-            };
+            |required: bool, name: &str, len: usize| l.vector_if(required, &n(name), len);
         let (qkv, biases) = QkvWeights::load(l, r.qkv_bias, hp, il)?;
         let (qk_norm, q_norm_len, k_norm_len) = match r.qk_norm {
             QkNorm::None => (false, hp.head_dim_k, hp.head_dim_k),
@@ -254,12 +251,7 @@ impl QkvWeights<Linear> {
             None => {
                 let required = bias == Presence::Required;
                 let one =
-                    |part: &str, len| match l.vector_opt(&n(&format!("attn_{part}.bias")), len)? {
-                        None if required => {
-                            Err(ModelError::MissingTensor(n(&format!("attn_{part}.bias"))))
-                        }
-                        other => Ok(other),
-                    };
+                    |part: &str, len| l.vector_if(required, &n(&format!("attn_{part}.bias")), len);
                 QkvWeights {
                     q: one("q", dims[0])?,
                     k: one("k", dims[1])?,

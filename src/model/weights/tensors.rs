@@ -53,6 +53,19 @@ impl Loader<'_> {
             .ok_or_else(|| ModelError::MissingTensor(name.into()))
     }
 
+    /// A vector that must exist when `required` and may be absent otherwise.
+    pub fn vector_if(
+        &self,
+        required: bool,
+        name: &str,
+        n: usize,
+    ) -> Result<Option<Vec<f32>>, ModelError> {
+        match self.vector_opt(name, n)? {
+            None if required => Err(ModelError::MissingTensor(name.into())),
+            other => Ok(other),
+        }
+    }
+
     pub fn vector_opt(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>, ModelError> {
         let Some(t) = self.find(name) else {
             return Ok(None);

@@ -9,63 +9,29 @@
 
 use std::arch::x86_64::*;
 
-use super::{by_rows, GemmShape, Strided};
+use super::{by_rows, for_each_tile, GemmShape, Strided, Tile};
 use crate::kernels::simd::avx512::tf;
 
-const ROWS: usize = 6;
 const LANES: usize = 16;
 const VECS: usize = 4;
-
-/// One tile's pointers: `a` at its first row, `b` and `c` at its first column.
-struct Tile {
-    a: *const f32,
-    row: usize,
-    step: usize,
-    b: *const f32,
-    ldb: usize,
-    c: *mut f32,
-    ldc: usize,
-    k: usize,
-    /// Lanes of the tile's last vector.
-    last: __mmask16,
-    accumulate: bool,
-}
 
 tf! {
 /// See the module docs.
 pub unsafe fn f32_gemm(a: Strided, b: &[f32], c: &mut [f32], sh: GemmShape) {
-    // SAFETY: this function's `# Safety` contract, which the caller upholds: every tile lies
-    // inside the slices.
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
     unsafe {
-        for j in (0..sh.n).step_by(LANES * VECS) {
-            let width = (sh.n - j).min(LANES * VECS);
-            let vecs = width.div_ceil(LANES);
-            let last = (u32::MAX >> (32 - (width - LANES * (vecs - 1)))) as __mmask16;
-            for i in (0..sh.m).step_by(ROWS) {
-                let t = Tile {
-                    a: a.data.as_ptr().add(i * a.row),
-                    row: a.row,
-                    step: a.step,
-                    b: b.as_ptr().add(j),
-                    ldb: sh.ldb,
-                    c: c.as_mut_ptr().add(i * sh.ldc + j),
-                    ldc: sh.ldc,
-                    k: sh.k,
-                    last,
-                    accumulate: sh.accumulate,
-                };
-                by_rows!(tile_rows, (sh.m - i).min(ROWS), &t, vecs);
-            }
-        }
+        for_each_tile(&a, b, c, &sh, (sh.n, LANES, VECS), |t| {
+            by_rows!(tile_rows, t.rows, t)
+        });
     }
 }
 
-/// `R` rows × `vecs` vectors of `C`.
+/// `R` rows of `C`, in the tile's vectors.
 #[inline]
-unsafe fn tile_rows<const R: usize>(t: &Tile, vecs: usize) {
+unsafe fn tile_rows<const R: usize>(t: &Tile) {
     // SAFETY: this function's `# Safety` contract, which the caller upholds.
     unsafe {
-        match vecs {
+        match t.vecs {
             1 => tile::<R, 1>(t),
             2 => tile::<R, 2>(t),
             3 => tile::<R, 3>(t),
@@ -79,7 +45,8 @@ unsafe fn tile_rows<const R: usize>(t: &Tile, vecs: usize) {
 unsafe fn tile<const R: usize, const V: usize>(t: &Tile) {
     // SAFETY: this function's `# Safety` contract, which the caller upholds.
     unsafe {
-        let mask = |v: usize| if v + 1 == V { t.last } else { !0 };
+        let last = (u32::MAX >> (32 - t.last_lanes)) as __mmask16;
+        let mask = |v: usize| if v + 1 == V { last } else { !0 };
         let mut acc = [[_mm512_setzero_ps(); V]; R];
         if t.accumulate {
             for (r, acc) in acc.iter_mut().enumerate() {

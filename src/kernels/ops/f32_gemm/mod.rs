@@ -86,6 +86,66 @@ fn tail_columns(a: &Strided, b: &[f32], c: &mut [f32], sh: &GemmShape, j0: usize
     }
 }
 
+/// Most rows of `C` per SIMD tile (its accumulators stay in registers over the whole inner
+/// dimension).
+const TILE_ROWS: usize = 6;
+
+/// One SIMD tile of a product: `a` at its first row, `b` and `c` at its first column.
+struct Tile {
+    a: *const f32,
+    row: usize,
+    step: usize,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    k: usize,
+    accumulate: bool,
+    /// Rows of `C` in the tile (1..=[`TILE_ROWS`]), vectors across, lanes of the last one.
+    rows: usize,
+    vecs: usize,
+    last_lanes: usize,
+}
+
+/// Walks columns `0..cols` of `C` in tiles of up to [`TILE_ROWS`] rows × `max_vecs` vectors of
+/// `lanes`, calling `tile` on each (the last vector of a column run may be partial).
+///
+/// # Safety
+/// The shape must fit the slices ([`GemmShape::fits`]) and `cols <= sh.n`.
+unsafe fn for_each_tile(
+    a: &Strided,
+    b: &[f32],
+    c: &mut [f32],
+    sh: &GemmShape,
+    (cols, lanes, max_vecs): (usize, usize, usize),
+    mut tile: impl FnMut(&Tile),
+) {
+    for j in (0..cols).step_by(lanes * max_vecs) {
+        let width = (cols - j).min(lanes * max_vecs);
+        let vecs = width.div_ceil(lanes);
+        for i in (0..sh.m).step_by(TILE_ROWS) {
+            // SAFETY: row i < m and column j < n lie inside the slices (the caller's promise).
+            let t = unsafe {
+                Tile {
+                    a: a.data.as_ptr().add(i * a.row),
+                    row: a.row,
+                    step: a.step,
+                    b: b.as_ptr().add(j),
+                    ldb: sh.ldb,
+                    c: c.as_mut_ptr().add(i * sh.ldc + j),
+                    ldc: sh.ldc,
+                    k: sh.k,
+                    accumulate: sh.accumulate,
+                    rows: (sh.m - i).min(TILE_ROWS),
+                    vecs,
+                    last_lanes: width - lanes * (vecs - 1),
+                }
+            };
+            tile(&t);
+        }
+    }
+}
+
 /// Calls `$f::<R>(args)` for the runtime row count `$rows` (1..=6) of a tile.
 macro_rules! by_rows {
     ($f:ident, $rows:expr, $($arg:expr),*) => {

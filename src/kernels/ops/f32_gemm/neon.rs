@@ -8,60 +8,31 @@
 
 use std::arch::aarch64::*;
 
-use super::{by_rows, tail_columns, GemmShape, Strided};
+use super::{by_rows, for_each_tile, tail_columns, GemmShape, Strided, Tile};
 
-const ROWS: usize = 6;
 const LANES: usize = 4;
 const VECS: usize = 4;
-
-/// One tile's pointers: `a` at its first row, `b` and `c` at its first column.
-struct Tile {
-    a: *const f32,
-    row: usize,
-    step: usize,
-    b: *const f32,
-    ldb: usize,
-    c: *mut f32,
-    ldc: usize,
-    k: usize,
-    accumulate: bool,
-}
 
 /// See the module docs.
 #[target_feature(enable = "neon")]
 pub unsafe fn f32_gemm(a: Strided, b: &[f32], c: &mut [f32], sh: GemmShape) {
     let whole = sh.n / LANES * LANES;
-    // SAFETY: this function's `# Safety` contract, which the caller upholds: every tile lies
-    // inside the slices.
+    // SAFETY: this function's `# Safety` contract, which the caller upholds.
     unsafe {
-        for j in (0..whole).step_by(LANES * VECS) {
-            let vecs = ((whole - j) / LANES).min(VECS);
-            for i in (0..sh.m).step_by(ROWS) {
-                let t = Tile {
-                    a: a.data.as_ptr().add(i * a.row),
-                    row: a.row,
-                    step: a.step,
-                    b: b.as_ptr().add(j),
-                    ldb: sh.ldb,
-                    c: c.as_mut_ptr().add(i * sh.ldc + j),
-                    ldc: sh.ldc,
-                    k: sh.k,
-                    accumulate: sh.accumulate,
-                };
-                by_rows!(tile_rows, (sh.m - i).min(ROWS), &t, vecs);
-            }
-        }
+        for_each_tile(&a, b, c, &sh, (whole, LANES, VECS), |t| {
+            by_rows!(tile_rows, t.rows, t)
+        });
     }
     tail_columns(&a, b, c, &sh, whole);
 }
 
-/// `R` rows × `vecs` vectors of `C`.
+/// `R` rows of `C`, in the tile's vectors.
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn tile_rows<const R: usize>(t: &Tile, vecs: usize) {
+unsafe fn tile_rows<const R: usize>(t: &Tile) {
     // SAFETY: this function's `# Safety` contract, which the caller upholds.
     unsafe {
-        match vecs {
+        match t.vecs {
             1 => tile::<R, 1>(t),
             2 => tile::<R, 2>(t),
             3 => tile::<R, 3>(t),
