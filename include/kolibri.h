@@ -62,6 +62,11 @@
 #define KOLIBRI_VERSION_PATCH 0
 
 /**
+ * Bumped whenever the layout above changes; other versions are refused, not guessed at.
+ */
+#define VERSION 1
+
+/**
  * A sequence being evaluated: KV cache, worker threads and the last logits.
  *
  * Thread safety: a context is used by one thread at a time (any thread, not only its
@@ -382,6 +387,12 @@ typedef struct kolibri_sampler_params {
  * disabled, the process is unaffected.
  */
 #define KOLIBRI_STATUS_PANIC 14
+
+/**
+ * Saved state that cannot be loaded into this context: truncated, corrupted, saved from
+ * another model or KV cache type, or in another format version. The context is unchanged.
+ */
+#define KOLIBRI_STATUS_BAD_STATE 15
 
 /**
  * The IQ4_NL codebook.
@@ -864,6 +875,105 @@ kolibri_status kolibri_sampler_accept(struct kolibri_sampler *sampler, int32_t t
  * `sampler` is NULL or live.
  */
 kolibri_status kolibri_sampler_reset(struct kolibri_sampler *sampler);
+
+/**
+ * The size in bytes of the context's saved state (what kolibri_context_state_save writes).
+ *
+ * **Ownership:** writes the caller's output; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument), INVALID_STATE (in use by another thread).
+ * **Thread safety:** one thread at a time per context.
+ *
+ * # Safety
+ * `context` is NULL or live; `out_size` is NULL or writable.
+ */
+kolibri_status kolibri_context_state_size(const struct kolibri_context *context, size_t *out_size);
+
+/**
+ * Saves the context's state (tokens, KV cache rows as stored, logits of the last position)
+ * into `buf`. `*out_size` receives its size; if `capacity` is smaller, only the size is
+ * written and BUFFER_TOO_SMALL returned (`buf` may be NULL when `capacity` is 0).
+ *
+ * **Ownership:** writes the caller's buffer; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (NULL `context` or `out_size`, NULL `buf` with a capacity),
+ * BUFFER_TOO_SMALL, INVALID_STATE (in use by another thread).
+ * **Thread safety:** one thread at a time per context.
+ *
+ * # Safety
+ * `context` is NULL or live; `buf` is NULL or writable for `capacity` bytes; `out_size` is
+ * NULL or writable.
+ */
+kolibri_status kolibri_context_state_save(const struct kolibri_context *context,
+                                          uint8_t *buf,
+                                          size_t capacity,
+                                          size_t *out_size);
+
+/**
+ * Loads a state saved by kolibri_context_state_save (from a context on the same model with
+ * the same KV cache types) into `context`, replacing what it held: its tokens, cache and
+ * logits are the saved context's, and evaluation continues bit-identically.
+ *
+ * **Ownership:** `buf` is only read during the call; logits pointers from this context
+ * become invalid.
+ * **Errors:** INVALID_ARGUMENT (NULL `context`, NULL `buf` with a size), BAD_STATE
+ * (truncated, corrupted, another model's or cache layout's, another format version, more
+ * tokens than the context holds: the context is unchanged), INVALID_STATE (in use by
+ * another thread).
+ * **Thread safety:** one thread at a time per context.
+ *
+ * # Safety
+ * `context` is NULL or live; `buf` is NULL or readable for `size` bytes.
+ */
+kolibri_status kolibri_context_state_load(struct kolibri_context *context,
+                                          const uint8_t *buf,
+                                          size_t size);
+
+/**
+ * kolibri_context_state_save to the file at `path`, written beside it and renamed into
+ * place (a failure never leaves a partial file where a good one was).
+ *
+ * **Ownership:** nothing to free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument), IO (cannot write the file),
+ * INVALID_STATE (in use by another thread).
+ * **Thread safety:** one thread at a time per context.
+ *
+ * # Safety
+ * `context` is NULL or live; `path` is NULL or a NUL-terminated string.
+ */
+kolibri_status kolibri_context_state_save_file(const struct kolibri_context *context,
+                                               const char *path);
+
+/**
+ * kolibri_context_state_load from the file at `path`.
+ *
+ * **Ownership:** nothing to free; logits pointers from this context become invalid.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument), IO (cannot open or read the file),
+ * BAD_STATE (as kolibri_context_state_load; the context is unchanged), INVALID_STATE (in use
+ * by another thread).
+ * **Thread safety:** one thread at a time per context.
+ *
+ * # Safety
+ * `context` is NULL or live; `path` is NULL or a NUL-terminated string.
+ */
+kolibri_status kolibri_context_state_load_file(struct kolibri_context *context, const char *path);
+
+/**
+ * The tokens the context holds, in position order (after a load: the saved ones), into
+ * `buf`. `*out_count` receives their number; if `capacity` is smaller, only the count is
+ * written and BUFFER_TOO_SMALL returned (`buf` may be NULL when `capacity` is 0).
+ *
+ * **Ownership:** writes the caller's buffer; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (NULL `context` or `out_count`, NULL `buf` with a capacity),
+ * BUFFER_TOO_SMALL, INVALID_STATE (in use by another thread).
+ * **Thread safety:** one thread at a time per context.
+ *
+ * # Safety
+ * `context` is NULL or live; `buf` is NULL or writable for `capacity` ids; `out_count` is
+ * NULL or writable.
+ */
+kolibri_status kolibri_context_tokens(const struct kolibri_context *context,
+                                      int32_t *buf,
+                                      size_t capacity,
+                                      size_t *out_count);
 
 /**
  * A static, NUL-terminated English name for `status` ("ok", "invalid argument", ...);

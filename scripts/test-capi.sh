@@ -48,6 +48,7 @@ printf 'Write a haiku about the sea.\nNow make it about mountains.\n' > "$work/c
 check "chat.cpp holds a two-turn conversation" sh -c "'$work/shared/chat' '$model' 32 < '$work/chat-in.txt' > '$work/chat-out.txt' && test \$(grep -c '^assistant: .' '$work/chat-out.txt') -eq 2"
 sed 's/^/       | /' "$work/chat-out.txt"
 check "misuse: documented statuses and messages" "$work/shared/misuse" "$model" "$plain_model"
+check "state: saved, loaded, continued bit-identically; bad states refused" "$work/shared/state" "$model" "$work/prompt.state"
 
 echo "== valgrind (errors and definite/indirect leaks fail; SIMD code runs ~50x slower there,"
 echo "   so few tokens, and two single-threaded valgrind runs at a time)"
@@ -64,6 +65,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 check "asan: simple" "$work/asan/simple" "$model" "$prompt" 8
 check "asan: chat" sh -c "echo 'Hi' | '$work/asan/chat' '$model' 8"
 check "asan: misuse" "$work/asan/misuse" "$model" "$plain_model"
+check "asan: state" "$work/asan/state" "$model" "$work/asan.state"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== bindings"

@@ -9,9 +9,10 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use kolibri::batching::{
-    Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams, Stats,
-    SubmitError,
+    fit_prompt, Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams,
+    SlotAction, SlotError, Stats, SubmitError,
 };
+use kolibri::model::ModelError;
 use kolibri::model::{Context, ContextParams, KvType, Logits, Model};
 use kolibri::sampling::SamplerParams;
 use kolibri::tokenizer::TokenId;
@@ -353,4 +354,109 @@ fn context_shift_lets_a_request_outgrow_its_slot() {
     // The seventh token fills no position: it was sampled from the last position's logits.
     assert_eq!((c.finish, c.completion_tokens), (FinishReason::Length, 7));
     assert_eq!(Stats::get(&keep_all.stats().context_shifts), 0);
+}
+
+/// A slot saved to a file after a request is restored into another server's slot: the same
+/// prompt then reuses all of it but its last token and generates the same text. Unknown
+/// slots, busy slots, missing and corrupted files are refused; the slot keeps working.
+#[test]
+fn slots_save_and_restore() {
+    let model = model();
+    let dir = std::env::temp_dir().join(format!("kolibri-slots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("slot0.state");
+    let p = prompt(&model, "fn main() { println!(\"hello\"); }");
+
+    let a = scheduler(&model, 1, 4);
+    let (text, c) =
+        wait(&submit(&a, p.clone(), 12, SamplerParams::greedy(), &[]).unwrap()).unwrap();
+    let saved = a.slot_action(0, SlotAction::Save(file.clone())).unwrap();
+    // The last generated token was sampled, never evaluated.
+    assert_eq!(saved.n_tokens, p.len() + c.completion_tokens - 1);
+    assert_eq!(saved.n_bytes, std::fs::metadata(&file).unwrap().len());
+
+    let b = scheduler(&model, 1, 4);
+    let restored = b.slot_action(0, SlotAction::Restore(file.clone())).unwrap();
+    assert_eq!(restored.n_tokens, saved.n_tokens);
+    let (text2, c2) =
+        wait(&submit(&b, p.clone(), 12, SamplerParams::greedy(), &[]).unwrap()).unwrap();
+    assert_eq!(c2.cached_tokens, p.len() - 1);
+    assert_eq!((text2, c2.tokens), (text, c.tokens));
+
+    assert!(matches!(
+        b.slot_action(3, SlotAction::Erase),
+        Err(SlotError::NoSuchSlot {
+            slot: 3,
+            n_slots: 1
+        })
+    ));
+    let missing = b.slot_action(0, SlotAction::Restore(dir.join("missing")));
+    assert!(
+        matches!(missing, Err(SlotError::State(ModelError::Io(_)))),
+        "{missing:?}"
+    );
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 4;
+    std::fs::write(dir.join("bad"), &bytes).unwrap();
+    let bad = b.slot_action(0, SlotAction::Restore(dir.join("bad")));
+    assert!(
+        matches!(bad, Err(SlotError::State(ModelError::BadState(_)))),
+        "{bad:?}"
+    );
+    // The refused restore left the slot as it was: the prompt is still cached.
+    let (_, c3) = wait(&submit(&b, p.clone(), 2, SamplerParams::greedy(), &[]).unwrap()).unwrap();
+    assert_eq!(c3.cached_tokens, p.len() - 1);
+
+    let long = submit(&b, p.clone(), 200, SamplerParams::greedy(), &[]).unwrap();
+    let busy = b.slot_action(0, SlotAction::Erase);
+    assert!(matches!(busy, Err(SlotError::Busy { slot: 0 })), "{busy:?}");
+    wait(&long).unwrap();
+    let erased = b.slot_action(0, SlotAction::Erase).unwrap();
+    assert!(erased.n_tokens > p.len());
+    let (_, c4) = wait(&submit(&b, p.clone(), 2, SamplerParams::greedy(), &[]).unwrap()).unwrap();
+    assert_eq!(c4.cached_tokens, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// With context shift a prompt longer than the slot is cut to fit (its first tokens and its
+/// most recent ones stay) and answered; without it, it is refused.
+#[test]
+fn context_shift_fits_a_long_prompt() {
+    for n_ctx in [16, 64, 256] {
+        for len in [n_ctx - 1, n_ctx, n_ctx + 1, 3 * n_ctx + 7, 10 * n_ctx] {
+            for n_keep in [0, 4, n_ctx] {
+                let original: Vec<TokenId> = (0..len as u32).collect();
+                let mut p = original.clone();
+                let dropped = fit_prompt(&mut p, n_keep, n_ctx);
+                assert_eq!(p.len() + dropped, len);
+                let keep = n_keep.min(n_ctx / 2);
+                if len < n_ctx {
+                    assert_eq!(dropped, 0);
+                    continue;
+                }
+                // Fits with room for at least a quarter of the context to generate into.
+                assert!(
+                    p.len() < n_ctx && p.len() >= keep + (n_ctx - keep) / 2,
+                    "{n_ctx} {len}"
+                );
+                assert_eq!(&p[..keep], &original[..keep]);
+                assert_eq!(&p[keep..], &original[len - (p.len() - keep)..]);
+            }
+        }
+    }
+    let model = model();
+    let long: Vec<TokenId> = prompt(&model, &"The sea was calm that night. ".repeat(60));
+    assert!(long.len() > 256, "{}", long.len());
+    let s = scheduler_with(&model, 1, 1, Some(4));
+    let (_, c) = wait(&submit(&s, long.clone(), 8, SamplerParams::greedy(), &[]).unwrap()).unwrap();
+    assert!(c.prompt_tokens < 256 && c.completion_tokens == 8, "{c:?}");
+    let refused = submit(
+        &scheduler(&model, 1, 1),
+        long,
+        8,
+        SamplerParams::greedy(),
+        &[],
+    );
+    assert!(matches!(refused, Err(SubmitError::PromptTooLong { .. })));
 }

@@ -10,6 +10,7 @@
 //! Results go to the request's [`EventSink`]; a sink that reports itself closed (the client
 //! went away) or a passed deadline ends the request at the next step and frees its slot.
 
+mod slot_files;
 mod stats;
 mod stop;
 mod worker;
@@ -18,6 +19,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use slot_files::{SlotAction, SlotError, SlotReport};
 pub use stats::Stats;
 pub use stop::StopMatcher;
 
@@ -167,6 +169,12 @@ impl std::fmt::Display for SubmitError {
 
 impl std::error::Error for SubmitError {}
 
+/// What the scheduler thread is sent.
+enum Message {
+    Request(Box<Queued>),
+    Slot(slot_files::SlotTask),
+}
+
 /// A request checked and waiting for a slot.
 struct Queued {
     req: Request,
@@ -178,7 +186,7 @@ pub struct Scheduler {
     model: Arc<Model>,
     params: SchedulerParams,
     stats: Arc<Stats>,
-    queue: Option<mpsc::Sender<Queued>>,
+    queue: Option<mpsc::Sender<Message>>,
     worker: Option<JoinHandle<()>>,
 }
 
@@ -230,11 +238,15 @@ impl Scheduler {
         &self.stats
     }
 
-    /// Checks a request and queues it; its events then arrive at its sink.
-    pub fn submit(&self, req: Request) -> Result<(), SubmitError> {
+    /// Checks a request and queues it; its events then arrive at its sink. With context shift
+    /// a prompt too long for a slot is cut to fit (see [`fit_prompt`]); without, it is refused.
+    pub fn submit(&self, mut req: Request) -> Result<(), SubmitError> {
         let n_vocab = self.model.hparams.n_vocab;
         if req.prompt.is_empty() {
             return Err(SubmitError::EmptyPrompt);
+        }
+        if let Some(n_keep) = self.params.context_shift {
+            fit_prompt(&mut req.prompt, n_keep, self.params.n_ctx);
         }
         if req.prompt.len() >= self.params.n_ctx {
             return Err(SubmitError::PromptTooLong {
@@ -260,13 +272,48 @@ impl Scheduler {
             sampler,
             submitted: Instant::now(),
         };
-        if queue.send(queued).is_err() {
+        if queue.send(Message::Request(Box::new(queued))).is_err() {
             Stats::sub(&self.stats.queue_depth, 1);
             return Err(SubmitError::Stopped);
         }
         Stats::add(&self.stats.requests_submitted, 1);
         Ok(())
     }
+
+    /// Saves, restores or erases an idle slot's contents; blocks until the scheduler thread
+    /// has done it (between two steps).
+    pub fn slot_action(&self, slot: usize, action: SlotAction) -> Result<SlotReport, SlotError> {
+        let n_slots = self.params.n_slots;
+        if slot >= n_slots {
+            return Err(SlotError::NoSuchSlot { slot, n_slots });
+        }
+        let queue = self.queue.as_ref().ok_or(SlotError::Stopped)?;
+        let (reply, answer) = mpsc::channel();
+        let task = slot_files::SlotTask {
+            slot,
+            action,
+            reply,
+        };
+        queue
+            .send(Message::Slot(task))
+            .map_err(|_| SlotError::Stopped)?;
+        answer.recv().map_err(|_| SlotError::Stopped)?
+    }
+}
+
+/// Cuts a prompt that does not fit `n_ctx` positions as llama-server does with context shift:
+/// the first `n_keep` tokens stay (at most half the context), then whole blocks of half the
+/// rest are forgotten from the oldest on until it fits with room to generate. Returns the
+/// tokens forgotten.
+pub fn fit_prompt(prompt: &mut Vec<TokenId>, n_keep: usize, n_ctx: usize) -> usize {
+    let keep = n_keep.min(n_ctx / 2);
+    let block = (n_ctx - keep) / 2;
+    if prompt.len() < n_ctx || block == 0 {
+        return 0;
+    }
+    let n_erased = (prompt.len() - keep - block) / block * block;
+    prompt.drain(keep..keep + n_erased);
+    n_erased
 }
 
 impl Drop for Scheduler {

@@ -5,17 +5,17 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use super::slot_files;
 use super::stats::Stats;
 use super::stop::StopMatcher;
-use super::{Completion, Event, Failure, FinishReason, Queued, Request};
+use super::{Completion, Event, Failure, FinishReason, Message, Queued, Request};
 use crate::model::{BatchToken, Context};
 use crate::sampling::Sampler;
 use crate::tokenizer::{StreamDecoder, TokenId, Tokenizer};
 
-/// One sequence of the context and the request it serves, if any.
+/// One sequence of the context (whose tokens `ctx.seq_tokens(slot)` holds) and the request
+/// it serves, if any.
 struct Slot<'t> {
-    /// Tokens whose keys/values the sequence holds (always `ctx.seq_len(slot)` long).
-    cached: Vec<TokenId>,
     /// When it last served a request: among equal prefixes the least recently used is reused.
     last_used: Option<Instant>,
     job: Option<Job<'t>>,
@@ -49,7 +49,7 @@ enum Outcome {
 
 pub(super) fn run(
     mut ctx: Context,
-    queue: mpsc::Receiver<Queued>,
+    queue: mpsc::Receiver<Message>,
     stats: Arc<Stats>,
     shift: Option<usize>,
 ) {
@@ -58,28 +58,29 @@ pub(super) fn run(
     let n_ctx = ctx.n_ctx();
     let mut slots: Vec<Slot> = (0..ctx.n_seq())
         .map(|_| Slot {
-            cached: Vec::new(),
             last_used: None,
             job: None,
         })
         .collect();
     let mut waiting: VecDeque<Queued> = VecDeque::new();
+    let mut slot_tasks: Vec<slot_files::SlotTask> = Vec::new();
     let mut open = true;
     loop {
         // Wait for work when idle; otherwise take whatever arrived since the last step.
-        let idle = waiting.is_empty() && slots.iter().all(|s| s.job.is_none());
+        let idle =
+            waiting.is_empty() && slot_tasks.is_empty() && slots.iter().all(|s| s.job.is_none());
         if idle {
             if !open {
                 return;
             }
             match queue.recv() {
-                Ok(q) => waiting.push_back(q),
+                Ok(m) => take(m, &mut waiting, &mut slot_tasks),
                 Err(_) => return,
             }
         }
         loop {
             match queue.try_recv() {
-                Ok(q) => waiting.push_back(q),
+                Ok(m) => take(m, &mut waiting, &mut slot_tasks),
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => {
                     open = false;
@@ -93,6 +94,10 @@ pub(super) fn run(
         admit(&mut ctx, &mut slots, &mut waiting, tokenizer, room, &stats);
         if let Some(n_keep) = shift {
             shift_full_slots(&mut ctx, &mut slots, n_keep, &stats);
+        }
+        // After admission: a slot action sees every request sent before it in its slot.
+        for task in slot_tasks.drain(..) {
+            run_slot_task(&mut ctx, &slots, task);
         }
         for slot in slots.iter_mut() {
             if let Some(job) = &slot.job {
@@ -110,13 +115,32 @@ pub(super) fn run(
     }
 }
 
+fn take(m: Message, waiting: &mut VecDeque<Queued>, tasks: &mut Vec<slot_files::SlotTask>) {
+    match m {
+        Message::Request(q) => waiting.push_back(*q),
+        Message::Slot(task) => tasks.push(task),
+    }
+}
+
+/// Runs a slot action on an idle slot (a busy one is refused).
+fn run_slot_task(ctx: &mut Context, slots: &[Slot], task: slot_files::SlotTask) {
+    let (seq, busy) = (
+        task.slot,
+        slots.get(task.slot).is_some_and(|s| s.job.is_some()),
+    );
+    let done = std::panic::catch_unwind(AssertUnwindSafe(|| slot_files::perform(ctx, busy, task)));
+    if done.is_err() {
+        // A bug; the sequence may be half-written (the asker's reply channel is gone).
+        ctx.truncate_seq(seq, 0);
+    }
+}
+
 /// A panic inside a step (a bug, or a sink that panicked) must not end the server: every
 /// request in flight fails, every sequence is emptied (its cache may be half-written), and the
 /// scheduler goes on with the next requests.
 fn recover_from_panic(ctx: &mut Context, slots: &mut [Slot], stats: &Stats) {
     for (seq, slot) in slots.iter_mut().enumerate() {
         ctx.truncate_seq(seq, 0);
-        slot.cached.clear();
         if slot.job.is_some() {
             let failure = Failure::Engine("internal error (a panic in the scheduler step)".into());
             // The sink itself may be what panicked: a second panic here is contained too.
@@ -169,7 +193,7 @@ fn admit<'t>(
             .iter()
             .enumerate()
             .filter(|(_, s)| s.job.is_none())
-            .map(|(i, s)| (i, common_prefix(&s.cached, prompt), s.last_used))
+            .map(|(i, s)| (i, common_prefix(ctx.seq_tokens(i), prompt), s.last_used))
             .max_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)));
         let Some((seq, shared, _)) = best else {
             return;
@@ -185,7 +209,6 @@ fn admit<'t>(
         let keep = shared.min(req.prompt.len() - 1);
         ctx.truncate_seq(seq, keep);
         let slot = &mut slots[seq];
-        slot.cached.truncate(keep);
         Stats::add(&stats.prompt_tokens_cached, keep as u64);
         slot.job = Some(Job {
             pending: req.prompt[keep..].to_vec(),
@@ -206,8 +229,8 @@ fn admit<'t>(
 }
 
 /// Makes room in every generating slot whose positions are full: forgets the older half of
-/// what follows its first `n_keep` tokens (the slot's token record too, so prefix reuse stays
-/// exact); a slot with nothing to forget finishes with `Length`.
+/// what follows its first `n_keep` tokens (the context's token record follows, so prefix
+/// reuse stays exact); a slot with nothing to forget finishes with `Length`.
 fn shift_full_slots(ctx: &mut Context, slots: &mut [Slot], n_keep: usize, stats: &Stats) {
     let n_ctx = ctx.n_ctx();
     for (seq, slot) in slots.iter_mut().enumerate() {
@@ -220,7 +243,6 @@ fn shift_full_slots(ctx: &mut Context, slots: &mut [Slot], n_keep: usize, stats:
         let n_discard = (len - keep) / 2;
         let shifted = n_discard > 0 && ctx.shift_seq(seq, keep, n_discard).is_ok();
         if shifted {
-            slot.cached.drain(keep..keep + n_discard);
             Stats::add(&stats.context_shifts, 1);
         } else if let Some(job) = &mut slot.job {
             let outcome = flush(job, FinishReason::Length);
@@ -287,10 +309,6 @@ fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &St
             return;
         }
     };
-    // The batch is in; record what each sequence now holds.
-    for b in &batch {
-        slots[b.seq].cached.push(b.token);
-    }
     for (seq, slot) in slots.iter_mut().enumerate() {
         if let Some(job) = &mut slot.job {
             job.pending.drain(..prompt_taken[seq]);

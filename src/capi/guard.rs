@@ -98,6 +98,38 @@ pub(crate) unsafe fn c_str<'a>(ptr: *const c_char, name: &str) -> FfiResult<&'a 
         .map_err(|e| Failure::invalid(format!("{name} is not valid UTF-8: {e}")))
 }
 
+/// A NUL-terminated path argument (bytes on Unix, not necessarily UTF-8).
+///
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn c_str_path(ptr: *const c_char, name: &str) -> FfiResult<std::path::PathBuf> {
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!("{name} is NULL")));
+    }
+    // SAFETY: per the caller's contract.
+    Ok(unsafe { path_from_c(ptr) })
+}
+
+/// A path from a non-NULL, NUL-terminated string.
+///
+/// # Safety
+/// `ptr` is a NUL-terminated string.
+pub(crate) unsafe fn path_from_c(ptr: *const c_char) -> std::path::PathBuf {
+    // SAFETY: per the caller's contract.
+    path_from_cstr(unsafe { std::ffi::CStr::from_ptr(ptr) })
+}
+
+#[cfg(unix)]
+fn path_from_cstr(s: &std::ffi::CStr) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(s.to_bytes()).into()
+}
+
+#[cfg(not(unix))]
+fn path_from_cstr(s: &std::ffi::CStr) -> std::path::PathBuf {
+    s.to_string_lossy().into_owned().into()
+}
+
 /// A `(pointer, length)` array argument; NULL is allowed only when `len` is 0.
 ///
 /// # Safety

@@ -5,7 +5,8 @@ use std::mem::offset_of;
 use std::sync::{Arc, OnceLock};
 
 use super::guard::{
-    c_str, free_boxed, guard, guard_void, handle, into_raw, out_ptr, write, write_text, FfiResult,
+    c_str, c_str_path, free_boxed, guard, guard_void, handle, into_raw, out_ptr, path_from_c,
+    write, write_text, FfiResult,
 };
 use super::params::{init_params, read_params, VersionedParams};
 use super::status::*;
@@ -131,11 +132,8 @@ pub unsafe extern "C" fn kolibri_model_load(
 ) -> kolibri_status {
     guard(|| {
         let out = out_ptr(out_model, "out_model")?;
-        if path.is_null() {
-            return Err(Failure::invalid("path is NULL"));
-        }
-        // SAFETY: per this function's contract. Paths are bytes on Unix, not necessarily UTF-8.
-        let path = path_from_c(unsafe { std::ffi::CStr::from_ptr(path) });
+        // SAFETY: per this function's contract.
+        let path = unsafe { c_str_path(path, "path") }?;
         // SAFETY: per this function's contract.
         let p = unsafe { read_params(params) }?;
         let mut report = |fraction: f32| match p.progress_callback {
@@ -145,7 +143,7 @@ pub unsafe extern "C" fn kolibri_model_load(
         };
         let repack_cache = (!p.repack_cache_dir.is_null()).then(|| {
             // SAFETY: per this function's contract (params initialised as documented).
-            path_from_c(unsafe { std::ffi::CStr::from_ptr(p.repack_cache_dir) })
+            unsafe { path_from_c(p.repack_cache_dir) }
         });
         let mut opts = LoadOptions {
             use_mmap: p.use_mmap,
@@ -167,17 +165,6 @@ pub unsafe extern "C" fn kolibri_model_load(
         unsafe { write(out, into_raw(handle)) };
         Ok(())
     })
-}
-
-#[cfg(unix)]
-fn path_from_c(s: &std::ffi::CStr) -> std::path::PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    std::ffi::OsStr::from_bytes(s.to_bytes()).into()
-}
-
-#[cfg(not(unix))]
-fn path_from_c(s: &std::ffi::CStr) -> std::path::PathBuf {
-    s.to_string_lossy().into_owned().into()
 }
 
 /// Frees a model. NULL is a no-op. Contexts created from the model hold their own reference

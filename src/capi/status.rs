@@ -48,6 +48,9 @@ pub const KOLIBRI_STATUS_INTERNAL: kolibri_status = 13;
 /// An internal panic was caught at the API boundary (a bug); the handle involved is
 /// disabled, the process is unaffected.
 pub const KOLIBRI_STATUS_PANIC: kolibri_status = 14;
+/// Saved state that cannot be loaded into this context: truncated, corrupted, saved from
+/// another model or KV cache type, or in another format version. The context is unchanged.
+pub const KOLIBRI_STATUS_BAD_STATE: kolibri_status = 15;
 
 /// A failure on its way to the caller: the status returned and the message stored as the
 /// thread's last error.
@@ -90,6 +93,7 @@ impl From<ModelError> for Failure {
             ModelError::InvalidArgument(_) => KOLIBRI_STATUS_INVALID_ARGUMENT,
             ModelError::Cancelled => KOLIBRI_STATUS_CANCELLED,
             ModelError::OutOfMemory(_) => KOLIBRI_STATUS_OUT_OF_MEMORY,
+            ModelError::BadState(_) => KOLIBRI_STATUS_BAD_STATE,
         };
         let message = match e {
             // The status already says "invalid argument".
@@ -134,6 +138,7 @@ pub extern "C" fn kolibri_status_string(status: kolibri_status) -> *const c_char
         12 => b"out of memory\0",
         13 => b"internal error\0",
         14 => b"internal panic\0",
+        15 => b"bad saved state\0",
         _ => b"unknown status\0",
     };
     s.as_ptr().cast()

@@ -48,6 +48,9 @@ pub enum ModelError {
     Cancelled,
     /// An allocation failed (the KV cache of a very long context).
     OutOfMemory(String),
+    /// Saved state that cannot be loaded here: truncated, corrupted, saved from another model
+    /// or cache layout, or in another format version.
+    BadState(String),
 }
 
 impl fmt::Display for ModelError {
@@ -99,6 +102,7 @@ impl fmt::Display for ModelError {
             Io(s) => write!(f, "{s}"),
             Cancelled => write!(f, "cancelled by the caller's callback"),
             OutOfMemory(s) => write!(f, "out of memory: {s}"),
+            BadState(s) => write!(f, "saved state: {s}"),
         }
     }
 }

@@ -5,6 +5,8 @@
 
 mod arch;
 mod attention;
+pub mod budget;
+mod checksum;
 mod context;
 mod error;
 mod hparams;
@@ -111,5 +113,18 @@ impl Model {
     /// Total number of weight elements (the "parameter count").
     pub fn n_params(&self) -> u64 {
         self.gguf.tensors().iter().map(|t| t.n_elements()).sum()
+    }
+
+    /// Identifies the model file: a checksum of its metadata and tensor index (every name,
+    /// type, shape and offset), so two quantizations of one model differ.
+    pub fn fingerprint(&self) -> u64 {
+        let header = self.gguf.data_offset() as usize;
+        let bytes = self.gguf.file_bytes();
+        checksum::checksum(&bytes[..header.min(bytes.len())])
+    }
+
+    /// The model's name for messages: `general.name`, or its architecture.
+    pub fn display_name(&self) -> &str {
+        self.gguf.get_str("general.name").unwrap_or(self.arch.name)
     }
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::checksum::checksum;
 use crate::kernels::PackedWeights;
 use crate::quant::GgmlType;
 
@@ -213,26 +214,4 @@ impl RepackCache {
         }
         written
     }
-}
-
-/// A fast 64-bit checksum (four multiply-rotate lanes over little-endian words, then the
-/// tail and the length): catches torn or corrupted cache data, not adversaries.
-pub fn checksum(bytes: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut lanes = [K, K.rotate_left(16), K.rotate_left(32), K.rotate_left(48)];
-    let mut chunks = bytes.chunks_exact(32);
-    for c in &mut chunks {
-        for (i, h) in lanes.iter_mut().enumerate() {
-            let w = u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-            *h = (*h ^ w).wrapping_mul(K).rotate_left(29);
-        }
-    }
-    let mut h = bytes.len() as u64;
-    for (i, &b) in chunks.remainder().iter().enumerate() {
-        h = (h ^ (b as u64) << (8 * (i % 8))).wrapping_mul(K);
-    }
-    for l in lanes {
-        h = (h ^ l).wrapping_mul(K).rotate_left(31);
-    }
-    h
 }

@@ -307,17 +307,131 @@ def load(s):
     assert rss_after <= rss_first + max(32 << 10, rss_first // 10), (rss_first, rss_after)
 
 
+@check("slots: 501 without --slot-save-path")
+def slots_off(s):
+    code, text, _ = s.post_raw("/slots/0?action=save", b'{"filename": "x.bin"}')
+    assert code == 501 and "--slot-save-path" in json.loads(text)["error"]["message"], text
+
+
+def slot(s, action, body=None, slot_id=0):
+    payload = json.dumps(body).encode() if body is not None else b""
+    code, text, _ = s.post_raw(f"/slots/{slot_id}?action={action}", payload)
+    return code, json.loads(text)
+
+
+def slots(binary, model):
+    """A slot saved, restored into a restarted server (the same prompt then reuses it and
+    continues identically), erased; bad names, files, ids and actions refused."""
+    import tempfile
+
+    name = "slots: save, restore after a restart, erase; bad requests refused"
+    t = time.time()
+    ok = True
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            prompt = "def bubble_sort(items):\n    "
+            first = Server(binary, model, "--parallel", "1", "--slot-save-path", d, key=KEY)
+            try:
+                r1 = first.client().completions.create(model="any", prompt=prompt,
+                                                       max_tokens=12, temperature=0)
+                code, saved = slot(first, "save", {"filename": "p.bin"})
+                assert code == 200 and saved["n_saved"] >= r1.usage.prompt_tokens, saved
+                assert os.path.getsize(os.path.join(d, "p.bin")) == saved["n_written"]
+            finally:
+                first.stop()
+            second = Server(binary, model, "--parallel", "1", "--slot-save-path", d, key=KEY)
+            try:
+                code, restored = slot(second, "restore", {"filename": "p.bin"})
+                assert code == 200 and restored["n_restored"] == saved["n_saved"], restored
+                r2 = second.client().completions.create(model="any", prompt=prompt,
+                                                        max_tokens=12, temperature=0)
+                cached = r2.usage.prompt_tokens_details.cached_tokens
+                assert cached == r2.usage.prompt_tokens - 1, r2.usage
+                assert r2.choices[0].text == r1.choices[0].text
+                for body, action, slot_id in [({"filename": "../p.bin"}, "save", 0),
+                                              ({"filename": "missing.bin"}, "restore", 0),
+                                              ({}, "save", 0), (None, "frobnicate", 0),
+                                              ({"filename": "p.bin"}, "restore", 7)]:
+                    code, err = slot(second, action, body, slot_id)
+                    assert code == 400 and err["error"]["message"], (action, body, code, err)
+                with open(os.path.join(d, "p.bin"), "r+b") as f:
+                    f.seek(100)
+                    f.write(b"\xff\xff")
+                code, err = slot(second, "restore", {"filename": "p.bin"})
+                assert code == 400 and "corrupted" in err["error"]["message"], err
+                code, erased = slot(second, "erase")
+                assert code == 200 and erased["n_erased"] >= saved["n_saved"], erased
+            finally:
+                second.stop()
+        except Exception:
+            ok = False
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+    RESULTS.append((name, ok))
+    if ok:
+        print(f"ok   {name} ({time.time() - t:.1f} s)", flush=True)
+
+
+def chat_past_context(binary, model, n_ctx, n_tokens):
+    """A chat driven to `n_tokens` of history in an `n_ctx` context: with --context-shift every
+    turn is answered; without it the long turn gets 400 context_length_exceeded."""
+    name = f"context: a chat of {n_tokens} tokens in a {n_ctx} context, with and without shift"
+    t = time.time()
+    ok = True
+    shifted = Server(binary, model, "--parallel", "1", "-c", str(n_ctx), "--context-shift",
+                     "--keep", "32", key=KEY)
+    plain = Server(binary, model, "--parallel", "1", "-c", str(n_ctx), key=KEY)
+    try:
+        messages = [{"role": "system", "content": "You are a terse assistant."}]
+        # The history's length: the first two turns measure what a turn adds (later prompts
+        # are cut to fit, so their usage no longer counts the whole history).
+        used, turn, sizes = 0, 0, []
+        while used < n_tokens:
+            turn += 1
+            filler = " ".join(f"item{turn}-{i}" for i in range(max(8, n_ctx // 16)))
+            messages.append({"role": "user", "content": f"Turn {turn}. Notes: {filler}. "
+                                                        f"Reply with one word."})
+            r = shifted.client().chat.completions.create(model="any", messages=messages,
+                                                         max_tokens=8, temperature=0)
+            assert r.choices[0].message.content is not None, r
+            assert r.choices[0].finish_reason in ("stop", "length"), r
+            messages.append({"role": "assistant", "content": r.choices[0].message.content})
+            sizes.append(r.usage.prompt_tokens)
+            used = sizes[0] + (turn - 1) * (sizes[1] - sizes[0] if turn > 1 else 0)
+        assert turn > 2 and used >= n_tokens and sizes[-1] < n_ctx, (turn, used, sizes)
+        try:
+            plain.client().chat.completions.create(model="any", messages=messages, max_tokens=8)
+            raise AssertionError("expected 400 context_length_exceeded")
+        except openai.BadRequestError as e:
+            assert e.code == "context_length_exceeded", e.body
+        assert shifted.metric("requests_total") >= turn
+    except Exception:
+        ok = False
+        print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+    finally:
+        shifted.stop()
+        plain.stop()
+    RESULTS.append((name, ok))
+    if ok:
+        print(f"ok   {name} ({time.time() - t:.1f} s, {turn} turns)", flush=True)
+
+
 def main():
     binary, chat_model, plain_model = sys.argv[1:4]
+    if os.environ.get("KOLIBRI_LONG_CHAT"):
+        # The issue's scale (4k context, 6k tokens): minutes, so not part of the suite.
+        chat_past_context(binary, chat_model, 4096, 6144)
+        sys.exit(0 if all(ok for _, ok in RESULTS) else 1)
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, cancellation, metrics,
-                     load]:
+                     slots_off, load]:
             test(s)
     finally:
         code = s.stop()
         RESULTS.append(("clean shutdown on SIGTERM", code == 0))
         print(f"{'ok  ' if code == 0 else 'FAIL'} clean shutdown on SIGTERM (exit {code})")
+    slots(binary, chat_model)
+    chat_past_context(binary, chat_model, 256, 400)
     small = Server(binary, plain_model, "--parallel", "1", "--queue", "1", "--api-key", KEY)
     try:
         no_template(small)

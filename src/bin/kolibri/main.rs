@@ -19,9 +19,13 @@ kolibri — CPU-first LLM inference
 USAGE:
   kolibri run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
               [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE]
-              [--no-mmap] [--mlock] [--context-shift [--keep N]]
+              [--no-mmap] [--mlock] [--context-shift [--keep N]] [--mem-budget SIZE | --fit]
+              [--prompt-cache FILE [--prompt-cache-ro]]
               (--context-shift: when the context fills, forget the older half of what is not
-              kept and go on; --keep N keeps the first N prompt tokens besides BOS, -1 all)
+              kept and go on; --keep N keeps the first N prompt tokens besides BOS, -1 all.
+              --mem-budget 4G / --fit (the memory available): the largest context, then the
+              most precise KV type, that fit with the weights. --prompt-cache: reuse the saved
+              state of a prompt that begins this one, and save this one's)
   kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]
               [--no-mmap] [--mlock]
   kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT
@@ -118,6 +122,45 @@ pub fn kv_types(
 pub fn parse_kv_type(name: &str) -> Result<kolibri::model::KvType, String> {
     kolibri::model::KvType::parse(name.trim())
         .ok_or_else(|| format!("unknown KV cache type {name:?} (f16, q8_0 or q4_0)"))
+}
+
+/// Options that size a context to a memory budget.
+pub const BUDGET_FLAGS: [&str; 1] = ["--mem-budget"];
+pub const BUDGET_SWITCHES: [&str; 1] = ["--fit"];
+
+/// `--mem-budget SIZE` or `--fit` (the memory available now): the largest context (or the
+/// `-c` given) and KV type (or the `-ctk`/`-ctv` given) that fit, said on stderr; `None`
+/// without either option.
+pub fn budget_fit(
+    a: &args::Args,
+    model: &kolibri::model::Model,
+    n_seq: usize,
+    n_batch: usize,
+) -> Result<Option<kolibri::model::budget::Fit>, String> {
+    use kolibri::model::budget;
+    let budget = match (a.get(&BUDGET_FLAGS), a.has("--fit")) {
+        (Some(_), true) => return Err("give --mem-budget or --fit, not both".into()),
+        (Some(s), false) => budget::parse_bytes(s)
+            .ok_or_else(|| format!("--mem-budget {s:?}: a size such as 512M or 4G"))?,
+        (None, true) => budget::available_memory()
+            .ok_or("--fit: cannot read the available memory (/proc/meminfo)")?,
+        (None, false) => return Ok(None),
+    };
+    let given = |flags: &[&str]| flags.iter().any(|f| a.get(&[f]).is_some());
+    let request = budget::BudgetRequest {
+        budget,
+        n_seq,
+        n_batch,
+        n_ctx: a
+            .get(&["-c", "--ctx-size"])
+            .map(str::parse)
+            .transpose()
+            .map_err(|_| "bad value for -c/--ctx-size".to_string())?,
+        types: given(&KV_TYPE_FLAGS).then(|| kv_types(a)).transpose()?,
+    };
+    let fit = budget::fit(model, &request).map_err(|e| e.to_string())?;
+    eprintln!("memory budget {} MiB: {fit}", budget >> 20);
+    Ok(Some(fit))
 }
 
 /// Default worker threads: the machine's available parallelism.

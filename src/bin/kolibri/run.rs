@@ -31,11 +31,18 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "-c",
             "--ctx-size",
             "--keep",
+            "--prompt-cache",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
+        .chain(crate::BUDGET_FLAGS)
         .collect::<Vec<_>>(),
-        &[&crate::LOAD_SWITCHES[..], &["--context-shift"]].concat(),
+        &[
+            &crate::LOAD_SWITCHES[..],
+            &crate::BUDGET_SWITCHES,
+            &["--context-shift", "--prompt-cache-ro"],
+        ]
+        .concat(),
     )?;
     let path = a.require(&["-m", "--model"])?;
     let prompt = a.require(&["-p", "--prompt"])?;
@@ -58,8 +65,13 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let n_ctx_default = (tokens.len() + n_predict)
         .max(512)
         .min(model.hparams.n_ctx_train);
-    let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], n_ctx_default)?;
-    let (type_k, type_v) = crate::kv_types(&a)?;
+    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, 1, 512)? {
+        Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
+        None => (
+            a.parse_or(&["-c", "--ctx-size"], n_ctx_default)?,
+            crate::kv_types(&a)?,
+        ),
+    };
     let params = ContextParams {
         n_ctx,
         n_threads,
@@ -79,7 +91,14 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let _ = out.flush();
 
     let t_prompt = Instant::now();
-    let mut logits = ctx.eval(&tokens, Logits::Last).map_err(|e| e.to_string())?;
+    let cache = a.get(&["--prompt-cache"]).map(std::path::Path::new);
+    let (mut logits, n_evaluated) = match cache {
+        Some(file) => evaluate_with_cache(&mut ctx, &tokens, file, a.has("--prompt-cache-ro"))?,
+        None => (
+            ctx.eval(&tokens, Logits::Last).map_err(|e| e.to_string())?,
+            tokens.len(),
+        ),
+    };
     let prompt_s = t_prompt.elapsed().as_secs_f64();
     for &t in &tokens {
         sampler.accept(t);
@@ -145,8 +164,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     eprintln!(
         "prompt:     {:8.2} ms / {} tokens ({:.2} tokens/s)",
         prompt_s * 1e3,
-        tokens.len(),
-        tokens.len() as f64 / prompt_s
+        n_evaluated,
+        n_evaluated as f64 / prompt_s
     );
     eprintln!(
         "generation: {:8.2} ms / {} tokens ({:.2} tokens/s)",
@@ -158,4 +177,50 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         eprintln!("context shifts: {n_shifts}");
     }
     Ok(())
+}
+
+/// Evaluates the prompt reusing the state saved in `file` (llama.cpp's `--prompt-cache`): the
+/// saved tokens that begin the prompt are kept, the rest evaluated, and the prompt's state
+/// saved back (unless `read_only`). Returns the last token's logits and the tokens evaluated.
+/// A file that exists but cannot be used (another model, corrupted) is an error, never
+/// overwritten.
+fn evaluate_with_cache(
+    ctx: &mut Context,
+    tokens: &[u32],
+    file: &std::path::Path,
+    read_only: bool,
+) -> Result<(Vec<f32>, usize), String> {
+    let mut saved_logits = Vec::new();
+    if file.exists() {
+        saved_logits = ctx.load_seq_file(0, file).map_err(|e| {
+            format!("--prompt-cache: {e} (remove the file or choose another to start afresh)")
+        })?;
+    }
+    let saved = ctx.seq_tokens(0);
+    let common = saved.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+    if common == tokens.len() && saved.len() == tokens.len() && !saved_logits.is_empty() {
+        eprintln!(
+            "prompt cache: all {common} prompt tokens reused from {}",
+            file.display()
+        );
+        return Ok((saved_logits, 0));
+    }
+    // At least the last prompt token is evaluated, for its logits.
+    let keep = common.min(tokens.len() - 1);
+    ctx.truncate(keep);
+    if keep > 0 {
+        eprintln!(
+            "prompt cache: {keep} of {} prompt tokens reused from {}",
+            tokens.len(),
+            file.display()
+        );
+    }
+    let logits = ctx
+        .eval(&tokens[keep..], Logits::Last)
+        .map_err(|e| e.to_string())?;
+    if !read_only {
+        ctx.save_seq_file(0, &logits, file)
+            .map_err(|e| format!("--prompt-cache: {e}"))?;
+    }
+    Ok((logits, tokens.len() - keep))
 }

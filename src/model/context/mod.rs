@@ -10,8 +10,10 @@
 //! output head (see `forward.rs` and `ffn.rs`).
 
 mod ffn;
+pub(crate) use ffn::DENSE_CHUNK_BYTES;
 mod forward;
 mod shift;
+mod state;
 
 use std::sync::Arc;
 
@@ -76,8 +78,8 @@ pub struct BatchToken {
 pub struct Context {
     model: Arc<Model>,
     kv: KvCache,
-    /// Tokens held per sequence.
-    seq_len: Vec<usize>,
+    /// The tokens each sequence holds, in position order.
+    tokens: Vec<Vec<TokenId>>,
     n_batch: usize,
     pool: Arc<Workers>,
     /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
@@ -131,7 +133,7 @@ impl Context {
                 type_v: params.type_v,
             })?,
             model,
-            seq_len: vec![0; params.n_seq],
+            tokens: vec![Vec::new(); params.n_seq],
             n_batch: params.n_batch,
             pool: Arc::new(pool),
             rope_global,
@@ -147,7 +149,7 @@ impl Context {
 
     /// Tokens held in the cache (of sequence 0, the one [`Context::eval`] uses).
     pub fn n_past(&self) -> usize {
-        self.seq_len[0]
+        self.tokens[0].len()
     }
 
     /// Bytes the KV cache takes when every position is written (it holds only those used).
@@ -166,17 +168,22 @@ impl Context {
     }
 
     pub fn n_seq(&self) -> usize {
-        self.seq_len.len()
+        self.tokens.len()
     }
 
     /// Tokens held by sequence `seq` (panics if `seq >= n_seq`).
     pub fn seq_len(&self, seq: usize) -> usize {
-        self.seq_len[seq]
+        self.tokens[seq].len()
+    }
+
+    /// The tokens sequence `seq` holds, in position order (panics if `seq >= n_seq`).
+    pub fn seq_tokens(&self, seq: usize) -> &[TokenId] {
+        &self.tokens[seq]
     }
 
     /// Forgets every position of sequence `seq` from `n` on (panics if `seq >= n_seq`).
     pub fn truncate_seq(&mut self, seq: usize, n: usize) {
-        self.seq_len[seq] = self.seq_len[seq].min(n);
+        self.tokens[seq].truncate(n);
     }
 
     /// Installs (or with `None` removes) a callback asked before each layer of every forward
@@ -219,14 +226,14 @@ impl Context {
     /// sequence; tokens of one sequence keep their batch order. On error nothing changes.
     pub fn decode(&mut self, batch: &[BatchToken]) -> Result<Vec<f32>, ModelError> {
         self.validate(batch)?;
-        let before = self.seq_len.clone();
+        let before: Vec<usize> = self.tokens.iter().map(Vec::len).collect();
         let mut logits = Vec::new();
         for chunk in batch.chunks(self.n_batch) {
             let places: Vec<QueryPlace> = chunk
                 .iter()
                 .map(|b| {
-                    let pos = self.seq_len[b.seq];
-                    self.seq_len[b.seq] += 1;
+                    let pos = self.tokens[b.seq].len();
+                    self.tokens[b.seq].push(b.token);
                     QueryPlace {
                         seq_row0: self.kv.row(b.seq, 0),
                         pos,
@@ -239,7 +246,9 @@ impl Context {
                 Ok(out) if logits.is_empty() => logits = out,
                 Ok(out) => logits.extend_from_slice(&out),
                 Err(e) => {
-                    self.seq_len = before;
+                    for (seq, n) in self.tokens.iter_mut().zip(before) {
+                        seq.truncate(n);
+                    }
                     return Err(e);
                 }
             }
@@ -252,7 +261,7 @@ impl Context {
         if batch.is_empty() {
             return Err(ModelError::InvalidArgument("no tokens to evaluate".into()));
         }
-        let mut added = vec![0usize; self.seq_len.len()];
+        let mut added = vec![0usize; self.tokens.len()];
         for b in batch {
             if b.token as usize >= n_vocab {
                 return Err(ModelError::InvalidToken {
@@ -264,16 +273,17 @@ impl Context {
                 return Err(ModelError::InvalidArgument(format!(
                     "sequence {} is not in 0..{}",
                     b.seq,
-                    self.seq_len.len()
+                    self.tokens.len()
                 )));
             };
             *n += 1;
         }
         for (seq, &n) in added.iter().enumerate() {
-            if self.seq_len[seq] + n > self.kv.n_ctx {
+            let held = self.tokens[seq].len();
+            if held + n > self.kv.n_ctx {
                 return Err(ModelError::ContextFull {
                     n_ctx: self.kv.n_ctx,
-                    n_past: self.seq_len[seq],
+                    n_past: held,
                     requested: n,
                 });
             }

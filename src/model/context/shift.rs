@@ -17,8 +17,8 @@ impl Context {
         n_keep: usize,
         n_discard: usize,
     ) -> Result<(), ModelError> {
-        let len = *self.seq_len.get(seq).ok_or_else(|| {
-            ModelError::InvalidArgument(format!("sequence {seq} of {}", self.seq_len.len()))
+        let len = self.tokens.get(seq).map(Vec::len).ok_or_else(|| {
+            ModelError::InvalidArgument(format!("sequence {seq} of {}", self.tokens.len()))
         })?;
         if n_keep.checked_add(n_discard).is_none_or(|end| end > len) {
             return Err(ModelError::InvalidArgument(format!(
@@ -53,7 +53,7 @@ impl Context {
                 self.kv.store_keys(layer, dst, &k);
             }
         }
-        self.seq_len[seq] = len - n_discard;
+        self.tokens[seq].drain(n_keep..n_keep + n_discard);
         Ok(())
     }
 

@@ -69,6 +69,19 @@ pub struct KvShape {
     pub type_v: KvType,
 }
 
+impl KvShape {
+    /// Bytes a cache of this shape takes with every position written (`None`: past the
+    /// address space).
+    pub fn bytes(&self) -> Option<usize> {
+        let row = self.type_k.row_bytes(self.head_dim_k) + self.type_v.row_bytes(self.head_dim_v);
+        self.n_ctx
+            .checked_mul(self.n_seq)?
+            .checked_mul(row)?
+            .checked_mul(self.n_head_kv)?
+            .checked_mul(self.n_layer)
+    }
+}
+
 /// One KV head's rows of one layer, as stored.
 #[derive(Clone, Copy)]
 pub struct HeadRows<'a> {
@@ -124,11 +137,7 @@ impl KvCache {
         let k = Side::new(s.type_k, s.head_dim_k, Some(k_block));
         let v = Side::new(s.type_v, s.head_dim_v, Some(64));
         let rows = s.n_ctx.checked_mul(s.n_seq).ok_or_else(too_big)?;
-        let bytes = rows
-            .checked_mul(k.row_bytes + v.row_bytes)
-            .and_then(|x| x.checked_mul(s.n_head_kv))
-            .and_then(|x| x.checked_mul(s.n_layer))
-            .ok_or_else(too_big)?;
+        let bytes = s.bytes().ok_or_else(too_big)?;
         let mem = MmapMut::map_anon(bytes.max(1)).map_err(|e| {
             ModelError::OutOfMemory(format!(
                 "cannot reserve the KV cache ({} MiB) for n_ctx {} x {} sequences: {e}",
@@ -245,6 +254,58 @@ impl KvCache {
                     .copy_within(base + src * n..base + (src + 1) * n, base + dst * n);
             }
         }
+    }
+
+    /// Where sequence `seq`'s first `n` positions are stored: one byte range per (layer, KV
+    /// head) of keys, then the same for values (what saved state holds, in this order).
+    fn seq_runs(&self, seq: usize, n: usize) -> Vec<std::ops::Range<usize>> {
+        assert!(n <= self.n_ctx, "{n} positions of {}", self.n_ctx);
+        let row0 = self.row(seq, 0);
+        let mut runs = Vec::with_capacity(2 * self.n_layer * self.n_head_kv);
+        for (side, values) in [(self.k, false), (self.v, true)] {
+            for layer in 0..self.n_layer {
+                for h in 0..self.n_head_kv {
+                    let start = self.span(layer, h, values).start + row0 * side.row_bytes;
+                    runs.push(start..start + n * side.row_bytes);
+                }
+            }
+        }
+        runs
+    }
+
+    /// Sequence `seq`'s first `n` positions as stored, in [`KvCache::seq_runs`] order.
+    pub fn seq_bytes(&self, seq: usize, n: usize) -> impl Iterator<Item = &[u8]> {
+        self.seq_runs(seq, n).into_iter().map(|r| &self.mem[r])
+    }
+
+    /// Fills sequence `seq`'s first `n` positions run by run (in [`KvCache::seq_bytes`]
+    /// order) with what `fill` writes into each.
+    pub fn fill_seq<E>(
+        &mut self,
+        seq: usize,
+        n: usize,
+        mut fill: impl FnMut(&mut [u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for r in self.seq_runs(seq, n) {
+            fill(&mut self.mem[r])?;
+        }
+        Ok(())
+    }
+
+    /// What a saved state must match to be loaded into this cache: layers, KV heads, head
+    /// sizes, types and Hadamard blocks.
+    pub fn layout(&self) -> [u32; 8] {
+        let rot = |r: Option<usize>| r.map_or(0, |n| n as u32);
+        [
+            self.n_layer as u32,
+            self.n_head_kv as u32,
+            self.k.head_dim as u32,
+            self.v.head_dim as u32,
+            self.k.ty as u32,
+            self.v.ty as u32,
+            rot(self.k.rotation),
+            rot(self.v.rotation),
+        ]
     }
 
     /// A layer's keys of KV head `head`, all rows.

@@ -68,6 +68,14 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }
 
+    pub fn conflict(message: String) -> ApiError {
+        Self::new(StatusCode::CONFLICT, "invalid_request_error", message)
+    }
+
+    pub fn not_implemented(message: String) -> ApiError {
+        Self::new(StatusCode::NOT_IMPLEMENTED, "not_supported_error", message)
+    }
+
     pub fn unavailable(message: String) -> ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message)
     }

@@ -11,6 +11,7 @@ mod api;
 mod error;
 mod metrics;
 mod routes;
+mod slots;
 mod state;
 mod stream;
 
@@ -36,9 +37,12 @@ pub const USAGE: &str =
     "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
               [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
               [--max-body BYTES] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
-              [--context-shift [--keep N]]   (the key can also come from KOLIBRI_API_KEY;
+              [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
+              (the key can also come from KOLIBRI_API_KEY;
               --context-shift lets a request generate past its slot's context, forgetting the
-              older half of what follows its first N tokens each time the slot is full)
+              older half of what follows its first N tokens each time the slot is full;
+              --slot-save-path enables POST /slots/ID?action=save|restore|erase with
+              {\"filename\": NAME}: a slot's tokens and KV cache to DIR/NAME and back)
 ";
 
 pub fn main(raw: &[String]) -> Result<(), String> {
@@ -63,11 +67,18 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "-b",
             "--batch-size",
             "--keep",
+            "--slot-save-path",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
+        .chain(crate::BUDGET_FLAGS)
         .collect::<Vec<_>>(),
-        &[&crate::LOAD_SWITCHES[..], &["--context-shift"]].concat(),
+        &[
+            &crate::LOAD_SWITCHES[..],
+            &crate::BUDGET_SWITCHES,
+            &["--context-shift"],
+        ]
+        .concat(),
     )?;
     let path = a.require(&["-m", "--model"])?;
     let host: IpAddr = a
@@ -85,10 +96,24 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let timeout: u64 = a.parse_or(&["--timeout"], 600)?;
     let max_body: usize = a.parse_or(&["--max-body"], 4 << 20)?;
     let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
-    let (type_k, type_v) = crate::kv_types(&a)?;
+    let slot_save_path = a.get(&["--slot-save-path"]).map(std::path::PathBuf::from);
+    if let Some(dir) = &slot_save_path {
+        if !dir.is_dir() {
+            return Err(format!(
+                "--slot-save-path {}: not a directory (create it first)",
+                dir.display()
+            ));
+        }
+    }
 
     let model = Arc::new(crate::load_model(path, &a)?);
-    let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?;
+    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, n_slots, n_batch)? {
+        Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
+        None => (
+            a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?,
+            crate::kv_types(&a)?,
+        ),
+    };
     let model_id = a.get(&["--alias"]).map(str::to_string).unwrap_or_else(|| {
         let name = std::path::Path::new(path)
             .file_name()
@@ -117,6 +142,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         model_id.clone(),
         api_key.clone(),
         Duration::from_secs(timeout),
+        slot_save_path,
     ));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -165,6 +191,7 @@ fn router(app: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/models/{id}", get(routes::get_model))
         .route("/v1/completions", post(routes::completions))
         .route("/v1/chat/completions", post(routes::chat_completions))
+        .route("/slots/{id}", post(slots::slot_action))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

@@ -73,7 +73,7 @@ pub async fn get_model(
 }
 
 /// A body that is too large or unreadable gets the same JSON error shape as everything else.
-fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| ApiError {
         status: e.status(),
         ..ApiError::bad_request(e.body_text(), None)

@@ -1,5 +1,6 @@
 //! What every handler shares: the scheduler, the chat template, the key and the limits.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,6 +21,8 @@ pub struct AppState {
     pub started: u64,
     /// Longest a request may take from arrival to its last token.
     pub request_timeout: Duration,
+    /// Where `POST /slots/{id}` saves and restores slots (`--slot-save-path`); `None`: off.
+    pub slot_save_path: Option<PathBuf>,
     pub http_requests: AtomicU64,
     pub http_client_errors: AtomicU64,
     pub http_server_errors: AtomicU64,
@@ -32,6 +35,7 @@ impl AppState {
         model_id: String,
         api_key: Option<String>,
         request_timeout: Duration,
+        slot_save_path: Option<PathBuf>,
     ) -> AppState {
         let template = ChatTemplate::from_model(scheduler.model());
         AppState {
@@ -41,6 +45,7 @@ impl AppState {
             api_key,
             started: unix_now(),
             request_timeout,
+            slot_save_path,
             http_requests: AtomicU64::new(0),
             http_client_errors: AtomicU64::new(0),
             http_server_errors: AtomicU64::new(0),

@@ -1,0 +1,406 @@
+//! Saved state: one sequence's tokens, KV cache rows and (optionally) last logits, written to a
+//! stream or file and loaded back into the same sequence of another context, in this process or
+//! another, so a long prompt is evaluated once.
+//!
+//! The format (little-endian), version [`VERSION`]:
+//! - `KLBSTATE`, the version (u32), the model's fingerprint (u64: its metadata and tensor
+//!   index, see [`Model::fingerprint`]), its name (u32 length + UTF-8);
+//! - the cache layout (8 × u32: layers, KV heads, key and value head sizes, key and value
+//!   types, their Hadamard blocks), the token count and logit count (u32 each);
+//! - the tokens (u32 each), the logits (f32 each);
+//! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
+//!   the values;
+//! - a checksum (u64, [`Checksum`]) of everything before it.
+//!
+//! Loading checks all of it (format, length, checksum, model, layout, sizes) before it touches
+//! the context, so a file that does not fit leaves the context as it was.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use super::Context;
+use crate::model::checksum::Checksum;
+use crate::model::{KvType, Model, ModelError};
+use crate::tokenizer::TokenId;
+
+const MAGIC: &[u8; 8] = b"KLBSTATE";
+/// Bumped whenever the layout above changes; other versions are refused, not guessed at.
+pub const VERSION: u32 = 1;
+/// Longest model name a state file may carry (a guard against a corrupt length).
+const MAX_NAME: usize = 4096;
+
+/// The part of a state file before the cache rows.
+struct Header {
+    fingerprint: u64,
+    name: String,
+    layout: [u32; 8],
+    tokens: Vec<TokenId>,
+    logits: Vec<f32>,
+}
+
+impl Header {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&self.fingerprint.to_le_bytes());
+        b.extend_from_slice(&(self.name.len() as u32).to_le_bytes());
+        b.extend_from_slice(self.name.as_bytes());
+        for x in self.layout {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        b.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.logits.len() as u32).to_le_bytes());
+        for t in &self.tokens {
+            b.extend_from_slice(&t.to_le_bytes());
+        }
+        for l in &self.logits {
+            b.extend_from_slice(&l.to_le_bytes());
+        }
+        b
+    }
+
+    /// Reads a header; `len` is the stream's length, which bounds every count read.
+    fn read(r: &mut impl Read, len: u64) -> Result<(Header, u64), ModelError> {
+        let mut magic = [0u8; 8];
+        r.read_exact(&mut magic)
+            .map_err(|_| bad("truncated: too short to be a Kolibri state file"))?;
+        if &magic != MAGIC {
+            return Err(bad("not a Kolibri state file (no KLBSTATE magic)"));
+        }
+        let version = read_u32(r)?;
+        if version != VERSION {
+            return Err(bad(format!(
+                "format version {version}; this Kolibri reads version {VERSION}"
+            )));
+        }
+        let fingerprint = read_u64(r)?;
+        let name_len = read_u32(r)? as usize;
+        if name_len > MAX_NAME {
+            return Err(corrupt());
+        }
+        let mut name = vec![0u8; name_len];
+        r.read_exact(&mut name).map_err(|_| truncated())?;
+        let name = String::from_utf8(name).map_err(|_| corrupt())?;
+        let mut layout = [0u32; 8];
+        for x in &mut layout {
+            *x = read_u32(r)?;
+        }
+        let (n_tokens, n_logits) = (read_u32(r)? as u64, read_u32(r)? as u64);
+        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 8 * 4 + 4 + 4;
+        let size = fixed + 4 * (n_tokens + n_logits);
+        if size > len {
+            return Err(truncated());
+        }
+        let mut words = vec![0u8; 4 * (n_tokens + n_logits) as usize];
+        r.read_exact(&mut words).map_err(|_| truncated())?;
+        let mut words = words.chunks_exact(4).map(|w| [w[0], w[1], w[2], w[3]]);
+        let tokens = words
+            .by_ref()
+            .take(n_tokens as usize)
+            .map(u32::from_le_bytes)
+            .collect();
+        let logits = words.map(f32::from_le_bytes).collect();
+        let header = Header {
+            fingerprint,
+            name,
+            layout,
+            tokens,
+            logits,
+        };
+        Ok((header, size))
+    }
+
+    /// Bytes of cache rows the header's layout and token count imply (`None`: a layout no
+    /// cache has).
+    fn rows_bytes(&self) -> Option<u64> {
+        let [n_layer, n_head_kv, dim_k, dim_v, ty_k, ty_v, ..] = self.layout.map(u64::from);
+        let row = |ty: u64, dim: u64| {
+            let ty = KvType::from_code(i32::try_from(ty).ok()?)?;
+            dim.is_multiple_of(ty.block_len() as u64)
+                .then(|| ty.row_bytes(dim as usize) as u64)
+        };
+        let position = (row(ty_k, dim_k)? + row(ty_v, dim_v)?)
+            .checked_mul(n_layer)?
+            .checked_mul(n_head_kv)?;
+        position.checked_mul(self.tokens.len() as u64)
+    }
+}
+
+impl Context {
+    /// Writes sequence `seq`'s state (its tokens, its cache rows as stored, and `logits`: the
+    /// last position's logits, or empty) to `out`; returns the bytes written.
+    pub fn save_seq(
+        &self,
+        seq: usize,
+        logits: &[f32],
+        out: &mut impl Write,
+    ) -> Result<u64, ModelError> {
+        self.check_seq(seq)?;
+        let n_vocab = self.model.hparams.n_vocab;
+        if !logits.is_empty() && logits.len() != n_vocab {
+            return Err(ModelError::InvalidArgument(format!(
+                "{} logits to save; the model's vocabulary has {n_vocab}",
+                logits.len()
+            )));
+        }
+        let header = self.header(seq, logits);
+        let mut w = Summing {
+            inner: out,
+            sum: Checksum::new(),
+            n: 0,
+        };
+        w.put(&header.encode())?;
+        for run in self.kv.seq_bytes(seq, header.tokens.len()) {
+            w.put(run)?;
+        }
+        let sum = w.sum.finish();
+        w.put(&sum.to_le_bytes())?;
+        w.inner.flush().map_err(write_err)?;
+        Ok(w.n)
+    }
+
+    /// Bytes [`Context::save_seq`] writes for sequence `seq` with `n_logits` logits.
+    pub fn seq_state_size(&self, seq: usize, n_logits: usize) -> Result<u64, ModelError> {
+        self.check_seq(seq)?;
+        let header = self.header(seq, &vec![0.0; n_logits]);
+        let rows: usize = self
+            .kv
+            .seq_bytes(seq, header.tokens.len())
+            .map(<[u8]>::len)
+            .sum();
+        Ok((header.encode().len() + rows + 8) as u64)
+    }
+
+    fn header(&self, seq: usize, logits: &[f32]) -> Header {
+        Header {
+            fingerprint: self.model.fingerprint(),
+            name: self
+                .model
+                .display_name()
+                .chars()
+                .take(MAX_NAME / 4)
+                .collect(),
+            layout: self.kv.layout(),
+            tokens: self.tokens[seq].clone(),
+            logits: logits.to_vec(),
+        }
+    }
+
+    /// Loads a state written by [`Context::save_seq`] into sequence `seq`, replacing what it
+    /// held; returns the saved logits (empty if none were saved). Any mismatch (format,
+    /// length, checksum, model, cache layout, a sequence longer than this context) is an
+    /// error and leaves the context as it was. Only a read failing halfway through copying
+    /// the rows (the stream changed under us) empties the sequence, and says so.
+    pub fn load_seq<R: Read + Seek>(
+        &mut self,
+        seq: usize,
+        input: &mut R,
+    ) -> Result<Vec<f32>, ModelError> {
+        self.check_seq(seq)?;
+        let len = input.seek(SeekFrom::End(0)).map_err(read_err)?;
+        input.rewind().map_err(read_err)?;
+        let (header, header_len) = Header::read(input, len)?;
+        let rows = header.rows_bytes().ok_or_else(corrupt)?;
+        let want = header_len
+            .checked_add(rows)
+            .and_then(|n| n.checked_add(8))
+            .ok_or_else(corrupt)?;
+        if len != want {
+            return Err(bad(format!(
+                "{len} bytes, but its header describes {want}: {}",
+                if len < want {
+                    "truncated"
+                } else {
+                    "trailing bytes"
+                }
+            )));
+        }
+        input.rewind().map_err(read_err)?;
+        let saved_sum = checksum_of(input, len - 8)?;
+        if saved_sum != read_u64(input)? {
+            return Err(bad("corrupted (its checksum does not match its data)"));
+        }
+        self.check_fits(&header)?;
+        input.seek(SeekFrom::Start(header_len)).map_err(read_err)?;
+        let n = header.tokens.len();
+        let copied = self.kv.fill_seq(seq, n, |run| input.read_exact(run));
+        if let Err(e) = copied {
+            self.tokens[seq].clear();
+            return Err(bad(format!(
+                "reading the cache rows failed ({e}); the sequence is now empty"
+            )));
+        }
+        self.tokens[seq] = header.tokens;
+        Ok(header.logits)
+    }
+
+    /// [`Context::save_seq`] to a file, written beside it and renamed into place, so a
+    /// failure never leaves a partial file where a good one was.
+    pub fn save_seq_file(
+        &self,
+        seq: usize,
+        logits: &[f32],
+        path: &Path,
+    ) -> Result<u64, ModelError> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".partial");
+        let tmp = std::path::PathBuf::from(tmp);
+        let written = (|| {
+            let file = std::fs::File::create(&tmp).map_err(|e| io_at("create", &tmp, e))?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            let n = self.save_seq(seq, logits, &mut out)?;
+            let file = out
+                .into_inner()
+                .map_err(|e| io_at("write", &tmp, e.into_error()))?;
+            file.sync_all().map_err(|e| io_at("write", &tmp, e))?;
+            std::fs::rename(&tmp, path).map_err(|e| io_at("rename into", path, e))?;
+            Ok(n)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    }
+
+    /// [`Context::load_seq`] from a file.
+    pub fn load_seq_file(&mut self, seq: usize, path: &Path) -> Result<Vec<f32>, ModelError> {
+        let file = std::fs::File::open(path).map_err(|e| io_at("open", path, e))?;
+        let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+        self.load_seq(seq, &mut input).map_err(|e| match e {
+            ModelError::BadState(s) => ModelError::BadState(format!("{}: {s}", path.display())),
+            other => other,
+        })
+    }
+
+    fn check_seq(&self, seq: usize) -> Result<(), ModelError> {
+        if seq >= self.tokens.len() {
+            return Err(ModelError::InvalidArgument(format!(
+                "sequence {seq} is not in 0..{}",
+                self.tokens.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether a checksummed header fits this context: same model, same cache layout, no
+    /// more tokens than positions, tokens and logits of this vocabulary.
+    fn check_fits(&self, h: &Header) -> Result<(), ModelError> {
+        let model: &Model = &self.model;
+        let ours = model.fingerprint();
+        if h.fingerprint != ours {
+            return Err(bad(format!(
+                "saved from model {:?} (fingerprint {:016x}); this context runs {:?} ({ours:016x})",
+                h.name,
+                h.fingerprint,
+                model.display_name()
+            )));
+        }
+        let layout = self.kv.layout();
+        if h.layout != layout {
+            return Err(bad(format!(
+                "saved from a cache of {}; this context's cache is {}",
+                describe(h.layout),
+                describe(layout)
+            )));
+        }
+        let n_ctx = self.kv.n_ctx;
+        if h.tokens.len() > n_ctx {
+            return Err(bad(format!(
+                "holds {} tokens; this context holds at most {n_ctx}",
+                h.tokens.len()
+            )));
+        }
+        let n_vocab = model.hparams.n_vocab;
+        if h.tokens.iter().any(|&t| t as usize >= n_vocab)
+            || !(h.logits.is_empty() || h.logits.len() == n_vocab)
+        {
+            return Err(corrupt());
+        }
+        Ok(())
+    }
+}
+
+/// A writer that counts and checksums what passes through.
+struct Summing<'a, W: Write> {
+    inner: &'a mut W,
+    sum: Checksum,
+    n: u64,
+}
+
+impl<W: Write> Summing<'_, W> {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        self.inner.write_all(bytes).map_err(write_err)?;
+        self.sum.update(bytes);
+        self.n += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// The checksum of the next `n` bytes of `r`.
+fn checksum_of(r: &mut impl Read, mut n: u64) -> Result<u64, ModelError> {
+    let mut sum = Checksum::new();
+    let mut buf = vec![0u8; 1 << 20];
+    while n > 0 {
+        let take = n.min(buf.len() as u64) as usize;
+        r.read_exact(&mut buf[..take]).map_err(|_| truncated())?;
+        sum.update(&buf[..take]);
+        n -= take as u64;
+    }
+    Ok(sum.finish())
+}
+
+/// A layout in words, for messages.
+fn describe(l: [u32; 8]) -> String {
+    let ty = |code: u32| {
+        i32::try_from(code)
+            .ok()
+            .and_then(KvType::from_code)
+            .map_or_else(|| format!("type {code}"), |t| t.name().to_owned())
+    };
+    format!(
+        "{} layers x {} KV heads, keys {} x {}, values {} x {}",
+        l[0],
+        l[1],
+        ty(l[4]),
+        l[2],
+        ty(l[5]),
+        l[3]
+    )
+}
+
+fn read_u32(r: &mut impl Read) -> Result<u32, ModelError> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b).map_err(|_| truncated())?;
+    Ok(u32::from_le_bytes(b))
+}
+
+fn read_u64(r: &mut impl Read) -> Result<u64, ModelError> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b).map_err(|_| truncated())?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn bad(s: impl Into<String>) -> ModelError {
+    ModelError::BadState(s.into())
+}
+
+fn truncated() -> ModelError {
+    bad("truncated (the file ends inside its header or data)")
+}
+
+fn corrupt() -> ModelError {
+    bad("corrupted (its header holds impossible sizes)")
+}
+
+fn read_err(e: std::io::Error) -> ModelError {
+    ModelError::Io(format!("reading saved state: {e}"))
+}
+
+fn write_err(e: std::io::Error) -> ModelError {
+    ModelError::Io(format!("writing saved state: {e}"))
+}
+
+fn io_at(what: &str, path: &Path, e: std::io::Error) -> ModelError {
+    ModelError::Io(format!("cannot {what} {}: {e}", path.display()))
+}
