@@ -150,6 +150,7 @@ pub unsafe extern "C" fn kolibri_model_load(
             use_mlock: p.use_mlock,
             progress: Some(&mut report),
             repack_cache,
+            paged: false,
         };
         let model = Model::load_with(&path, &mut opts)?;
         let default_threads = match p.n_threads {

@@ -28,6 +28,9 @@ pub struct LoadOptions<'a> {
     /// failed write only costs the next load its speed). `None` repacks at every load and
     /// writes nothing.
     pub repack_cache: Option<std::path::PathBuf>,
+    /// Paged weights ([`super::paging`]): left in the mapped file, read in place, streamed
+    /// per layer by the forward pass. Needs `use_mmap` and not `use_mlock`.
+    pub paged: bool,
 }
 
 impl Default for LoadOptions<'_> {
@@ -37,6 +40,7 @@ impl Default for LoadOptions<'_> {
             use_mlock: false,
             progress: None,
             repack_cache: None,
+            paged: false,
         }
     }
 }
@@ -73,6 +77,13 @@ pub(super) fn open_gguf(
         // Nothing to map; the parser reports the empty file.
         return Ok((GgufFile::from_bytes(Vec::new())?, 0));
     }
+    if opts.paged && (!opts.use_mmap || opts.use_mlock) {
+        return Err(ModelError::InvalidArgument(
+            "paged weights stream from the mapped file: they cannot be used with --no-mmap or \
+             --mlock"
+                .into(),
+        ));
+    }
     if opts.use_mmap {
         // SAFETY: read-only mapping; a file truncated underneath us by another process would
         // fault, as with every mmap-based loader. We never write through it.
@@ -86,6 +97,10 @@ pub(super) fn open_gguf(
         }
         // Progress counts file bytes (the header's are read); the repack reports the rest.
         let mut done = (gguf.data_offset() as usize).min(len);
+        if opts.paged {
+            // Nothing is brought in: the forward pass streams the weights.
+            return Ok((gguf, len));
+        }
         for r in in_place_ranges(&gguf) {
             for start in r.clone().step_by(CHUNK) {
                 let end = (start + CHUNK).min(r.end);
@@ -166,6 +181,41 @@ pub(super) fn release_pages(bytes: &[u8]) {
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
         }
     }
+}
+
+/// Asks the kernel to read the pages of the address range `r` (part of a live read-only file
+/// mapping) ahead (`MADV_WILLNEED`), without waiting.
+pub(super) fn advise_will_need(r: std::ops::Range<usize>) {
+    #[cfg(target_os = "linux")]
+    {
+        let start = r.start & !4095;
+        // SAFETY: advisory call on pages of a live mapping the model owns; failure is harmless.
+        unsafe {
+            libc::madvise(
+                start as *mut libc::c_void,
+                r.end - start,
+                libc::MADV_WILLNEED,
+            )
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = r;
+}
+
+/// Drops the whole pages of the address range `r` (part of a live read-only file mapping)
+/// from the process; later reads fault them in again from the page cache or the file.
+pub(super) fn advise_release(r: std::ops::Range<usize>) {
+    #[cfg(target_os = "linux")]
+    {
+        let (start, end) = (r.start.next_multiple_of(4096), r.end & !4095);
+        if end > start {
+            // SAFETY: advisory call on whole pages of a live read-only file mapping the model
+            // owns; its contents come back from the file on the next read.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = r;
 }
 
 /// Faults in the pages of `bytes`: one `madvise(MADV_POPULATE_READ)` where the kernel has it

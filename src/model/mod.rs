@@ -13,6 +13,7 @@ mod hparams;
 mod kv_cache;
 mod load;
 mod ops;
+pub mod paging;
 pub mod repack_cache;
 mod scratch;
 mod weights;
@@ -42,6 +43,8 @@ pub struct Model {
     pub gguf: GgufFile,
     /// Whether the repacked weights came from the repack cache ([`LoadOptions::repack_cache`]).
     pub repacked_from_cache: bool,
+    /// Set when the weights are paged ([`LoadOptions::paged`]): what the forward pass streams.
+    pub paging: Option<paging::Paging>,
 }
 
 impl Model {
@@ -60,7 +63,8 @@ impl Model {
             .and_then(|dir| repack_cache::RepackCache::new(dir, path.as_ref(), gguf.file_bytes()));
         // Progress in file bytes: those read in place, then those repacked, tensor by tensor.
         let len = gguf.file_bytes().len().max(1) as f32;
-        let model = Self::build(gguf, cache.as_ref(), &mut |repacked| {
+        let paged = opts.paged;
+        let model = Self::build(gguf, cache.as_ref(), paged, &mut |repacked| {
             opts.report((read + repacked) as f32 / len)
         })?;
         opts.report(1.0)?;
@@ -68,7 +72,7 @@ impl Model {
     }
 
     pub fn from_gguf(gguf: GgufFile) -> Result<Model, ModelError> {
-        Self::build(gguf, None, &mut |_| Ok(()))
+        Self::build(gguf, None, false, &mut |_| Ok(()))
     }
 
     /// `repacked` is told the bytes repacked so far, after each tensor; an error stops the
@@ -76,6 +80,7 @@ impl Model {
     fn build(
         gguf: GgufFile,
         cache: Option<&repack_cache::RepackCache>,
+        paged: bool,
         repacked: load::RepackProgress,
     ) -> Result<Model, ModelError> {
         let arch_name = gguf
@@ -90,7 +95,7 @@ impl Model {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
             let rest = (|| {
                 let hparams = HParams::from_gguf(&gguf, arch, n_vocab)?;
-                let loaded = Weights::load(&gguf, arch, &hparams, cache, repacked)?;
+                let loaded = Weights::load(&gguf, arch, &hparams, cache, paged, repacked)?;
                 Ok::<_, ModelError>((hparams, loaded))
             })();
             let tokenizer = tokenizer
@@ -100,6 +105,7 @@ impl Model {
         });
         let tokenizer = tokenizer.map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         let (hparams, (weights, repacked_from_cache)) = rest?;
+        let paging = paged.then(|| paging::Paging::new(&weights, &gguf));
         Ok(Model {
             arch,
             hparams,
@@ -107,6 +113,7 @@ impl Model {
             tokenizer,
             gguf,
             repacked_from_cache,
+            paging,
         })
     }
 

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::checksum::checksum;
+use super::checksum::{checksum, Checksum};
+use super::load::release_pages;
 use crate::kernels::PackedWeights;
 use crate::quant::GgmlType;
 
@@ -84,12 +85,18 @@ impl RepackCache {
     }
 
     /// The cached matrices for `wanted`, in its order, if the file is this model's, was
-    /// written for exactly these tensors, and every array checks out.
-    pub fn load(&self, wanted: &[Wanted]) -> Option<Vec<Arc<dyn PackedWeights>>> {
+    /// written for exactly these tensors, and every array checks out. `paged`: the file is not
+    /// brought in, and each piece checked leaves memory again (for paged weights, which must
+    /// not hold the whole model at any time).
+    pub fn load(&self, wanted: &[Wanted], paged: bool) -> Option<Vec<Arc<dyn PackedWeights>>> {
         let file = std::fs::File::open(&self.path).ok()?;
+        let mut options = memmap2::MmapOptions::new();
+        if !paged {
+            options.populate();
+        }
         // SAFETY: read-only mapping of a file only this module writes, always through a
         // rename; every byte is checked below before it is used.
-        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.ok()?;
+        let map = unsafe { options.map(&file) }.ok()?;
         let map = Arc::new(map);
         let word = |at: usize| -> Option<u64> {
             Some(u64::from_le_bytes(map.get(at..at + 8)?.try_into().ok()?))
@@ -136,10 +143,21 @@ impl RepackCache {
             }
             mats.push(m);
         }
+        let check = |bytes: &[u8]| match paged {
+            false => checksum(bytes),
+            true => {
+                let mut sum = Checksum::new();
+                for piece in bytes.chunks(8 << 20) {
+                    sum.update(piece);
+                    release_pages(piece);
+                }
+                sum.finish()
+            }
+        };
         let intact = arrays.par_iter().all(|&(off, len, sum)| {
             off.checked_add(len)
                 .and_then(|end| map.get(off..end))
-                .is_some_and(|bytes| checksum(bytes) == sum)
+                .is_some_and(|bytes| check(bytes) == sum)
         });
         intact.then_some(mats)
     }

@@ -195,8 +195,13 @@ fn every_layout_round_trips_through_the_repack_cache() {
             k,
         }];
         cache.store(&wanted, &[packed.as_ref()]).unwrap();
+        // Paged: checked piece by piece, each piece released again; the same matrix.
+        let paged = cache
+            .load(&wanted, true)
+            .unwrap_or_else(|| panic!("{ty}: cache miss (paged)"));
+        assert_eq!(paged[0].arrays(), packed.arrays(), "{ty}");
         let loaded = cache
-            .load(&wanted)
+            .load(&wanted, false)
             .unwrap_or_else(|| panic!("{ty}: cache miss"));
         assert_eq!(loaded[0].arrays(), packed.arrays(), "{ty}");
         let x = rng.floats(n * k, 1.0);

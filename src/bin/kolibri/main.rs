@@ -82,11 +82,21 @@ pub const LOAD_SWITCHES: [&str; 2] = ["--no-mmap", "--mlock"];
 
 /// Loads a model for a command, with the repack cache of [`repack_cache_dir`] and the
 /// [`LOAD_SWITCHES`] given in `a`.
+/// With a memory budget too small for the whole model, its weights are paged (streamed per
+/// layer from the mapped file).
 pub fn load_model(path: &str, a: &args::Args) -> Result<kolibri::model::Model, String> {
+    let paged = match budget_bytes(a)? {
+        Some(budget) => {
+            let file = std::fs::metadata(path).map_err(|e| format!("cannot open {path}: {e}"))?;
+            kolibri::model::budget::needs_paging(file.len(), budget)
+        }
+        None => false,
+    };
     let mut opts = kolibri::model::LoadOptions {
         use_mmap: !a.has("--no-mmap"),
         use_mlock: a.has("--mlock"),
         repack_cache: repack_cache_dir(),
+        paged,
         ..Default::default()
     };
     kolibri::model::Model::load_with(path, &mut opts).map_err(|e| e.to_string())
@@ -138,13 +148,8 @@ pub fn budget_fit(
     n_batch: usize,
 ) -> Result<Option<kolibri::model::budget::Fit>, String> {
     use kolibri::model::budget;
-    let budget = match (a.get(&BUDGET_FLAGS), a.has("--fit")) {
-        (Some(_), true) => return Err("give --mem-budget or --fit, not both".into()),
-        (Some(s), false) => budget::parse_bytes(s)
-            .ok_or_else(|| format!("--mem-budget {s:?}: a size such as 512M or 4G"))?,
-        (None, true) => budget::available_memory()
-            .ok_or("--fit: cannot read the available memory (/proc/meminfo)")?,
-        (None, false) => return Ok(None),
+    let Some(budget) = budget_bytes(a)? else {
+        return Ok(None);
     };
     let given = |flags: &[&str]| flags.iter().any(|f| a.get(&[f]).is_some());
     let request = budget::BudgetRequest {
@@ -161,6 +166,19 @@ pub fn budget_fit(
     let fit = budget::fit(model, &request).map_err(|e| e.to_string())?;
     eprintln!("memory budget {} MiB: {fit}", budget >> 20);
     Ok(Some(fit))
+}
+
+/// The budget `--mem-budget SIZE` or `--fit` gives, if either does.
+fn budget_bytes(a: &args::Args) -> Result<Option<u64>, String> {
+    use kolibri::model::budget;
+    Ok(Some(match (a.get(&BUDGET_FLAGS), a.has("--fit")) {
+        (Some(_), true) => return Err("give --mem-budget or --fit, not both".into()),
+        (Some(s), false) => budget::parse_bytes(s)
+            .ok_or_else(|| format!("--mem-budget {s:?}: a size such as 512M or 4G"))?,
+        (None, true) => budget::available_memory()
+            .ok_or("--fit: cannot read the available memory (/proc/meminfo)")?,
+        (None, false) => return Ok(None),
+    }))
 }
 
 /// Default worker threads: the machine's available parallelism.

@@ -37,11 +37,15 @@ impl Context {
             x.iter_mut().for_each(|v| *v *= s);
         }
 
+        let paging = model.paging.as_ref();
         for (il, lw) in w.layers.iter().enumerate() {
             if let Some(abort) = &mut self.abort {
                 if abort() {
                     return Err(ModelError::Cancelled);
                 }
+            }
+            if let Some(p) = paging {
+                p.before_layer(il);
             }
             // --- attention block ---
             // Per-token element-wise passes run in parallel row chunks for prompts
@@ -150,6 +154,9 @@ impl Context {
                 ops::add_inplace(x_t, d_t);
             });
             scratch.give([out]);
+            if let Some(p) = paging {
+                p.after_layer(il);
+            }
         }
 
         // Output head: only the rows whose logits are wanted.
@@ -168,6 +175,9 @@ impl Context {
         // The logits leave with the caller: a buffer of their own.
         let out_src = ActSource::Rows(&h);
         let [mut logits] = project(gguf, out_src, m, e, [&w.output], &mut Scratch::default())?;
+        if let Some(p) = paging {
+            p.after_output();
+        }
         let cap = hp.final_logit_softcap;
         if cap > 0.0 {
             logits.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());

@@ -78,6 +78,14 @@ impl Linear {
         self.plan = MatmulPlan::repacked(kernels::backend(), p);
     }
 
+    /// The bytes its matmul reads: the repacked copy's arrays, or its bytes in the file.
+    pub fn resident_bytes<'a>(&'a self, gguf: &'a GgufFile) -> Vec<&'a [u8]> {
+        match self.packed() {
+            Some(p) => p.arrays(),
+            None => vec![self.matrix(gguf).data],
+        }
+    }
+
     /// Bytes of one row.
     pub fn row_bytes(&self) -> usize {
         self.len / self.rows

@@ -65,12 +65,14 @@ impl Weights {
     /// Locates and checks every tensor and repacks those with an interleaved layout, telling
     /// `progress` the bytes repacked after each tensor. With a `cache`, the repacked matrices
     /// come from it when it holds them (then the second value is true), and are written to it
-    /// otherwise.
+    /// otherwise. `paged` weights stay file-backed: repacked copies come only from the cache,
+    /// and without one every matrix is read in place.
     pub fn load(
         gguf: &GgufFile,
         arch: Arch,
         hp: &HParams,
         cache: Option<&RepackCache>,
+        paged: bool,
         progress: RepackProgress,
     ) -> Result<(Weights, bool), ModelError> {
         let l = Loader { gguf };
@@ -124,12 +126,15 @@ impl Weights {
                 release_pages(lin.matrix(gguf).data);
             }
         }
-        let cached = cache.and_then(|c| c.load(&wanted));
+        let cached = cache.and_then(|c| c.load(&wanted, paged));
         let from_cache = cached.is_some();
         if let Some(mats) = cached {
             for (lin, m) in targets.iter_mut().zip(mats) {
                 lin.use_packed(m);
             }
+            progress(targets.iter().map(|l| l.len).sum())?;
+        } else if paged {
+            // Paged weights must stay file-backed: without a cached repack, read in place.
             progress(targets.iter().map(|l| l.len).sum())?;
         } else {
             let mut done = 0;
