@@ -183,25 +183,6 @@ pub(super) fn release_pages(bytes: &[u8]) {
     }
 }
 
-/// Asks the kernel to read the pages of the address range `r` (part of a live read-only file
-/// mapping) ahead (`MADV_WILLNEED`), without waiting.
-pub(super) fn advise_will_need(r: std::ops::Range<usize>) {
-    #[cfg(target_os = "linux")]
-    {
-        let start = r.start & !4095;
-        // SAFETY: advisory call on pages of a live mapping the model owns; failure is harmless.
-        unsafe {
-            libc::madvise(
-                start as *mut libc::c_void,
-                r.end - start,
-                libc::MADV_WILLNEED,
-            )
-        };
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = r;
-}
-
 /// Drops the whole pages of the address range `r` (part of a live read-only file mapping)
 /// from the process; later reads fault them in again from the page cache or the file.
 pub(super) fn advise_release(r: std::ops::Range<usize>) {
@@ -220,7 +201,7 @@ pub(super) fn advise_release(r: std::ops::Range<usize>) {
 
 /// Faults in the pages of `bytes`: one `madvise(MADV_POPULATE_READ)` where the kernel has it
 /// (Linux 5.14+), else a read of one byte per page.
-fn populate(bytes: &[u8]) {
+pub(super) fn populate(bytes: &[u8]) {
     #[cfg(target_os = "linux")]
     {
         const MADV_POPULATE_READ: libc::c_int = 22;

@@ -35,6 +35,9 @@ use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 
 pub struct Model {
+    /// Set when the weights are paged ([`LoadOptions::paged`]): what the forward pass streams.
+    /// First, so it is dropped first: its prefetch thread reads the mappings below.
+    pub paging: Option<paging::Paging>,
     pub arch: Arch,
     pub hparams: HParams,
     pub weights: Weights,
@@ -43,8 +46,6 @@ pub struct Model {
     pub gguf: GgufFile,
     /// Whether the repacked weights came from the repack cache ([`LoadOptions::repack_cache`]).
     pub repacked_from_cache: bool,
-    /// Set when the weights are paged ([`LoadOptions::paged`]): what the forward pass streams.
-    pub paging: Option<paging::Paging>,
 }
 
 impl Model {

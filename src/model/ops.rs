@@ -139,6 +139,29 @@ impl Rope {
         self.rotation(delta, 1.0)
     }
 
+    /// The part of `v` (heads of `head_dim`) that this RoPE leaves almost where it is at every
+    /// position below `n_positions`, as position 0 stores it: the dimensions it does not
+    /// rotate, and the pairs that turn less than a quarter radian over the whole range (their
+    /// `attn_factor` applied); 0 elsewhere.
+    pub fn still_part(&self, v: &[f32], head_dim: usize, n_positions: usize) -> Vec<f32> {
+        let mut out = v.to_vec();
+        self.rotation(0.0, self.attn_factor)
+            .apply(&mut [&mut out], head_dim);
+        let half = self.n_rot / 2;
+        for head in out.chunks_exact_mut(head_dim) {
+            for (i, f) in self.inv_freq.iter().enumerate() {
+                if f * n_positions as f32 > 0.25 {
+                    let (a, b) = match self.style {
+                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                        RopeStyle::NeoX => (i, i + half),
+                    };
+                    (head[a], head[b]) = (0.0, 0.0);
+                }
+            }
+        }
+        out
+    }
+
     fn rotation(&self, pos: f32, scale: f32) -> Rotation<'_> {
         let sin_cos = self
             .inv_freq
@@ -191,6 +214,33 @@ mod tests {
         let rms = (out.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
         assert!((rms - 1.0).abs() < 1e-6);
         assert!(out[0] > 0.0 && out[1] < 0.0);
+    }
+
+    /// The still part keeps the unrotated dimensions and the pairs that turn under a quarter
+    /// radian over the range, and rotated to any position there it barely moves.
+    #[test]
+    fn still_part_is_what_rope_hardly_turns() {
+        for style in [RopeStyle::Interleaved, RopeStyle::NeoX] {
+            // 12 of 16 dimensions rotated: six pairs, frequencies 10^(-5i/6); only the slowest
+            // turns under a quarter radian in 1000 positions.
+            let rope = Rope::plain(1e5, 12, style);
+            let v: Vec<f32> = (0..32).map(|i| 1.0 + i as f32).collect();
+            let n_positions = 1000;
+            let c = rope.still_part(&v, 16, n_positions);
+            for head in 0..2 {
+                for d in 12..16 {
+                    assert_eq!(c[head * 16 + d], v[head * 16 + d], "unrotated dims kept");
+                }
+            }
+            let kept: Vec<usize> = (0..16).filter(|&d| c[d] != 0.0).collect();
+            assert!(kept.len() > 4 && kept.len() < 16, "{style:?}: {kept:?}");
+            // Rotated to the last position, the kept part moves by under a quarter of itself.
+            let mut moved = c.clone();
+            rope.apply(&mut [&mut moved], 16, n_positions - 1);
+            let diff: f32 = moved.iter().zip(&c).map(|(a, b)| (a - b).powi(2)).sum();
+            let norm: f32 = c.iter().map(|x| x * x).sum();
+            assert!(diff.sqrt() < 0.25 * norm.sqrt(), "{style:?}");
+        }
     }
 
     #[test]

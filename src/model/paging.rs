@@ -1,7 +1,8 @@
 //! Paged weights: a model larger than its memory budget runs with its weights left in mapped
 //! files (the model file, or the repack cache's file of repacked weights) and streamed per
 //! layer, the OS doing the I/O. Before a layer runs, the next one's pages are asked for
-//! (`MADV_WILLNEED`: read ahead into the page cache, in the background); after it ran, its
+//! (`MADV_POPULATE_READ` on a helper thread: read in and mapped while the current layer
+//! computes); after it ran, its
 //! pages leave the process (`MADV_DONTNEED` on a read-only file mapping: they stay in the page
 //! cache while memory allows, and no longer count in its RSS).
 //!
@@ -10,17 +11,35 @@
 //! speed is bound by page faults (from the page cache) or by the disk (beyond it).
 
 use std::ops::Range;
+use std::sync::{mpsc, Mutex};
 
-use super::load::{advise_release, advise_will_need};
+use super::load::{advise_release, populate};
 use super::weights::Weights;
 use crate::gguf::GgufFile;
 
 /// The address ranges of each layer's weights and of the output head, in the model's own
 /// read-only file mappings (valid while the model lives: it owns them).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Paging {
     layers: Vec<Vec<Range<usize>>>,
     output: Vec<Range<usize>>,
+    /// A thread that maps the pages of what runs next while the current layer computes
+    /// (`MADV_POPULATE_READ`: one call instead of a fault per page; TG +12% on the 1.5B).
+    prefetch: Mutex<Option<mpsc::Sender<Vec<Range<usize>>>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Paging {
+    /// Stops and joins the prefetch thread, so it never touches a mapping after the model
+    /// unmaps it ([`super::Model`] drops its paging before its weights and file).
+    fn drop(&mut self) {
+        if let Ok(mut tx) = self.prefetch.lock() {
+            tx.take();
+        }
+        if let Some(t) = self.thread.get_mut().ok().and_then(Option::take) {
+            let _ = t.join();
+        }
+    }
 }
 
 fn ranges(parts: Vec<&[u8]>) -> Vec<Range<usize>> {
@@ -39,9 +58,23 @@ impl Paging {
         let of = |lins: Vec<&super::Linear>| {
             ranges(lins.iter().flat_map(|l| l.resident_bytes(gguf)).collect())
         };
+        let (tx, rx) = mpsc::channel::<Vec<Range<usize>>>();
+        let thread = std::thread::Builder::new()
+            .name("kolibri-prefetch".into())
+            .spawn(move || {
+                for r in rx.into_iter().flatten() {
+                    // SAFETY: the range lies in the model's read-only file mappings, which
+                    // stay mapped until this thread is joined (`Drop for Paging`).
+                    populate(unsafe { std::slice::from_raw_parts(r.start as *const u8, r.len()) });
+                }
+            })
+            .ok();
         let paging = Paging {
             layers: weights.layers.iter().map(|l| of(l.matrices())).collect(),
             output: of(vec![&weights.output]),
+            // Without the thread (it could not start), nothing is read ahead.
+            prefetch: Mutex::new(thread.is_some().then_some(tx)),
+            thread: Mutex::new(thread),
         };
         // Whatever loading touched leaves memory: the first pass reads what it needs.
         for il in 0..paging.layers.len() {
@@ -64,8 +97,7 @@ impl Paging {
     /// Called before layer `il` runs: reads the next layer (after the last, the output head)
     /// ahead.
     pub(super) fn before_layer(&self, il: usize) {
-        let next = self.layers.get(il + 1).unwrap_or(&self.output);
-        next.iter().for_each(|r| advise_will_need(r.clone()));
+        self.read_ahead(self.layers.get(il + 1).unwrap_or(&self.output));
     }
 
     /// Called after layer `il` ran: its pages leave the process.
@@ -79,7 +111,13 @@ impl Paging {
     pub(super) fn after_output(&self) {
         self.output.iter().for_each(|r| advise_release(r.clone()));
         if let Some(first) = self.layers.first() {
-            first.iter().for_each(|r| advise_will_need(r.clone()));
+            self.read_ahead(first);
+        }
+    }
+
+    fn read_ahead(&self, ranges: &[Range<usize>]) {
+        if let Some(tx) = self.prefetch.lock().ok().as_ref().and_then(|t| t.as_ref()) {
+            let _ = tx.send(ranges.to_vec());
         }
     }
 }

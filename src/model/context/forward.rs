@@ -63,6 +63,7 @@ impl Context {
                 }
             }
             let (rotate_k, rotate_v) = (self.kv.rotation_k(), self.kv.rotation_v());
+            let key_center = self.key_center[il].as_deref();
             let sliding = hp.is_sliding(il);
             let rope = if sliding {
                 &self.rope_local
@@ -88,6 +89,9 @@ impl Context {
                 if let Some(n) = rotate_k {
                     ops::hadamard_inplace(q_t, n);
                     ops::hadamard_inplace(k_t, n);
+                }
+                if let Some(c) = key_center {
+                    super::centering::center(k_t, c);
                 }
             });
             if let Some(n) = rotate_v {

@@ -9,6 +9,7 @@
 //! norm → FFN (dense, or a mixture of experts) → (post-norm) → residual; final norm and the
 //! output head (see `forward.rs` and `ffn.rs`).
 
+mod centering;
 mod ffn;
 pub(crate) use ffn::DENSE_CHUNK_BYTES;
 mod forward;
@@ -89,6 +90,9 @@ pub struct Context {
     abort: Option<AbortCallback>,
     /// The forward pass's activation buffers, kept between layers and passes.
     scratch: Scratch,
+    /// Per layer, what is subtracted from keys before a quantized cache stores them
+    /// ([`centering`]).
+    key_center: Vec<Option<Vec<f32>>>,
 }
 
 /// Returns `true` to stop the forward pass in progress.
@@ -121,17 +125,20 @@ impl Context {
         };
         let rope_global = Rope::new(&rope(hp.rope_base, hp.rope_freq_scale));
         let rope_local = Rope::new(&rope(hp.rope_base_swa, hp.rope_freq_scale_swa));
+        let kv = KvCache::new(&KvShape {
+            n_layer: hp.n_layer,
+            n_ctx: params.n_ctx,
+            n_seq: params.n_seq,
+            n_head_kv: hp.n_head_kv,
+            head_dim_k: hp.head_dim_k,
+            head_dim_v: hp.head_dim_v,
+            type_k: params.type_k,
+            type_v: params.type_v,
+        })?;
+        let key_center = centering::key_centers(&model, &kv, &rope_global, &rope_local);
         Ok(Context {
-            kv: KvCache::new(&KvShape {
-                n_layer: hp.n_layer,
-                n_ctx: params.n_ctx,
-                n_seq: params.n_seq,
-                n_head_kv: hp.n_head_kv,
-                head_dim_k: hp.head_dim_k,
-                head_dim_v: hp.head_dim_v,
-                type_k: params.type_k,
-                type_v: params.type_v,
-            })?,
+            kv,
+            key_center,
             model,
             tokens: vec![Vec::new(); params.n_seq],
             n_batch: params.n_batch,

@@ -32,7 +32,7 @@ impl Context {
         let row0 = self.kv.row(seq, 0);
         let hadamard = self.kv.rotation_k();
         let mut k = vec![0f32; hp.k_dim()];
-        for layer in 0..hp.n_layer {
+        for (layer, center) in self.key_center.iter().enumerate() {
             let rope = if hp.is_sliding(layer) {
                 &self.rope_local
             } else {
@@ -43,12 +43,18 @@ impl Context {
                 let (src, dst) = (row0 + pos, row0 + pos - n_discard);
                 self.kv.copy_row(layer, src, dst);
                 self.kv.load_keys(layer, dst, &mut k);
+                if let Some(c) = center {
+                    super::centering::uncenter(&mut k, c);
+                }
                 if let Some(n) = hadamard {
                     ops::hadamard_inplace(&mut k, n);
                 }
                 back.apply(&mut [&mut k], hp.head_dim_k);
                 if let Some(n) = hadamard {
                     ops::hadamard_inplace(&mut k, n);
+                }
+                if let Some(c) = center {
+                    super::centering::center(&mut k, c);
                 }
                 self.kv.store_keys(layer, dst, &k);
             }

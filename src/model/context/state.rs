@@ -5,8 +5,9 @@
 //! The format (little-endian), version [`VERSION`]:
 //! - `KLBSTATE`, the version (u32), the model's fingerprint (u64: its metadata and tensor
 //!   index, see [`Model::fingerprint`]), its name (u32 length + UTF-8);
-//! - the cache layout (8 × u32: layers, KV heads, key and value head sizes, key and value
-//!   types, their Hadamard blocks), the token count and logit count (u32 each);
+//! - the cache layout (9 × u32: layers, KV heads, key and value head sizes, key and value
+//!   types, their Hadamard blocks, a checksum of the key centers), the token count and logit
+//!   count (u32 each);
 //! - the tokens (u32 each), the logits (f32 each);
 //! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
 //!   the values;
@@ -25,7 +26,7 @@ use crate::tokenizer::TokenId;
 
 const MAGIC: &[u8; 8] = b"KLBSTATE";
 /// Bumped whenever the layout above changes; other versions are refused, not guessed at.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Longest model name a state file may carry (a guard against a corrupt length).
 const MAX_NAME: usize = 4096;
 
@@ -33,7 +34,7 @@ const MAX_NAME: usize = 4096;
 struct Header {
     fingerprint: u64,
     name: String,
-    layout: [u32; 8],
+    layout: [u32; 9],
     tokens: Vec<TokenId>,
     logits: Vec<f32>,
 }
@@ -82,12 +83,12 @@ impl Header {
         let mut name = vec![0u8; name_len];
         r.read_exact(&mut name).map_err(|_| truncated())?;
         let name = String::from_utf8(name).map_err(|_| corrupt())?;
-        let mut layout = [0u32; 8];
+        let mut layout = [0u32; 9];
         for x in &mut layout {
             *x = read_u32(r)?;
         }
         let (n_tokens, n_logits) = (read_u32(r)? as u64, read_u32(r)? as u64);
-        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 8 * 4 + 4 + 4;
+        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 9 * 4 + 4 + 4;
         let size = fixed + 4 * (n_tokens + n_logits);
         if size > len {
             return Err(truncated());
@@ -181,7 +182,7 @@ impl Context {
                 .chars()
                 .take(MAX_NAME / 4)
                 .collect(),
-            layout: self.kv.layout(),
+            layout: self.layout(),
             tokens: self.tokens[seq].clone(),
             logits: logits.to_vec(),
         }
@@ -273,6 +274,12 @@ impl Context {
         })
     }
 
+    /// The cache layout a state must match: the cache's, and how its keys are centered.
+    fn layout(&self) -> [u32; 9] {
+        let [a, b, c, d, e, f, g, h] = self.kv.layout();
+        [a, b, c, d, e, f, g, h, self.centers_checksum()]
+    }
+
     fn check_seq(&self, seq: usize) -> Result<(), ModelError> {
         if seq >= self.tokens.len() {
             return Err(ModelError::InvalidArgument(format!(
@@ -296,7 +303,7 @@ impl Context {
                 model.display_name()
             )));
         }
-        let layout = self.kv.layout();
+        let layout = self.layout();
         if h.layout != layout {
             return Err(bad(format!(
                 "saved from a cache of {}; this context's cache is {}",
@@ -351,7 +358,7 @@ fn checksum_of(r: &mut impl Read, mut n: u64) -> Result<u64, ModelError> {
 }
 
 /// A layout in words, for messages.
-fn describe(l: [u32; 8]) -> String {
+fn describe(l: [u32; 9]) -> String {
     let ty = |code: u32| {
         i32::try_from(code)
             .ok()
