@@ -45,6 +45,7 @@ const (
 	StatusOutOfMemory     Status = C.KOLIBRI_STATUS_OUT_OF_MEMORY
 	StatusInternal        Status = C.KOLIBRI_STATUS_INTERNAL
 	StatusPanic           Status = C.KOLIBRI_STATUS_PANIC
+	StatusBadState        Status = C.KOLIBRI_STATUS_BAD_STATE
 )
 
 // String returns the library's English name for the status ("invalid argument", ...).

@@ -3,6 +3,7 @@ package kolibri
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -346,6 +347,64 @@ func TestLogitsAndRewind(t *testing.T) {
 	}
 	if err := s.Reset(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestSaveAndLoadState(t *testing.T) {
+	m := testModel(t)
+	a, err := NewContext(m, &ContextOptions{NCtx: 64, TypeK: KVQ8_0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	toks, _ := m.Tokenize("The capital of France is", true, false)
+	if err := a.Eval(toks); err != nil {
+		t.Fatal(err)
+	}
+	state, err := a.SaveState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "prompt.state")
+	if err := a.SaveStateFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Eval([]Token{1000}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := a.Logits()
+	for _, load := range []func(*Context) error{
+		func(c *Context) error { return c.LoadState(state) },
+		func(c *Context) error { return c.LoadStateFile(path) },
+	} {
+		b, err := NewContext(m, &ContextOptions{NCtx: 64, TypeK: KVQ8_0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := load(b); err != nil {
+			t.Fatal(err)
+		}
+		held, err := b.Tokens()
+		if err != nil || len(held) != len(toks) || held[0] != toks[0] {
+			t.Fatalf("Tokens() = %v, %v; want %v", held, err, toks)
+		}
+		if err := b.Eval([]Token{1000}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := b.Logits()
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("logit %d: %v after loading, %v continuing", i, got[i], want[i])
+			}
+		}
+		b.Close()
+	}
+	// A corrupted state is refused; the context keeps what it held.
+	bad := append([]byte(nil), state...)
+	bad[len(bad)/2] ^= 1
+	wantStatus(t, a.LoadState(bad), StatusBadState)
+	if held, _ := a.Tokens(); len(held) != len(toks)+1 {
+		t.Fatalf("after a refused load the context holds %d tokens, want %d", len(held), len(toks)+1)
 	}
 }
 
