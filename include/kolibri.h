@@ -62,11 +62,6 @@
 #define KOLIBRI_VERSION_PATCH 0
 
 /**
- * Bumped whenever the layout above changes; other versions are refused, not guessed at.
- */
-#define VERSION 1
-
-/**
  * A sequence being evaluated: KV cache, worker threads and the last logits.
  *
  * Thread safety: a context is used by one thread at a time (any thread, not only its

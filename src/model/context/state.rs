@@ -26,7 +26,7 @@ use crate::tokenizer::TokenId;
 
 const MAGIC: &[u8; 8] = b"KLBSTATE";
 /// Bumped whenever the layout above changes; other versions are refused, not guessed at.
-pub const VERSION: u32 = 2;
+const VERSION: u32 = 2;
 /// Longest model name a state file may carry (a guard against a corrupt length).
 const MAX_NAME: usize = 4096;
 
