@@ -171,16 +171,8 @@ fn in_place_ranges(gguf: &GgufFile) -> Vec<std::ops::Range<usize>> {
 /// Drops the whole pages inside `bytes` from this process's memory (a file mapping re-reads
 /// them on access; nothing here reads them again). Failure (locked pages) is harmless.
 pub(super) fn release_pages(bytes: &[u8]) {
-    #[cfg(target_os = "linux")]
-    {
-        let page = 4096usize;
-        let start = (bytes.as_ptr() as usize).next_multiple_of(page);
-        let end = (bytes.as_ptr() as usize + bytes.len()) & !(page - 1);
-        if end > start {
-            // SAFETY: advisory call on whole pages of a live read-only mapping.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
-        }
-    }
+    let start = bytes.as_ptr() as usize;
+    advise_release(start..start + bytes.len());
 }
 
 /// Drops the whole pages of the address range `r` (part of a live read-only file mapping)
