@@ -10,10 +10,11 @@
  * needed. No function aborts the process, and no Rust panic crosses this API (it becomes
  * KOLIBRI_STATUS_PANIC).
  *
- * Ownership. Handles (kolibri_model, kolibri_context, kolibri_sampler) are created by the
- * load and new functions and released by the matching free function (NULL is a no-op). Kolibri
- * never frees memory the caller allocated, and the caller never frees memory Kolibri
- * allocated. A context keeps its model's weights alive, so handles may be freed in any order.
+ * Ownership. Handles (kolibri_model, kolibri_context, kolibri_sampler, kolibri_speculator)
+ * are created by the load and new functions and released by the matching free function (NULL
+ * is a no-op). Kolibri never frees memory the caller allocated, and the caller never frees
+ * memory Kolibri allocated. A context keeps its model's weights alive, so handles may be freed
+ * in any order (a speculator holds no context: its contexts are passed to each step).
  *
  * Buffers. Functions returning text take (char *buf, size_t capacity, size_t *len): on
  * success the text and a terminating NUL are written and *len is the text's length without
@@ -84,6 +85,14 @@ typedef struct kolibri_model kolibri_model;
  * Thread safety: used by one thread at a time (INVALID_STATE otherwise).
  */
 typedef struct kolibri_sampler kolibri_sampler;
+
+/**
+ * What a speculator has learnt about drafting, and how it drafts.
+ *
+ * Thread safety: used by one thread at a time (INVALID_STATE otherwise), with its contexts
+ * and sampler.
+ */
+typedef struct kolibri_speculator kolibri_speculator;
 
 /**
  * Result of a Kolibri call: a fixed-width integer, one of the `KOLIBRI_STATUS_*` values. The
@@ -279,6 +288,51 @@ typedef struct kolibri_sampler_params {
      */
     uint64_t seed;
 } kolibri_sampler_params;
+
+/**
+ * How to speculate. Initialise with kolibri_speculator_params_init, then change fields.
+ */
+typedef struct kolibri_speculator_params {
+    /**
+     * sizeof(kolibri_speculator_params) as the caller compiled it; set by the init function.
+     */
+    size_t struct_size;
+    /**
+     * Most tokens drafted per step, 1..=32 (fewer are drafted when they do not pay).
+     * Default 16.
+     */
+    uint32_t max_draft;
+    /**
+     * A draft model's draft ends at a token it gives less probability than this. Default 0.5.
+     */
+    float draft_p_min;
+    /**
+     * Prompt lookup matches the last 1..=lookup_ngram tokens (1..=16). Default 4.
+     */
+    uint32_t lookup_ngram;
+} kolibri_speculator_params;
+
+/**
+ * What speculation achieved so far.
+ */
+typedef struct kolibri_speculator_stats {
+    /**
+     * Tokens drafted and checked by the target.
+     */
+    uint64_t drafted;
+    /**
+     * Of those, the ones the target agreed with.
+     */
+    uint64_t accepted;
+    /**
+     * Target forward passes.
+     */
+    uint64_t target_passes;
+    /**
+     * Tokens returned by the steps.
+     */
+    uint64_t generated;
+} kolibri_speculator_stats;
 
 /**
  * 16-bit floats (llama.cpp's default).
@@ -870,6 +924,95 @@ kolibri_status kolibri_sampler_accept(struct kolibri_sampler *sampler, int32_t t
  * `sampler` is NULL or live.
  */
 kolibri_status kolibri_sampler_reset(struct kolibri_sampler *sampler);
+
+/**
+ * Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_speculator_params)` as
+ * the caller compiled it.
+ *
+ * **Ownership:** writes the caller's struct; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (NULL `params`, a size smaller than the first release's).
+ * **Thread safety:** any thread.
+ *
+ * # Safety
+ * `params` is NULL or writable for `struct_size` bytes.
+ */
+kolibri_status kolibri_speculator_params_init(struct kolibri_speculator_params *params,
+                                              size_t struct_size);
+
+/**
+ * Creates a speculator for `target`'s sequence. With a `draft` context (NULL for prompt
+ * lookup), its model must share the target's vocabulary token by token, be smaller, and the
+ * draft context must hold as many positions as the target's. The contexts stay the caller's:
+ * pass the same two to every kolibri_speculator_step.
+ *
+ * **Ownership:** `*out_speculator` is the caller's; free it with kolibri_speculator_free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument, a draft that does not fit the target, a
+ * param out of range), INVALID_STATE (a context in use by another thread).
+ * **Thread safety:** any thread; the contexts must not be in use elsewhere during the call.
+ *
+ * # Safety
+ * `target` is NULL or live; `draft` is NULL or live; `params` is NULL or a params struct
+ * from kolibri_speculator_params_init; `out_speculator` is NULL or writable.
+ */
+kolibri_status kolibri_speculator_new(const struct kolibri_context *target,
+                                      const struct kolibri_context *draft,
+                                      const struct kolibri_speculator_params *params,
+                                      struct kolibri_speculator **out_speculator);
+
+/**
+ * One speculative step after `pending`, the token last sampled (by kolibri_sampler_sample
+ * or an earlier step) and not yet evaluated. Drafts, checks the drafts in one pass of
+ * `target`, and writes the tokens generated to `out_tokens` (at least one, at most
+ * max_draft + 1; `*out_n` receives the count). The last is the new pending token; the others
+ * are in the target context now. The sampler accepts each of them (as sampling does).
+ * A step stops after an end-of-generation token. Afterwards the target has no logits (its
+ * last token is pending): continue with another step, or evaluate the pending token.
+ *
+ * **Ownership:** writes the caller's buffer; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument; other contexts than at creation),
+ * INVALID_TOKEN, BUFFER_TOO_SMALL (`capacity` below max_draft + 1), CONTEXT_FULL (no room for
+ * the pending token), CANCELLED (an abort callback stopped a pass), INVALID_STATE (a handle in
+ * use by another thread). On error the contexts and the sampler are as before: the step can
+ * be retried.
+ * **Thread safety:** one thread at a time per speculator, and its contexts and sampler.
+ *
+ * # Safety
+ * `speculator`, `target`, `sampler` are NULL or live; `draft` is NULL or live; `out_tokens`
+ * is NULL or writable for `capacity` tokens; `out_n` is NULL or writable.
+ */
+kolibri_status kolibri_speculator_step(struct kolibri_speculator *speculator,
+                                       const struct kolibri_context *target,
+                                       const struct kolibri_context *draft,
+                                       struct kolibri_sampler *sampler,
+                                       int32_t pending,
+                                       int32_t *out_tokens,
+                                       size_t capacity,
+                                       size_t *out_n);
+
+/**
+ * What the speculator achieved so far.
+ *
+ * **Ownership:** writes the caller's struct; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument), INVALID_STATE (in use by another thread).
+ * **Thread safety:** one thread at a time per speculator.
+ *
+ * # Safety
+ * `speculator` is NULL or live; `out_stats` is NULL or writable.
+ */
+kolibri_status kolibri_speculator_get_stats(const struct kolibri_speculator *speculator,
+                                            struct kolibri_speculator_stats *out_stats);
+
+/**
+ * Frees a speculator (its contexts stay the caller's). NULL is a no-op.
+ *
+ * **Ownership:** `speculator` is invalid afterwards.
+ * **Errors:** none; freeing the same handle twice is undefined behaviour.
+ * **Thread safety:** no other thread may be using `speculator`.
+ *
+ * # Safety
+ * `speculator` is NULL or a live handle from kolibri_speculator_new, not freed before.
+ */
+void kolibri_speculator_free(struct kolibri_speculator *speculator);
 
 /**
  * The size in bytes of the context's saved state (what kolibri_context_state_save writes).

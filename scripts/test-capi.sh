@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 models="${KOLIBRI_MODEL_DIR:-$HOME/.cache/kolibri/models}"
 model="$models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 plain_model="$models/gemma-3-270m-q4_k_m.gguf" # has no chat template
+large_model="$models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
@@ -49,6 +50,7 @@ check "chat.cpp holds a two-turn conversation" sh -c "'$work/shared/chat' '$mode
 sed 's/^/       | /' "$work/chat-out.txt"
 check "misuse: documented statuses and messages" "$work/shared/misuse" "$model" "$plain_model"
 check "state: saved, loaded, continued bit-identically; bad states refused" "$work/shared/state" "$model" "$work/prompt.state"
+check "speculative: lookup and a draft model give greedy's tokens; bad drafts refused" "$work/shared/speculative" "$model" "$large_model" "$plain_model"
 
 echo "== valgrind (errors and definite/indirect leaks fail; SIMD code runs ~50x slower there,"
 echo "   so few tokens, and two single-threaded valgrind runs at a time)"
@@ -66,6 +68,7 @@ check "asan: simple" "$work/asan/simple" "$model" "$prompt" 8
 check "asan: chat" sh -c "echo 'Hi' | '$work/asan/chat' '$model' 8"
 check "asan: misuse" "$work/asan/misuse" "$model" "$plain_model"
 check "asan: state" "$work/asan/state" "$model" "$work/asan.state"
+check "asan: speculative (prompt lookup)" "$work/asan/speculative" "$model"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== bindings"

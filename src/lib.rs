@@ -9,6 +9,7 @@
 //! - [`tokenizer`]: GPT-2 byte-level BPE and SentencePiece-style tokenizers.
 //! - [`sampling`]: logits processing and token sampling.
 //! - [`chat`]: the model's Jinja chat template, rendered like Hugging Face does.
+//! - [`speculative`]: speculative decoding (a draft model or prompt lookup, verified in one pass).
 //! - [`batching`]: continuous batching of many requests over one multi-sequence context.
 //! - [`capi`]: the C ABI over all of the above (`include/kolibri.h`).
 
@@ -28,4 +29,5 @@ pub mod perplexity;
 pub mod quant;
 pub mod quantize;
 pub mod sampling;
+pub mod speculative;
 pub mod tokenizer;

@@ -4,7 +4,8 @@
 //! One file per C concept: [`status`] (status codes), [`guard`] (panic catching, last error,
 //! pointer checks, buffer conventions), [`library`] (version, system info), [`model`],
 //! [`text`] (tokenize / detokenize), [`chat`] (chat templates), [`context`] (evaluation),
-//! [`state`] (saving and loading a context), [`sampler`]. Conventions every function follows (also in the header's preamble):
+//! [`state`] (saving and loading a context), [`sampler`], [`speculative`] (speculative
+//! decoding). Conventions every function follows (also in the header's preamble):
 //! - Fallible functions return `kolibri_status`; details of a failure are in the thread's
 //!   `kolibri_last_error()`. Outputs are written only on success (BUFFER_TOO_SMALL writes
 //!   just the size needed).
@@ -25,6 +26,7 @@ pub mod library;
 pub mod model;
 mod params;
 pub mod sampler;
+pub mod speculative;
 pub mod state;
 pub mod status;
 pub mod text;

@@ -11,7 +11,7 @@ use crate::sampling::{Sampler, SamplerParams};
 ///
 /// Thread safety: used by one thread at a time (INVALID_STATE otherwise).
 pub struct kolibri_sampler {
-    inner: Exclusive<Sampler>,
+    pub(crate) inner: Exclusive<Sampler>,
 }
 
 /// How to sample. Initialise with kolibri_sampler_params_init, then change fields. The

@@ -49,6 +49,32 @@ impl Sampler {
         chain::draw(&self.cands, u)
     }
 
+    /// Samples the token that follows a drafted guess `draft` (speculative decoding's
+    /// verification) so that the result has exactly the distribution [`Sampler::sample`] has:
+    /// the draft, proposed with certainty, is kept with probability p(draft); otherwise a token
+    /// is drawn from p with the draft removed. Greedy mode is the argmax, as in `sample`.
+    pub fn sample_given_draft(&mut self, logits: &[f32], draft: TokenId) -> TokenId {
+        if self.params.is_greedy() {
+            return self.sample(logits);
+        }
+        if !self.prepare(logits) {
+            return 0;
+        }
+        let p_draft = self
+            .cands
+            .iter()
+            .find(|c| c.id == draft)
+            .map_or(0.0, |c| c.p);
+        if self.rng.next_f64() < p_draft as f64 {
+            return draft;
+        }
+        for c in self.cands.iter_mut().filter(|c| c.id == draft) {
+            c.p = 0.0;
+        }
+        let u = self.rng.next_f64();
+        chain::draw(&self.cands, u)
+    }
+
     /// Runs the chain up to (not including) the draw and returns the surviving candidates with
     /// `logit` = penalised logit and `p` = final sampling probability. Order is unspecified.
     /// Useful for logprob reporting and tests; does not advance the RNG. In greedy mode this is

@@ -9,6 +9,7 @@ mod quantize;
 mod run;
 #[cfg(feature = "server")]
 mod serve;
+mod speculate;
 mod tokenize;
 
 use std::process::ExitCode;

@@ -36,10 +36,12 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
         .chain(crate::BUDGET_FLAGS)
+        .chain(crate::speculate::FLAGS)
         .collect::<Vec<_>>(),
         &[
             &crate::LOAD_SWITCHES[..],
             &crate::BUDGET_SWITCHES,
+            &crate::speculate::SWITCHES,
             &["--context-shift", "--prompt-cache-ro"],
         ]
         .concat(),
@@ -81,6 +83,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     };
     let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
+    let mut speculator = crate::speculate::from_args(&a, &ctx)?;
     let load_s = t_load.elapsed().as_secs_f64();
     if tokens.is_empty() {
         return Err("the prompt tokenized to nothing".into());
@@ -92,7 +95,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
 
     let t_prompt = Instant::now();
     let cache = a.get(&["--prompt-cache"]).map(std::path::Path::new);
-    let (mut logits, n_evaluated) = match cache {
+    let (logits, n_evaluated) = match cache {
         Some(file) => evaluate_with_cache(&mut ctx, &tokens, file, a.has("--prompt-cache-ro"))?,
         None => (
             ctx.eval(&tokens, Logits::Last).map_err(|e| e.to_string())?,
@@ -118,17 +121,22 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let mut decoder = StreamDecoder::new(&model.tokenizer);
     let t_gen = Instant::now();
     let (mut n_gen, mut n_shifts) = (0, 0);
-    while n_gen < n_predict {
-        let tok = sampler.sample(&logits);
-        sampler.accept(tok);
-        n_gen += 1;
-        if model.tokenizer.is_eog(tok) {
-            break;
-        }
-        let _ = write!(out, "{}", decoder.push(tok));
-        let _ = out.flush();
-        if n_gen == n_predict {
-            break;
+    // Sampled tokens not yet printed; the last one printed is not yet in the cache.
+    let mut fresh = std::collections::VecDeque::from([sampler.sample(&logits)]);
+    sampler.accept(fresh[0]);
+    'generate: loop {
+        let mut last = 0;
+        while let Some(tok) = fresh.pop_front() {
+            n_gen += 1;
+            if model.tokenizer.is_eog(tok) {
+                break 'generate;
+            }
+            let _ = write!(out, "{}", decoder.push(tok));
+            let _ = out.flush();
+            if n_gen == n_predict {
+                break 'generate;
+            }
+            last = tok;
         }
         if ctx.n_past() == ctx.n_ctx() {
             let Some(n_keep) = n_keep else {
@@ -147,8 +155,16 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             n_shifts += 1;
         }
-        match ctx.eval(&[tok], Logits::Last) {
-            Ok(l) => logits = l,
+        let next = match &mut speculator {
+            Some((drafter, s)) => s.step(drafter.as_mut(), &mut ctx, 0, last, &mut sampler),
+            None => ctx.eval(&[last], Logits::Last).map(|l| {
+                let tok = sampler.sample(&l);
+                sampler.accept(tok);
+                vec![tok]
+            }),
+        };
+        match next {
+            Ok(tokens) => fresh.extend(tokens),
             Err(e) => {
                 eprintln!("\nstopped: {e}");
                 break;
@@ -175,6 +191,9 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     );
     if n_shifts > 0 {
         eprintln!("context shifts: {n_shifts}");
+    }
+    if let Some((_, s)) = &speculator {
+        crate::speculate::report(&s.stats());
     }
     Ok(())
 }

@@ -75,12 +75,38 @@ pub fn attention(
     if n_tokens >= TILED_FROM {
         return tiled::attention(s, q, kv, layer, places, out);
     }
+    // Chosen per query, so a token's result never depends on what else is in its batch (a
+    // verify pass of speculative decoding must give the bits a single-token pass gives).
     let f16_cache = kv.type_k() == KvType::F16 && kv.type_v() == KvType::F16;
-    let deepest = places.iter().map(|&p| visible(s, p).len()).max();
-    if f16_cache && deepest.unwrap_or(0) <= SPLIT_ROWS {
-        per_query::attention(s, q, kv, layer, places, out)
-    } else {
-        streaming::attention(s, q, kv, layer, places, out)
+    let short = |p: &QueryPlace| f16_cache && visible(s, *p).len() <= SPLIT_ROWS;
+    let n_short = places.iter().filter(|p| short(p)).count();
+    if n_short == n_tokens {
+        return per_query::attention(s, q, kv, layer, places, out);
+    }
+    if n_short == 0 {
+        return streaming::attention(s, q, kv, layer, places, out);
+    }
+    let (q_width, out_width) = (s.n_head * s.head_dim_k, s.n_head * s.head_dim_v);
+    for want_short in [true, false] {
+        let idx: Vec<usize> = (0..n_tokens)
+            .filter(|&i| short(&places[i]) == want_short)
+            .collect();
+        let sub_places: Vec<QueryPlace> = idx.iter().map(|&i| places[i]).collect();
+        let sub_q: Vec<f32> = idx
+            .iter()
+            .flat_map(|&i| &q[i * q_width..(i + 1) * q_width])
+            .copied()
+            .collect();
+        let mut sub_out = vec![0f32; idx.len() * out_width];
+        if want_short {
+            per_query::attention(s, &sub_q, kv, layer, &sub_places, &mut sub_out);
+        } else {
+            streaming::attention(s, &sub_q, kv, layer, &sub_places, &mut sub_out);
+        }
+        for (j, &i) in idx.iter().enumerate() {
+            out[i * out_width..(i + 1) * out_width]
+                .copy_from_slice(&sub_out[j * out_width..(j + 1) * out_width]);
+        }
     }
 }
 

@@ -1,0 +1,73 @@
+//! The speculative-decoding options of `kolibri run`: `--draft MODEL` or `--lookup`.
+
+use std::sync::Arc;
+
+use kolibri::model::{Context, ContextParams};
+use kolibri::speculative::{Drafter, LookupDrafter, ModelDrafter, SpecStats, Speculator};
+
+use crate::args::Args;
+
+pub const FLAGS: [&str; 5] = [
+    "-md",
+    "--draft",
+    "--draft-max",
+    "--draft-p-min",
+    "--lookup-ngram",
+];
+pub const SWITCHES: [&str; 1] = ["--lookup"];
+
+/// A drafter, and the speculator over it.
+pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
+
+/// The speculation the options ask for, over `target` (None without `--draft`/`--lookup`).
+pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, String> {
+    let draft_path = a.get(&["-md", "--draft"]);
+    if draft_path.is_some() && a.has("--lookup") {
+        return Err("--draft and --lookup are alternatives; choose one".into());
+    }
+    let drafter: Box<dyn Drafter + Send> = if let Some(path) = draft_path {
+        let draft_model =
+            Arc::new(crate::load_model(path, a).map_err(|e| format!("--draft: {e}"))?);
+        let params = ContextParams {
+            n_ctx: target.n_ctx(),
+            n_threads: a.parse_or(&["-t", "--threads"], crate::default_threads())?,
+            ..ContextParams::default()
+        };
+        if params.n_ctx > draft_model.hparams.n_ctx_train {
+            return Err(format!(
+                "--draft: the draft model was trained for {} positions, the request needs {}",
+                draft_model.hparams.n_ctx_train, params.n_ctx
+            ));
+        }
+        let ctx = Context::new(draft_model, &params).map_err(|e| format!("--draft: {e}"))?;
+        let p_min = a.parse_or(&["--draft-p-min"], 0.5f32)?;
+        Box::new(ModelDrafter::new(target, ctx, 0, p_min).map_err(|e| e.to_string())?)
+    } else if a.has("--lookup") {
+        let n = a.parse_or(&["--lookup-ngram"], 4usize)?;
+        Box::new(LookupDrafter::new(1, n))
+    } else {
+        return Ok(None);
+    };
+    let max = a.parse_or(&["--draft-max"], 16usize)?;
+    if max == 0 || max > 32 {
+        return Err("--draft-max must be in 1..=32".into());
+    }
+    let speculator = Speculator::new(drafter.as_ref(), max);
+    Ok(Some((drafter, speculator)))
+}
+
+/// `kolibri run`'s summary line.
+pub fn report(s: &SpecStats) {
+    eprintln!(
+        "speculation: {} drafted, {} accepted ({:.1}%), {:.2} accepted and {:.2} tokens per \
+         target pass ({} passes: {:.0} ms; drafting {:.0} ms)",
+        s.drafted,
+        s.accepted,
+        100.0 * s.acceptance(),
+        s.accepted_per_pass(),
+        s.tokens_per_pass(),
+        s.target_passes,
+        s.target_secs * 1e3,
+        s.draft_secs * 1e3
+    );
+}

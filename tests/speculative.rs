@@ -1,0 +1,282 @@
+//! Speculative decoding: greedy output token for token that of plain decoding (prompt lookup
+//! and a draft model), the target's sampling distribution kept exactly, bad drafts refused,
+//! and a cancelled step leaving both caches usable.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use kolibri::model::{Context, ContextParams, Logits, Model, ModelError};
+use kolibri::sampling::{Sampler, SamplerParams};
+use kolibri::speculative::{Drafter, LookupDrafter, ModelDrafter, SpecStats, Speculator};
+use serde_json::Value;
+
+const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
+const QWEN_05B: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+const QWEN_15B: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+const N_NEW: usize = 48;
+const EDIT_PROMPT: &str = "Rewrite this function to use a loop instead of recursion, keep the \
+                           names:\ndef fibonacci(n):\n    if n <= 1:\n        return n\n    \
+                           return fibonacci(n - 1) + fibonacci(n - 2)\n";
+
+fn load(file: &str) -> Arc<Model> {
+    Arc::new(Model::load(common::model_path(file)).unwrap())
+}
+
+fn context(model: &Arc<Model>) -> Context {
+    let params = ContextParams {
+        n_ctx: 512,
+        n_threads: common::threads(),
+        ..Default::default()
+    };
+    Context::new(Arc::clone(model), &params).unwrap()
+}
+
+/// The prompts of the model's llama.cpp reference cases, and the edit prompt.
+fn prompts(reference: &str) -> Vec<String> {
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::data_path(reference)).unwrap())
+            .unwrap();
+    let mut p: Vec<String> = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["prompt"].as_str().unwrap().to_owned())
+        .collect();
+    p.push(EDIT_PROMPT.into());
+    p
+}
+
+/// `n` tokens after `prompt` (stopping at end of generation), plainly or speculating with
+/// `drafter`, and what speculation achieved.
+fn generate(
+    ctx: &mut Context,
+    prompt: &str,
+    n: usize,
+    params: SamplerParams,
+    mut drafter: Option<&mut dyn Drafter>,
+) -> (Vec<u32>, SpecStats) {
+    let model = Arc::clone(ctx.model());
+    let mut sampler = Sampler::new(params).unwrap();
+    let tokens = model.tokenizer.encode(prompt, true, true);
+    let logits = ctx.eval(&tokens, Logits::Last).unwrap();
+    let mut out = vec![sampler.sample(&logits)];
+    sampler.accept(out[0]);
+    let mut speculator = drafter.as_deref().map(|d| Speculator::new(d, 16));
+    while out.len() < n && !model.tokenizer.is_eog(*out.last().unwrap()) {
+        let last = *out.last().unwrap();
+        let new = match (drafter.as_deref_mut(), &mut speculator) {
+            (Some(d), Some(s)) => s.step(d, ctx, 0, last, &mut sampler).unwrap(),
+            _ => {
+                let l = ctx.eval(&[last], Logits::Last).unwrap();
+                let t = sampler.sample(&l);
+                sampler.accept(t);
+                vec![t]
+            }
+        };
+        out.extend(new);
+    }
+    out.truncate(n);
+    (out, speculator.map(|s| s.stats()).unwrap_or_default())
+}
+
+fn greedy(ctx: &mut Context, prompt: &str, drafter: Option<&mut dyn Drafter>) -> Vec<u32> {
+    greedy_stats(ctx, prompt, drafter).0
+}
+
+fn greedy_stats(
+    ctx: &mut Context,
+    prompt: &str,
+    drafter: Option<&mut dyn Drafter>,
+) -> (Vec<u32>, SpecStats) {
+    generate(ctx, prompt, N_NEW, SamplerParams::greedy(), drafter)
+}
+
+#[test]
+fn greedy_with_prompt_lookup_is_plain_greedy() {
+    for (file, reference) in [
+        (GEMMA, "greedy-gemma-3-270m.json"),
+        (QWEN_05B, "greedy-qwen2.5-coder-0.5b.json"),
+        (QWEN_15B, "greedy-qwen2.5-coder-1.5b.json"),
+    ] {
+        let model = load(file);
+        let mut drafted = 0;
+        for prompt in prompts(reference) {
+            let plain = greedy(&mut context(&model), &prompt, None);
+            let mut lookup = LookupDrafter::new(1, 4);
+            let (fast, stats) = greedy_stats(&mut context(&model), &prompt, Some(&mut lookup));
+            assert_eq!(fast, plain, "{file}, prompt {prompt:?}");
+            drafted += stats.drafted;
+        }
+        assert!(drafted > 0, "{file}: lookup never drafted");
+    }
+}
+
+#[test]
+fn greedy_with_a_draft_model_is_plain_greedy() {
+    let (target, draft) = (load(QWEN_15B), load(QWEN_05B));
+    for prompt in prompts("greedy-qwen2.5-coder-1.5b.json") {
+        let plain = greedy(&mut context(&target), &prompt, None);
+        let mut ctx = context(&target);
+        let mut drafter = ModelDrafter::new(&ctx, context(&draft), 0, 0.3).unwrap();
+        let (fast, s) = greedy_stats(&mut ctx, &prompt, Some(&mut drafter));
+        assert_eq!(fast, plain, "prompt {prompt:?}");
+        assert!(s.accepted > 0 && s.tokens_per_pass() > 1.0, "{s:?}");
+    }
+}
+
+/// Pearson's chi-square of `counts` against probabilities `p` (bins expecting fewer than 5
+/// pooled), and its degrees of freedom.
+fn chi_square(counts: &[u64], p: &[f64]) -> (f64, usize) {
+    let n: u64 = counts.iter().sum();
+    let (mut stat, mut bins) = (0.0, 0);
+    let (mut pooled_obs, mut pooled_exp) = (0.0, 0.0);
+    for (&c, &pi) in counts.iter().zip(p) {
+        let e = pi * n as f64;
+        if e < 5.0 {
+            (pooled_obs, pooled_exp) = (pooled_obs + c as f64, pooled_exp + e);
+        } else {
+            stat += (c as f64 - e).powi(2) / e;
+            bins += 1;
+        }
+    }
+    if pooled_exp > 0.0 {
+        stat += (pooled_obs - pooled_exp).powi(2) / pooled_exp.max(1e-9);
+        bins += 1;
+    }
+    (stat, bins - 1)
+}
+
+/// The chi-square value a correct sampler exceeds with probability 0.001 (Wilson-Hilferty).
+fn critical(df: usize) -> f64 {
+    let k = df as f64;
+    let z = 3.09;
+    k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3)
+}
+
+/// At temperature 0.8 the token verified against a draft follows the target's distribution,
+/// whether the draft is its likeliest token or a less likely one, as plain sampling does;
+/// a verifier that trusted the draft would fail the same test.
+#[test]
+fn verified_tokens_keep_the_target_distribution() {
+    let model = load(QWEN_05B);
+    let logits = context(&model)
+        .eval(&model.tokenizer.encode("def", true, true), Logits::Last)
+        .unwrap();
+    let params = |seed| SamplerParams {
+        temperature: 0.8,
+        seed,
+        ..SamplerParams::default()
+    };
+    let mut cands = Sampler::new(params(0))
+        .unwrap()
+        .candidates(&logits)
+        .to_vec();
+    cands.sort_by(|a, b| b.p.total_cmp(&a.p));
+    assert!(
+        cands.len() >= 3,
+        "too few candidates to test: {}",
+        cands.len()
+    );
+    let ids: Vec<u32> = cands.iter().map(|c| c.id).collect();
+    let p: Vec<f64> = cands.iter().map(|c| c.p as f64).collect();
+    let bin = |t: u32| ids.iter().position(|&i| i == t).unwrap();
+    let n_seeds = 4000u64;
+    let tally = |f: &dyn Fn(&mut Sampler) -> u32| {
+        let mut counts = vec![0u64; ids.len()];
+        for seed in 0..n_seeds {
+            counts[bin(f(&mut Sampler::new(params(seed)).unwrap()))] += 1;
+        }
+        counts
+    };
+    let plain = tally(&|s| s.sample(&logits));
+    let (stat, df) = chi_square(&plain, &p);
+    assert!(stat < critical(df), "plain sampling: chi2 {stat} df {df}");
+    for draft in [ids[0], ids[1], ids[ids.len() - 1]] {
+        let verified = tally(&|s| s.sample_given_draft(&logits, draft));
+        let (stat, df) = chi_square(&verified, &p);
+        assert!(stat < critical(df), "draft {draft}: chi2 {stat} df {df}");
+    }
+    // Power: always keeping a middling draft is caught.
+    let trusting = tally(&|_| ids[1]);
+    let (stat, df) = chi_square(&trusting, &p);
+    assert!(
+        stat > critical(df),
+        "a trusting verifier passed: chi2 {stat}"
+    );
+}
+
+#[test]
+fn unusable_drafts_are_refused_with_the_reason() {
+    let (small, large, gemma) = (load(QWEN_05B), load(QWEN_15B), load(GEMMA));
+    let err = |target: &Arc<Model>, draft: Context| match ModelDrafter::new(
+        &context(target),
+        draft,
+        0,
+        0.5,
+    ) {
+        Ok(_) => panic!("accepted"),
+        Err(ModelError::InvalidArgument(m)) => m,
+        Err(e) => panic!("{e}"),
+    };
+    let m = err(&small, context(&gemma));
+    assert!(m.contains("vocabulary"), "{m}");
+    let m = err(&small, context(&large));
+    assert!(m.contains("must be smaller"), "{m}");
+    let short = ContextParams {
+        n_ctx: 256,
+        ..Default::default()
+    };
+    let m = err(&large, Context::new(Arc::clone(&small), &short).unwrap());
+    assert!(m.contains("256 positions"), "{m}");
+}
+
+/// An abort callback that stops the `at`-th layer it is asked about, once.
+fn abort_once(at: usize) -> kolibri::model::AbortCallback {
+    let asked = AtomicUsize::new(0);
+    Box::new(move || asked.fetch_add(1, Ordering::Relaxed) + 1 == at)
+}
+
+/// A step cancelled in the draft or in the verify pass returns `Cancelled`; generation then
+/// continues to exactly the plain greedy text.
+#[test]
+fn a_cancelled_step_leaves_both_caches_consistent() {
+    let (target, draft) = (load(QWEN_15B), load(QWEN_05B));
+    let plain = greedy(&mut context(&target), EDIT_PROMPT, None);
+    let n_layer = target.hparams.n_layer;
+    for cancel_draft in [true, false] {
+        let mut ctx = context(&target);
+        let mut draft_ctx = context(&draft);
+        let mut sampler = Sampler::new(SamplerParams::greedy()).unwrap();
+        let prompt = target.tokenizer.encode(EDIT_PROMPT, true, true);
+        let mut out = vec![sampler.sample(&ctx.eval(&prompt, Logits::Last).unwrap())];
+        sampler.accept(out[0]);
+        // Stops the third pass (the draft's, or the target's) half way through its layers.
+        let abort = abort_once(2 * draft.hparams.n_layer.max(n_layer) + n_layer / 2);
+        if cancel_draft {
+            draft_ctx.set_abort(Some(abort));
+        } else {
+            ctx.set_abort(Some(abort));
+        }
+        let mut drafter = ModelDrafter::new(&ctx, draft_ctx, 0, 0.3).unwrap();
+        let mut spec = Speculator::new(&drafter, 8);
+        let mut cancelled = 0;
+        while out.len() < N_NEW {
+            match spec.step(
+                &mut drafter,
+                &mut ctx,
+                0,
+                *out.last().unwrap(),
+                &mut sampler,
+            ) {
+                Ok(new) => out.extend(new),
+                Err(ModelError::Cancelled) => cancelled += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        out.truncate(N_NEW);
+        assert_eq!(cancelled, 1, "cancel_draft {cancel_draft}");
+        assert_eq!(out, plain, "cancel_draft {cancel_draft}");
+    }
+}
