@@ -3,6 +3,11 @@
 
     scripts/serve-bench.py -m MODEL [--parallel 1,4] [--clients 8] [--requests 5]
                            [--max-tokens 64] [--temperature 0.7] [-t 2]
+                           [--edit] [--kolibri-args ';--lookup']
+
+--edit sends edit-this-code requests (the answer repeats the input: what prompt lookup
+speeds up) instead of explanations; --kolibri-args runs kolibri once per ';'-separated set of
+extra `serve` arguments (an empty set is the plain server).
 
 For each server and --parallel value: start the server, warm it up with one request, then run
 `clients` threads that each send `requests` streaming chat requests one after another. Prints
@@ -26,10 +31,10 @@ TOPICS = ["binary search", "a linked list", "recursion", "hash maps", "unit test
           "git rebase", "HTTP caching", "SQL joins", "closures", "garbage collection"]
 
 
-def start_kolibri(model, parallel, threads, n_ctx):
+def start_kolibri(model, parallel, threads, n_ctx, extra=()):
     exe = os.path.join(os.path.dirname(__file__), "..", "target", "release", "kolibri")
     proc = subprocess.Popen([exe, "serve", "-m", model, "--port", "0", "-t", str(threads),
-                             "--parallel", str(parallel), "-c", str(n_ctx)],
+                             "--parallel", str(parallel), "-c", str(n_ctx), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     m = re.search(r"http://([\d.]+):(\d+)", proc.stdout.readline())
     return proc, m.group(1), int(m.group(2))
@@ -79,14 +84,37 @@ def chat(host, port, content, args):
     return ttft or 0.0, time.perf_counter() - t0, usage if usage is not None else chunks
 
 
+def edit_request(n):
+    names = ["total", "count", "result", "value", "items", "data"]
+    old, new = names[n % len(names)], f"{names[n % len(names)]}_{n}"
+    code = "\n".join([
+        f"def summarize(rows):",
+        f"    {old} = {{}}",
+        f"    for row in rows:",
+        f"        key = row['name']",
+        f"        {old}[key] = {old}.get(key, 0) + row['amount']",
+        f"    return {old}",
+        f"",
+        f"def report(rows):",
+        f"    {old} = summarize(rows)",
+        f"    for key in sorted({old}):",
+        f"        print(key, {old}[key])",
+    ])
+    return (f"Rename the variable `{old}` to `{new}` in this code and output the whole code, "
+            f"nothing else:\n```python\n{code}\n```")
+
+
 def run_load(host, port, args):
     results, lock = [], threading.Lock()
 
     def client(i):
         for j in range(args.requests):
             topic = TOPICS[(i * args.requests + j) % len(TOPICS)]
-            res = chat(host, port, f"Explain {topic} to a new programmer (client {i}, "
-                       f"question {j}).", args)
+            if args.edit:
+                res = chat(host, port, edit_request(i * args.requests + j), args)
+            else:
+                res = chat(host, port, f"Explain {topic} to a new programmer (client {i}, "
+                           f"question {j}).", args)
             with lock:
                 results.append(res)
 
@@ -116,8 +144,14 @@ def main():
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("-c", "--ctx", type=int, default=2048, help="context per slot")
+    p.add_argument("--edit", action="store_true", help="edit-this-code prompts")
+    p.add_argument("--kolibri-args", default="", help="';'-separated sets of serve arguments")
     args = p.parse_args()
-    engines = [("kolibri", start_kolibri)]
+    engines = []
+    for extra in args.kolibri_args.split(";"):
+        extra = extra.split()
+        label = " ".join(["kolibri", *extra])
+        engines.append((label, lambda m, par, t, c, e=extra: start_kolibri(m, par, t, c, e)))
     if os.environ.get("LLAMA_SERVER"):
         engines.append(("llama-server", start_llama))
     print(f"{args.clients} clients x {args.requests} streaming chat requests, max_tokens "

@@ -44,6 +44,7 @@ fn scheduler_with(
             type_k: KvType::F16,
             type_v: KvType::F16,
             context_shift,
+            lookup: 0,
         },
     )
     .unwrap()
@@ -459,4 +460,62 @@ fn context_shift_fits_a_long_prompt() {
         &[],
     );
     assert!(matches!(refused, Err(SubmitError::PromptTooLong { .. })));
+}
+
+/// Prompt lookup in the scheduler: two requests served at once, each slot drafting from its
+/// own text; greedy output (text and tokens) is what the scheduler gives without lookup, in
+/// fewer forward passes, and the metrics count the drafts.
+#[test]
+fn prompt_lookup_drafts_per_slot_and_keeps_greedy_output() {
+    let model = model();
+    let code = "Repeat this code exactly:\ndef add(a, b):\n    return a + b\n\n\
+                def sub(a, b):\n    return a - b\n\ndef mul(a, b):\n";
+    let prompts = [
+        prompt(&model, code),
+        prompt(&model, "The capital of France is"),
+    ];
+    let run = |lookup: usize| {
+        let s = Scheduler::start(
+            Arc::clone(&model),
+            SchedulerParams {
+                n_slots: 2,
+                n_ctx: 256,
+                n_threads: common::threads(),
+                n_batch: 64,
+                max_queue: 4,
+                type_k: KvType::F16,
+                type_v: KvType::F16,
+                context_shift: None,
+                lookup,
+            },
+        )
+        .unwrap();
+        let pending: Vec<Pending> = (prompts.iter())
+            .map(|p| submit(&s, p.clone(), 48, SamplerParams::greedy(), &[]).unwrap())
+            .collect();
+        let done: Vec<(String, Completion)> = pending.iter().map(|p| wait(p).unwrap()).collect();
+        let stats = s.stats();
+        let counts = [
+            Stats::get(&stats.forward_passes),
+            Stats::get(&stats.drafted_tokens),
+            Stats::get(&stats.accepted_tokens),
+        ];
+        (done, counts)
+    };
+    let (plain, [plain_passes, plain_drafted, _]) = run(0);
+    let (fast, [passes, drafted, accepted]) = run(16);
+    assert_eq!(plain_drafted, 0);
+    for ((pt, pc), (ft, fc)) in plain.iter().zip(&fast) {
+        assert_eq!(fc.tokens, pc.tokens);
+        assert_eq!(ft, pt);
+        assert_eq!(fc.finish, pc.finish);
+    }
+    assert!(
+        accepted > 0 && accepted <= drafted,
+        "{accepted} of {drafted}"
+    );
+    assert!(
+        passes < plain_passes,
+        "{passes} passes, {plain_passes} without lookup"
+    );
 }

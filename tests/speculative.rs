@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use kolibri::model::{Context, ContextParams, Logits, Model, ModelError};
 use kolibri::sampling::{Sampler, SamplerParams};
-use kolibri::speculative::{Drafter, LookupDrafter, ModelDrafter, SpecStats, Speculator};
+use kolibri::speculative::{
+    Drafter, LookupDrafter, LookupThenModel, ModelDrafter, SpecStats, Speculator,
+};
 use serde_json::Value;
 
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -123,6 +125,13 @@ fn greedy_with_a_draft_model_is_plain_greedy() {
         let (fast, s) = greedy_stats(&mut ctx, &prompt, Some(&mut drafter));
         assert_eq!(fast, plain, "prompt {prompt:?}");
         assert!(s.accepted > 0 && s.tokens_per_pass() > 1.0, "{s:?}");
+        // Lookup first, the draft model when lookup has nothing.
+        let mut ctx = context(&target);
+        let model = ModelDrafter::new(&ctx, context(&draft), 0, 0.3).unwrap();
+        let mut both = LookupThenModel::new(LookupDrafter::new(1, 4), model);
+        let (fast, s) = greedy_stats(&mut ctx, &prompt, Some(&mut both));
+        assert_eq!(fast, plain, "lookup then draft, prompt {prompt:?}");
+        assert!(s.accepted > 0, "{s:?}");
     }
 }
 

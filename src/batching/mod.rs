@@ -119,6 +119,9 @@ pub struct SchedulerParams {
     /// they are full, the older half of what follows the first `n_keep` tokens is forgotten);
     /// `None` ends it there with [`FinishReason::Length`].
     pub context_shift: Option<usize>,
+    /// Prompt-lookup speculation: most tokens each generating slot drafts per step from its
+    /// own prompt and text, checked in the shared forward pass; 0 = off.
+    pub lookup: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,10 +215,10 @@ impl Scheduler {
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
         let worker_stats = Arc::clone(&stats);
-        let shift = params.context_shift;
+        let (shift, lookup) = (params.context_shift, params.lookup.min(32));
         let worker = std::thread::Builder::new()
             .name("kolibri-scheduler".into())
-            .spawn(move || worker::run(ctx, rx, worker_stats, shift))
+            .spawn(move || worker::run(ctx, rx, worker_stats, shift, lookup))
             .map_err(|e| ModelError::InvalidArgument(format!("cannot start a thread: {e}")))?;
         Ok(Scheduler {
             model,

@@ -27,6 +27,9 @@ pub struct Stats {
     pub forward_tokens: AtomicU64,
     /// Context shifts done for requests that filled their slot.
     pub context_shifts: AtomicU64,
+    /// Prompt-lookup speculation: tokens drafted, and those the model agreed with.
+    pub drafted_tokens: AtomicU64,
+    pub accepted_tokens: AtomicU64,
 }
 
 impl Stats {

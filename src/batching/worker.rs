@@ -11,6 +11,7 @@ use super::stop::StopMatcher;
 use super::{Completion, Event, Failure, FinishReason, Message, Queued, Request};
 use crate::model::{BatchToken, Context};
 use crate::sampling::Sampler;
+use crate::speculative::{DraftPolicy, Drafter, LookupDrafter, NgramPool};
 use crate::tokenizer::{StreamDecoder, TokenId, Tokenizer};
 
 /// One sequence of the context (whose tokens `ctx.seq_tokens(slot)` holds) and the request
@@ -38,6 +39,10 @@ struct Job<'t> {
     first_token: Option<Instant>,
     decoder: StreamDecoder<'t>,
     stop: StopMatcher,
+    /// Prompt-lookup speculation over this request's text, when on.
+    lookup: Option<(LookupDrafter, DraftPolicy)>,
+    /// Tokens drafted to follow `next` in the current step.
+    drafts: Vec<TokenId>,
 }
 
 enum Outcome {
@@ -52,6 +57,7 @@ pub(super) fn run(
     queue: mpsc::Receiver<Message>,
     stats: Arc<Stats>,
     shift: Option<usize>,
+    lookup: usize,
 ) {
     let model = Arc::clone(ctx.model());
     let tokenizer = &model.tokenizer;
@@ -62,6 +68,8 @@ pub(super) fn run(
             job: None,
         })
         .collect();
+    // What finished requests said, for every slot's prompt lookup to draft from.
+    let lookup_pool = (lookup > 0).then(|| Arc::new(NgramPool::new(3, 1 << 20)));
     let mut waiting: VecDeque<Queued> = VecDeque::new();
     let mut slot_tasks: Vec<slot_files::SlotTask> = Vec::new();
     let mut open = true;
@@ -91,7 +99,15 @@ pub(super) fn run(
         drop_abandoned_waiting(&mut waiting, &stats);
         // With context shift a request may generate past its slot's positions.
         let room = if shift.is_some() { usize::MAX } else { n_ctx };
-        admit(&mut ctx, &mut slots, &mut waiting, tokenizer, room, &stats);
+        let lookup = lookup_pool.as_ref().map(|pool| (lookup, pool));
+        admit(
+            &mut ctx,
+            &mut slots,
+            &mut waiting,
+            tokenizer,
+            (room, lookup),
+            &stats,
+        );
         if let Some(n_keep) = shift {
             shift_full_slots(&mut ctx, &mut slots, n_keep, &stats);
         }
@@ -184,7 +200,7 @@ fn admit<'t>(
     slots: &mut [Slot<'t>],
     waiting: &mut VecDeque<Queued>,
     tokenizer: &'t Tokenizer,
-    room: usize,
+    (room, lookup): (usize, Option<(usize, &Arc<NgramPool>)>),
     stats: &Stats,
 ) {
     while !waiting.is_empty() {
@@ -220,6 +236,11 @@ fn admit<'t>(
             first_token: None,
             decoder: StreamDecoder::new(tokenizer),
             stop: StopMatcher::new(&req.stop),
+            lookup: lookup.map(|(max, pool)| {
+                let drafter = LookupDrafter::new(1, 4).with_pool(Arc::clone(pool));
+                (drafter, DraftPolicy::new(max, true))
+            }),
+            drafts: Vec::new(),
             req,
             submitted,
             sampler,
@@ -260,15 +281,24 @@ fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
 fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &Stats) {
     let n_batch = ctx.n_batch();
     let mut batch: Vec<BatchToken> = Vec::new();
-    // Generating slots first: one token each keeps every stream moving.
-    for (seq, slot) in slots.iter().enumerate() {
-        if let Some(token) = slot.job.as_ref().and_then(|j| j.next) {
-            batch.push(BatchToken {
-                token,
-                seq,
-                logits: true,
-            });
-        }
+    // Generating slots first: one token each keeps every stream moving; then their drafts
+    // while the batch has room.
+    let n_generating = (slots.iter())
+        .filter(|s| s.job.as_ref().is_some_and(|j| j.next.is_some()))
+        .count();
+    let mut draft_room = n_batch.saturating_sub(n_generating);
+    for (seq, slot) in slots.iter_mut().enumerate() {
+        let Some(job) = slot.job.as_mut() else {
+            continue;
+        };
+        let Some(token) = job.next else { continue };
+        draft_for(ctx, seq, job, (n_generating, &mut draft_room));
+        let row = std::iter::once(token).chain(job.drafts.iter().copied());
+        batch.extend(row.map(|token| BatchToken {
+            token,
+            seq,
+            logits: true,
+        }));
     }
     // Then prompt chunks, in slot order, while the batch has room.
     let mut prompt_taken = vec![0usize; slots.len()];
@@ -290,7 +320,13 @@ fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &St
     }
     let started = Instant::now();
     let result = ctx.decode(&batch);
-    Stats::add(&stats.busy_micros, started.elapsed().as_micros() as u64);
+    let secs = started.elapsed().as_secs_f64();
+    Stats::add(&stats.busy_micros, (secs * 1e6) as u64);
+    for job in slots.iter_mut().filter_map(|s| s.job.as_mut()) {
+        if let Some((_, policy)) = &mut job.lookup {
+            policy.verified(batch.len(), secs);
+        }
+    }
     Stats::add(&stats.forward_passes, 1);
     Stats::add(&stats.forward_tokens, batch.len() as u64);
     let logits = match result {
@@ -317,20 +353,102 @@ fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &St
         }
     }
     let n_vocab = ctx.model().hparams.n_vocab;
-    for (row, b) in batch.iter().filter(|b| b.logits).enumerate() {
-        let slot = &mut slots[b.seq];
+    let rows: Vec<&[f32]> = logits.chunks(n_vocab).collect();
+    let mut first_row = 0;
+    let mut seqs: Vec<usize> = batch.iter().filter(|b| b.logits).map(|b| b.seq).collect();
+    seqs.dedup();
+    for seq in seqs {
+        let slot = &mut slots[seq];
         let Some(job) = &mut slot.job else { continue };
-        let outcome = sample_next(job, &logits[row * n_vocab..(row + 1) * n_vocab], tokenizer);
-        Stats::add(&stats.completion_tokens, 1);
+        let n_rows = 1 + job.drafts.len();
+        let outcome = verify(
+            ctx,
+            seq,
+            job,
+            &rows[first_row..first_row + n_rows],
+            tokenizer,
+            stats,
+        );
+        first_row += n_rows;
         if !matches!(outcome, Outcome::Continue) {
             end_job(slot, outcome, stats);
         }
     }
 }
 
-/// Samples a slot's next token and streams its text; says whether the request goes on.
-fn sample_next(job: &mut Job, logits: &[f32], tokenizer: &Tokenizer) -> Outcome {
-    let token = job.sampler.sample(logits);
+/// Drafts by prompt lookup for a generating slot (one of `sharers` in this pass), within the
+/// positions and tokens left to it and the batch's room.
+fn draft_for(ctx: &Context, seq: usize, job: &mut Job, (sharers, batch_room): (usize, &mut usize)) {
+    job.drafts.clear();
+    let (Some((lookup, policy)), Some(next)) = (&mut job.lookup, job.next) else {
+        return;
+    };
+    let held = ctx.seq_tokens(seq);
+    let positions = ctx.n_ctx().saturating_sub(held.len() + 1);
+    // The token sampled after the drafts counts too.
+    let tokens_left = job.max_tokens.saturating_sub(job.generated.len() + 1);
+    let want = (policy.draft_len_shared(sharers))
+        .min(positions)
+        .min(tokens_left)
+        .min(*batch_room);
+    if want == 0 {
+        return;
+    }
+    let mut history = Vec::with_capacity(held.len() + 1);
+    history.extend_from_slice(held);
+    history.push(next);
+    job.drafts = lookup.draft(&history, want).unwrap_or_default();
+    job.drafts.truncate(want);
+    *batch_room -= job.drafts.len();
+}
+
+/// Samples a generating slot's tokens from its rows (the row of its next token, then one per
+/// draft): each draft the sampled token agrees with is kept, and the first disagreement (or
+/// the end of the request) ends the step; the cache forgets the drafts not kept.
+fn verify(
+    ctx: &mut Context,
+    seq: usize,
+    job: &mut Job,
+    rows: &[&[f32]],
+    tokenizer: &Tokenizer,
+    stats: &Stats,
+) -> Outcome {
+    let drafts = std::mem::take(&mut job.drafts);
+    let held_before = ctx.seq_len(seq) - drafts.len();
+    let mut accepted = 0;
+    let mut outcome = Outcome::Continue;
+    for (i, logits) in rows.iter().enumerate() {
+        let draft = drafts.get(i).copied();
+        outcome = sample_next(job, logits, draft, tokenizer);
+        Stats::add(&stats.completion_tokens, 1);
+        if !matches!(outcome, Outcome::Continue) || job.next != draft {
+            break;
+        }
+        accepted += 1;
+    }
+    if !drafts.is_empty() {
+        ctx.truncate_seq(seq, held_before + accepted);
+        Stats::add(&stats.drafted_tokens, drafts.len() as u64);
+        Stats::add(&stats.accepted_tokens, accepted as u64);
+        if let Some((_, policy)) = &mut job.lookup {
+            policy.accepted(drafts.len(), accepted);
+        }
+    }
+    outcome
+}
+
+/// Samples a slot's next token (checking `draft` when one was drafted) and streams its text;
+/// says whether the request goes on.
+fn sample_next(
+    job: &mut Job,
+    logits: &[f32],
+    draft: Option<TokenId>,
+    tokenizer: &Tokenizer,
+) -> Outcome {
+    let token = match draft {
+        Some(d) => job.sampler.sample_given_draft(logits, d),
+        None => job.sampler.sample(logits),
+    };
     job.sampler.accept(token);
     job.generated.push(token);
     job.first_token.get_or_insert_with(Instant::now);
@@ -369,6 +487,9 @@ fn end_job(slot: &mut Slot, outcome: Outcome, stats: &Stats) {
     let Some(mut job) = slot.job.take() else {
         return;
     };
+    if let Some((lookup, _)) = &job.lookup {
+        lookup.share();
+    }
     Stats::sub(&stats.slots_busy, 1);
     slot.last_used = Some(Instant::now());
     let sink = &mut job.req.sink;

@@ -185,3 +185,42 @@ fn top_token(logits: &[f32]) -> (TokenId, f32) {
         .sum();
     (best, (1.0 / sum.max(1.0)) as f32)
 }
+
+/// Prompt lookup first, a draft model when lookup has nothing: edits and quotes are drafted
+/// for free, new text by the model.
+pub struct LookupThenModel<C> {
+    pub lookup: super::LookupDrafter,
+    pub model: ModelDrafter<C>,
+    /// Whether the model ran for the last draft.
+    used_model: bool,
+}
+
+impl<C: BorrowMut<Context>> LookupThenModel<C> {
+    pub fn new(lookup: super::LookupDrafter, model: ModelDrafter<C>) -> Self {
+        LookupThenModel {
+            lookup,
+            model,
+            used_model: false,
+        }
+    }
+}
+
+impl<C: BorrowMut<Context>> Drafter for LookupThenModel<C> {
+    fn draft(&mut self, history: &[TokenId], max: usize) -> Result<Vec<TokenId>, ModelError> {
+        let found = self.lookup.draft(history, max)?;
+        self.used_model = found.is_empty();
+        if self.used_model {
+            self.model.draft(history, max)
+        } else {
+            Ok(found)
+        }
+    }
+
+    fn last_passes(&self) -> usize {
+        if self.used_model {
+            self.model.last_passes()
+        } else {
+            0
+        }
+    }
+}

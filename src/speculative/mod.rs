@@ -5,7 +5,8 @@
 //! either way), so every accepted guess is a token almost for free. Two kinds of guesser
 //! ([`Drafter`]): a small draft model sharing the target's vocabulary ([`ModelDrafter`]), and
 //! prompt lookup ([`LookupDrafter`]), which proposes what followed the latest earlier
-//! occurrence of the text's last few tokens (edits and RAG answers repeat their input).
+//! occurrence of the text's last few tokens (edits and RAG answers repeat their input), and
+//! the two together ([`LookupThenModel`]).
 //!
 //! Exactness: the target's logits of a token are the same bits in a verify batch as in a
 //! single-token pass (`tests/batch_invariance.rs`), so greedy output is token for token that of
@@ -19,8 +20,8 @@ mod policy;
 
 use std::time::Instant;
 
-pub use drafter::{check_draft_model, Drafter, ModelDrafter};
-pub use lookup::LookupDrafter;
+pub use drafter::{check_draft_model, Drafter, LookupThenModel, ModelDrafter};
+pub use lookup::{LookupDrafter, NgramPool};
 pub use policy::DraftPolicy;
 
 use crate::model::{BatchToken, Context, ModelError};

@@ -45,9 +45,15 @@ impl DraftPolicy {
 
     /// Tokens to draft in the next step.
     pub fn draft_len(&mut self) -> usize {
+        self.draft_len_shared(1)
+    }
+
+    /// Tokens to draft in the next step of a pass that `sharers` sequences share (a server's
+    /// slots): each extra token slows all of them, so its cost counts that many times.
+    pub fn draft_len_shared(&mut self, sharers: usize) -> usize {
         let t1 = self.pass_t1.unwrap_or(1.0);
         // Before any measurement every figure is a fraction of a pass (t1 = 1).
-        let (slope, draft) = (self.pass_slope, self.draft_t);
+        let (slope, draft) = (self.pass_slope * sharers.max(1) as f64, self.draft_t);
         let a = self.acceptance;
         let (mut best_k, mut best_rate) = (0, 1.0 / t1);
         let mut expected = 1.0;
@@ -157,6 +163,19 @@ mod tests {
             PROBE_EVERY as usize - 1
         );
         assert_eq!(lens.last(), Some(&1));
+    }
+
+    #[test]
+    fn a_shared_pass_drafts_less() {
+        let mut p = DraftPolicy::new(16, true);
+        p.verified(1, 0.010);
+        for _ in 0..30 {
+            p.verified(5, 0.014);
+            p.accepted(4, 2);
+        }
+        let alone = p.draft_len_shared(1);
+        assert!(alone > 0);
+        assert!(p.draft_len_shared(8) < alone);
     }
 
     #[test]

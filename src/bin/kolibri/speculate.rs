@@ -1,9 +1,12 @@
-//! The speculative-decoding options of `kolibri run`: `--draft MODEL` or `--lookup`.
+//! The speculative-decoding options of `kolibri run`: `--draft MODEL`, `--lookup`, or both
+//! (lookup first, the draft model when lookup finds nothing).
 
 use std::sync::Arc;
 
 use kolibri::model::{Context, ContextParams};
-use kolibri::speculative::{Drafter, LookupDrafter, ModelDrafter, SpecStats, Speculator};
+use kolibri::speculative::{
+    Drafter, LookupDrafter, LookupThenModel, ModelDrafter, SpecStats, Speculator,
+};
 
 use crate::args::Args;
 
@@ -22,9 +25,12 @@ pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
 /// The speculation the options ask for, over `target` (None without `--draft`/`--lookup`).
 pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, String> {
     let draft_path = a.get(&["-md", "--draft"]);
-    if draft_path.is_some() && a.has("--lookup") {
-        return Err("--draft and --lookup are alternatives; choose one".into());
-    }
+    let lookup = || -> Result<LookupDrafter, String> {
+        Ok(LookupDrafter::new(
+            1,
+            a.parse_or(&["--lookup-ngram"], 4usize)?,
+        ))
+    };
     let drafter: Box<dyn Drafter + Send> = if let Some(path) = draft_path {
         let draft_model =
             Arc::new(crate::load_model(path, a).map_err(|e| format!("--draft: {e}"))?);
@@ -41,10 +47,16 @@ pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, Stri
         }
         let ctx = Context::new(draft_model, &params).map_err(|e| format!("--draft: {e}"))?;
         let p_min = a.parse_or(&["--draft-p-min"], 0.5f32)?;
-        Box::new(ModelDrafter::new(target, ctx, 0, p_min).map_err(|e| e.to_string())?)
+        let model = ModelDrafter::new(target, ctx, 0, p_min).map_err(|e| e.to_string())?;
+        if a.has("--lookup") {
+            // Only lookup matches of 3+ tokens beat a draft model; shorter ones guess worse.
+            let strong = LookupDrafter::new(3, a.parse_or(&["--lookup-ngram"], 4usize)?);
+            Box::new(LookupThenModel::new(strong, model))
+        } else {
+            Box::new(model)
+        }
     } else if a.has("--lookup") {
-        let n = a.parse_or(&["--lookup-ngram"], 4usize)?;
-        Box::new(LookupDrafter::new(1, n))
+        Box::new(lookup()?)
     } else {
         return Ok(None);
     };

@@ -124,5 +124,17 @@ pub fn render(app: &AppState) -> String {
         "Context shifts done for requests that filled their slot (--context-shift).",
         n(&s.context_shifts),
     );
+    metric(
+        "drafted_tokens_total",
+        "counter",
+        "Tokens drafted by prompt lookup and checked by the model (--lookup).",
+        n(&s.drafted_tokens),
+    );
+    metric(
+        "accepted_tokens_total",
+        "counter",
+        "Drafted tokens the model agreed with (divided by drafted: the acceptance rate).",
+        n(&s.accepted_tokens),
+    );
     out
 }

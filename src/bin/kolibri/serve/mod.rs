@@ -67,6 +67,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "-b",
             "--batch-size",
             "--keep",
+            "--draft-max",
             "--slot-save-path",
         ]
         .into_iter()
@@ -76,7 +77,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         &[
             &crate::LOAD_SWITCHES[..],
             &crate::BUDGET_SWITCHES,
-            &["--context-shift"],
+            &["--context-shift", "--lookup"],
         ]
         .concat(),
     )?;
@@ -134,6 +135,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 .has("--context-shift")
                 .then(|| a.parse_or(&["--keep"], 0))
                 .transpose()?,
+            lookup: lookup_draft_max(&a)?,
         },
     )
     .map_err(|e| e.to_string())?;
@@ -235,4 +237,15 @@ async fn shutdown_signal() {
         let _ = interrupt.await;
     }
     eprintln!("kolibri serve: shutting down");
+}
+
+/// `--lookup [--draft-max N]`: the most tokens a slot drafts per step (0 without `--lookup`).
+fn lookup_draft_max(a: &crate::args::Args) -> Result<usize, String> {
+    if !a.has("--lookup") {
+        return Ok(0);
+    }
+    match a.parse_or(&["--draft-max"], 16usize)? {
+        n @ 1..=32 => Ok(n),
+        n => Err(format!("--draft-max {n} is not in 1..=32")),
+    }
 }
