@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::context::kolibri_context;
 use super::exclusive::Exclusive;
-use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, slice, write};
+use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, write, write_array};
 use super::model::checked_token;
 use super::params::{init_params, read_params, VersionedParams};
 use super::sampler::kolibri_sampler;
@@ -221,7 +221,7 @@ pub unsafe extern "C" fn kolibri_speculator_step(
         let t = unsafe { handle(target, "target") }?;
         // SAFETY: per this function's contract.
         let sm = unsafe { handle(sampler.cast_const(), "sampler") }?;
-        let n_out = out_ptr(out_n, "out_n")?;
+        out_ptr(out_n, "out_n")?;
         let mut state = s.inner.lock("speculator")?;
         if capacity < state.max_draft + 1 {
             return Err(Failure::new(
@@ -232,9 +232,10 @@ pub unsafe extern "C" fn kolibri_speculator_step(
                 ),
             ));
         }
-        // SAFETY: per this function's contract; the length is checked to be >= 1 above.
-        let out = unsafe { slice(out_tokens.cast_const(), capacity, "out_tokens") }?;
-        let out = out.as_ptr().cast_mut();
+        // Checked before the step: afterwards its tokens could not be returned.
+        if out_tokens.is_null() {
+            return Err(Failure::invalid("out_tokens is NULL"));
+        }
         let mut target_state = t.inner.lock("target context")?;
         if !Arc::ptr_eq(target_state.ctx.model(), &state.target) {
             return Err(Failure::invalid(
@@ -282,13 +283,9 @@ pub unsafe extern "C" fn kolibri_speculator_step(
             }
         };
         target_state.logits.clear();
-        for (i, &tok) in tokens.iter().enumerate() {
-            // SAFETY: `out` holds `capacity >= max_draft + 1 >= tokens.len()` tokens.
-            unsafe { out.add(i).write(tok as i32) };
-        }
-        // SAFETY: checked above.
-        unsafe { write(n_out, tokens.len()) };
-        Ok(())
+        let tokens: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        // SAFETY: per this function's contract; `capacity >= max_draft + 1 >= tokens.len()`.
+        unsafe { write_array(&tokens, out_tokens, capacity, out_n) }
     })
 }
 

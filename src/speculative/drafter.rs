@@ -189,8 +189,8 @@ fn top_token(logits: &[f32]) -> (TokenId, f32) {
 /// Prompt lookup first, a draft model when lookup has nothing: edits and quotes are drafted
 /// for free, new text by the model.
 pub struct LookupThenModel<C> {
-    pub lookup: super::LookupDrafter,
-    pub model: ModelDrafter<C>,
+    lookup: super::LookupDrafter,
+    model: ModelDrafter<C>,
     /// Whether the model ran for the last draft.
     used_model: bool,
 }

@@ -25,12 +25,7 @@ pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
 /// The speculation the options ask for, over `target` (None without `--draft`/`--lookup`).
 pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, String> {
     let draft_path = a.get(&["-md", "--draft"]);
-    let lookup = || -> Result<LookupDrafter, String> {
-        Ok(LookupDrafter::new(
-            1,
-            a.parse_or(&["--lookup-ngram"], 4usize)?,
-        ))
-    };
+    let ngram = a.parse_or(&["--lookup-ngram"], 4usize)?;
     let drafter: Box<dyn Drafter + Send> = if let Some(path) = draft_path {
         let draft_model =
             Arc::new(crate::load_model(path, a).map_err(|e| format!("--draft: {e}"))?);
@@ -50,13 +45,13 @@ pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, Stri
         let model = ModelDrafter::new(target, ctx, 0, p_min).map_err(|e| e.to_string())?;
         if a.has("--lookup") {
             // Only lookup matches of 3+ tokens beat a draft model; shorter ones guess worse.
-            let strong = LookupDrafter::new(3, a.parse_or(&["--lookup-ngram"], 4usize)?);
+            let strong = LookupDrafter::new(3, ngram);
             Box::new(LookupThenModel::new(strong, model))
         } else {
             Box::new(model)
         }
     } else if a.has("--lookup") {
-        Box::new(lookup()?)
+        Box::new(LookupDrafter::new(1, ngram))
     } else {
         return Ok(None);
     };
