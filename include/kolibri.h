@@ -118,6 +118,11 @@ typedef struct kolibri_chat_message {
 } kolibri_chat_message;
 
 /**
+ * What the text of a constraint is: one of the `KOLIBRI_CONSTRAINT_*` values.
+ */
+typedef int32_t kolibri_constraint_kind;
+
+/**
  * How a KV cache stores keys or values (the C API names types with constants: any int32_t a
  * caller passes is checked).
  */
@@ -335,6 +340,31 @@ typedef struct kolibri_speculator_stats {
 } kolibri_speculator_stats;
 
 /**
+ * Any JSON object; the text is ignored (may be NULL).
+ */
+#define KOLIBRI_CONSTRAINT_JSON_OBJECT 0
+
+/**
+ * A JSON Schema, as JSON text.
+ */
+#define KOLIBRI_CONSTRAINT_JSON_SCHEMA 1
+
+/**
+ * A grammar in llama.cpp's GBNF (`root ::= ...`).
+ */
+#define KOLIBRI_CONSTRAINT_GBNF 2
+
+/**
+ * A grammar in llguidance's Lark dialect (`start: ...`).
+ */
+#define KOLIBRI_CONSTRAINT_LARK 3
+
+/**
+ * A regular expression the whole output matches.
+ */
+#define KOLIBRI_CONSTRAINT_REGEX 4
+
+/**
  * 16-bit floats (llama.cpp's default).
  */
 #define KOLIBRI_KV_TYPE_F16 0
@@ -479,6 +509,39 @@ kolibri_status kolibri_chat_apply_template(const struct kolibri_model *model,
                                            char *buf,
                                            size_t capacity,
                                            size_t *len);
+
+/**
+ * Constrains the tokens `sampler` returns from now on to text that `text` (of the given
+ * `kind`) allows, for `model`'s vocabulary: each kolibri_sampler_sample then draws only
+ * among tokens that keep the output valid, and an end-of-generation token only where the
+ * output is complete (once it is, nothing else). Replaces any earlier constraint. The first
+ * call per model walks its vocabulary (tens of milliseconds).
+ *
+ * **Ownership:** `text` is read during the call only; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (a NULL handle, an unknown `kind`, `text` NULL or not UTF-8,
+ * or an invalid schema, grammar or expression: `kolibri_last_error()` says where and why),
+ * UNSUPPORTED (built without the `grammar` feature), INVALID_STATE (the sampler is in use).
+ * **Thread safety:** one thread at a time per sampler; the model may be shared.
+ *
+ * # Safety
+ * `sampler` and `model` are NULL or live; `text` is NULL or a NUL-terminated string.
+ */
+kolibri_status kolibri_sampler_set_constraint(struct kolibri_sampler *sampler,
+                                              const struct kolibri_model *model,
+                                              kolibri_constraint_kind kind,
+                                              const char *text);
+
+/**
+ * Lifts the sampler's constraint, if any.
+ *
+ * **Ownership:** nothing is allocated for the caller; nothing to free.
+ * **Errors:** INVALID_ARGUMENT (NULL `sampler`), INVALID_STATE (in use by another thread).
+ * **Thread safety:** one thread at a time per sampler.
+ *
+ * # Safety
+ * `sampler` is NULL or live.
+ */
+kolibri_status kolibri_sampler_clear_constraint(struct kolibri_sampler *sampler);
 
 /**
  * Fills `params` with the defaults; `struct_size` is `sizeof(kolibri_context_params)` as the caller

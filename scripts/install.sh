@@ -20,7 +20,7 @@ mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
 
 # The C library carries no HTTP stack: the "server" feature is only for the kolibri binary.
-cargo build --release --lib --no-default-features
+cargo build --release --lib --no-default-features --features grammar
 out="${CARGO_TARGET_DIR:-target}/release"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 major="${version%%.*}"

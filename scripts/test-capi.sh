@@ -51,6 +51,8 @@ sed 's/^/       | /' "$work/chat-out.txt"
 check "misuse: documented statuses and messages" "$work/shared/misuse" "$model" "$plain_model"
 check "state: saved, loaded, continued bit-identically; bad states refused" "$work/shared/state" "$model" "$work/prompt.state"
 check "speculative: lookup and a draft model give greedy's tokens; bad drafts refused" "$work/shared/speculative" "$model" "$large_model" "$plain_model"
+check "structured: a JSON schema constraint gives JSON of that shape; bad ones refused" sh -c "'$work/shared/structured' '$model' > '$work/structured.json' && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert set(d)=={\"city\",\"population\",\"capital\"} and isinstance(d[\"population\"],int) and isinstance(d[\"capital\"],bool), d' '$work/structured.json'"
+sed 's/^/       | /' "$work/structured.json" 2>/dev/null || true
 
 echo "== valgrind (errors and definite/indirect leaks fail; SIMD code runs ~50x slower there,"
 echo "   so few tokens, and two single-threaded valgrind runs at a time)"
@@ -69,6 +71,7 @@ check "asan: chat" sh -c "echo 'Hi' | '$work/asan/chat' '$model' 8"
 check "asan: misuse" "$work/asan/misuse" "$model" "$plain_model"
 check "asan: state" "$work/asan/state" "$model" "$work/asan.state"
 check "asan: speculative (prompt lookup)" "$work/asan/speculative" "$model"
+check "asan: structured" "$work/asan/structured" "$model"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== bindings"

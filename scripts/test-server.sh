@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The HTTP server end to end: `kolibri serve` driven by the official `openai` Python package
-# (tests/server/test_openai.py: chat and completions with and without streaming, models, 401,
+# (tests/server/test_openai.py: chat and completions with and without streaming, structured
+# output checked by jsonschema, models, 401,
 # 400s, 413, 404/405, 429, cancellation, metrics, a 16 x 20 load test with an RSS check).
 # Prints "server: N passed, M failed".
 set -euo pipefail
@@ -11,7 +12,8 @@ gemma=$(echo "$models" | sed -n 2p)
 cargo build --release --bin kolibri
 # The client library, unmodified from PyPI, installed beside the build (no virtualenv needed).
 deps=target/pydeps
-if ! PYTHONPATH=$deps python3 -c "import openai" 2>/dev/null; then
-    python3 -m pip install -q --disable-pip-version-check --target "$deps" "openai==3.57.0"
+if ! PYTHONPATH=$deps python3 -c "import openai, jsonschema" 2>/dev/null; then
+    python3 -m pip install -q --disable-pip-version-check --target "$deps" "openai==3.57.0" \
+        "jsonschema==4.26.0"
 fi
 PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma"

@@ -8,6 +8,7 @@
 //! - [`parallel`]: the persistent worker pool (spinning between a token's parallel loops).
 //! - [`tokenizer`]: GPT-2 byte-level BPE and SentencePiece-style tokenizers.
 //! - [`sampling`]: logits processing and token sampling.
+//! - [`grammar`]: constrained sampling (JSON schema, GBNF, Lark, regex; feature `grammar`).
 //! - [`chat`]: the model's Jinja chat template, rendered like Hugging Face does.
 //! - [`speculative`]: speculative decoding (a draft model or prompt lookup, verified in one pass).
 //! - [`batching`]: continuous batching of many requests over one multi-sequence context.
@@ -22,6 +23,8 @@ pub mod batching;
 pub mod capi;
 pub mod chat;
 pub mod gguf;
+#[cfg(feature = "grammar")]
+pub mod grammar;
 pub mod kernels;
 pub mod model;
 pub mod parallel;

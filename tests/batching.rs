@@ -89,6 +89,7 @@ fn submit(
             tx,
             closed: Arc::clone(&closed),
         }),
+        constraint: None,
     })?;
     Ok(Pending { rx, closed })
 }
@@ -282,6 +283,7 @@ fn a_full_queue_refuses_and_a_deadline_cancels() {
             tx,
             closed: Arc::new(AtomicBool::new(false)),
         }),
+        constraint: None,
     })
     .unwrap();
     let p = Pending {
@@ -316,6 +318,7 @@ fn a_panic_in_a_step_fails_the_requests_in_flight_and_the_scheduler_goes_on() {
         stop: vec![],
         deadline: None,
         sink: Box::new(PanickingSink),
+        constraint: None,
     })
     .unwrap();
     // The request that shared the step fails with an engine error (or finished before it).

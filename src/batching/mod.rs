@@ -39,6 +39,9 @@ pub struct Request {
     /// The request is cancelled when this passes.
     pub deadline: Option<Instant>,
     pub sink: Box<dyn EventSink>,
+    /// Structured output: what every sampled token must keep the output inside.
+    #[cfg(feature = "grammar")]
+    pub constraint: Option<crate::grammar::Constraint>,
 }
 
 /// Where a request's results go. Called on the scheduler thread: it must not block.
@@ -260,8 +263,11 @@ impl Scheduler {
         if let Some(&token) = req.prompt.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(SubmitError::InvalidToken { token, n_vocab });
         }
-        let sampler = Sampler::new(req.sampling.clone())
+        #[allow(unused_mut)]
+        let mut sampler = Sampler::new(req.sampling.clone())
             .map_err(|e| SubmitError::InvalidSampling(e.to_string()))?;
+        #[cfg(feature = "grammar")]
+        sampler.set_constraint(req.constraint.take());
         if Stats::get(&self.stats.queue_depth) >= self.params.max_queue as u64 {
             Stats::add(&self.stats.requests_rejected, 1);
             return Err(SubmitError::QueueFull {

@@ -4,8 +4,8 @@
 //! One file per C concept: [`status`] (status codes), [`guard`] (panic catching, last error,
 //! pointer checks, buffer conventions), [`library`] (version, system info), [`model`],
 //! [`text`] (tokenize / detokenize), [`chat`] (chat templates), [`context`] (evaluation),
-//! [`state`] (saving and loading a context), [`sampler`], [`speculative`] (speculative
-//! decoding). Conventions every function follows (also in the header's preamble):
+//! [`state`] (saving and loading a context), [`sampler`], [`constraint`] (structured output
+//! on a sampler), [`speculative`] (speculative decoding). Conventions every function follows (also in the header's preamble):
 //! - Fallible functions return `kolibri_status`; details of a failure are in the thread's
 //!   `kolibri_last_error()`. Outputs are written only on success (BUFFER_TOO_SMALL writes
 //!   just the size needed).
@@ -19,6 +19,7 @@
 #![allow(non_camel_case_types)]
 
 pub mod chat;
+pub mod constraint;
 pub mod context;
 mod exclusive;
 pub mod guard;

@@ -23,6 +23,9 @@ pub struct kolibri_model {
     pub(crate) default_threads: usize,
     /// The GGUF's chat template, compiled on first use.
     chat_template: OnceLock<Result<ChatTemplate, Failure>>,
+    /// The vocabulary as constrained sampling sees it, built on first use.
+    #[cfg(feature = "grammar")]
+    grammar: OnceLock<Result<crate::grammar::GrammarCompiler, Failure>>,
 }
 
 impl kolibri_model {
@@ -31,6 +34,15 @@ impl kolibri_model {
             .chat_template
             .get_or_init(|| ChatTemplate::from_model(&self.model).map_err(Failure::from));
         compiled.as_ref().map_err(Failure::clone)
+    }
+
+    #[cfg(feature = "grammar")]
+    pub(crate) fn grammar(&self) -> FfiResult<&crate::grammar::GrammarCompiler> {
+        let built = self.grammar.get_or_init(|| {
+            crate::grammar::GrammarCompiler::new(&self.model.tokenizer)
+                .map_err(|e| Failure::new(KOLIBRI_STATUS_INTERNAL, e.to_string()))
+        });
+        built.as_ref().map_err(Failure::clone)
     }
 }
 
@@ -161,6 +173,8 @@ pub unsafe extern "C" fn kolibri_model_load(
             model: Arc::new(model),
             default_threads,
             chat_template: OnceLock::new(),
+            #[cfg(feature = "grammar")]
+            grammar: OnceLock::new(),
         };
         // SAFETY: `out` checked above.
         unsafe { write(out, into_raw(handle)) };

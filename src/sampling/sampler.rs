@@ -6,6 +6,8 @@ use super::params::{SamplerParams, SamplingError};
 use super::penalties::Penalties;
 use super::rng::Xoshiro256StarStar;
 use super::TokenId;
+#[cfg(feature = "grammar")]
+use crate::grammar::Constraint;
 
 #[derive(Clone, Debug)]
 pub struct Sampler {
@@ -14,8 +16,12 @@ pub struct Sampler {
     rng: Xoshiro256StarStar,
     /// Reused between calls so a 262k vocabulary costs no allocation per token.
     cands: Vec<Candidate>,
-    /// The logits with penalties applied, when any are active (reused likewise).
+    /// The logits with penalties and the constraint's mask applied, when either is active
+    /// (reused likewise).
     penalised: Vec<f32>,
+    /// Structured output: masks every distribution and follows every sampled token.
+    #[cfg(feature = "grammar")]
+    constraint: Option<Constraint>,
 }
 
 impl Sampler {
@@ -26,8 +32,23 @@ impl Sampler {
             rng: Xoshiro256StarStar::seed_from_u64(params.seed),
             cands: Vec::new(),
             penalised: Vec::new(),
+            #[cfg(feature = "grammar")]
+            constraint: None,
             params,
         })
+    }
+
+    /// Constrains what this sampler returns from now on (`None` lifts it). Every `sample`
+    /// then draws from the distribution restricted to what the constraint allows and
+    /// commits the token to it; `candidates` shows the restricted distribution.
+    #[cfg(feature = "grammar")]
+    pub fn set_constraint(&mut self, constraint: Option<Constraint>) {
+        self.constraint = constraint;
+    }
+
+    #[cfg(feature = "grammar")]
+    pub fn constraint(&self) -> Option<&Constraint> {
+        self.constraint.as_ref()
     }
 
     pub fn params(&self) -> &SamplerParams {
@@ -38,6 +59,12 @@ impl Sampler {
     /// NaN logits count as `-inf`. If every logit is `-inf`/NaN, returns the lowest id (0);
     /// an empty slice also returns 0. Greedy mode does not consume randomness.
     pub fn sample(&mut self, logits: &[f32]) -> TokenId {
+        let token = self.choose(logits);
+        self.commit(token);
+        token
+    }
+
+    fn choose(&mut self, logits: &[f32]) -> TokenId {
         if self.params.is_greedy() {
             self.prepare(logits);
             return chain::argmax_candidates(&self.cands).map_or(0, |c| c.id);
@@ -49,13 +76,27 @@ impl Sampler {
         chain::draw(&self.cands, u)
     }
 
+    /// Tells the constraint, if any, which token was chosen.
+    fn commit(&mut self, _token: TokenId) {
+        #[cfg(feature = "grammar")]
+        if let Some(c) = &mut self.constraint {
+            c.commit(_token);
+        }
+    }
+
     /// Samples the token that follows a drafted guess `draft` (speculative decoding's
     /// verification) so that the result has exactly the distribution [`Sampler::sample`] has:
     /// the draft, proposed with certainty, is kept with probability p(draft); otherwise a token
     /// is drawn from p with the draft removed. Greedy mode is the argmax, as in `sample`.
     pub fn sample_given_draft(&mut self, logits: &[f32], draft: TokenId) -> TokenId {
+        let token = self.choose_given_draft(logits, draft);
+        self.commit(token);
+        token
+    }
+
+    fn choose_given_draft(&mut self, logits: &[f32], draft: TokenId) -> TokenId {
         if self.params.is_greedy() {
-            return self.sample(logits);
+            return self.choose(logits);
         }
         if !self.prepare(logits) {
             return 0;
@@ -112,10 +153,14 @@ impl Sampler {
     /// top-k, top-p, min-p and temperature. Returns false when no candidate has a finite
     /// logit. Never writes out the whole vocabulary as candidates when top-k bounds it.
     fn prepare(&mut self, logits: &[f32]) -> bool {
-        let logits = if self.penalties.active() {
+        let logits = if self.penalties.active() || self.constrained() {
             self.penalised.clear();
             self.penalised.extend_from_slice(logits);
             self.penalties.apply(&mut self.penalised);
+            #[cfg(feature = "grammar")]
+            if let Some(c) = &mut self.constraint {
+                c.mask_logits(&mut self.penalised);
+            }
             &self.penalised[..]
         } else {
             logits
@@ -133,5 +178,12 @@ impl Sampler {
         chain::top_p_min_p(&mut self.cands, p.top_p, p.min_p);
         chain::softmax_with_temperature(&mut self.cands, p.temperature);
         true
+    }
+
+    fn constrained(&self) -> bool {
+        #[cfg(feature = "grammar")]
+        return self.constraint.is_some();
+        #[cfg(not(feature = "grammar"))]
+        false
     }
 }

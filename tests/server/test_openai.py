@@ -211,6 +211,82 @@ def errors(s):
     assert json.loads(s.get("/health", key="")[1])["status"] == "ok"
 
 
+PERSON_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0, "maximum": 130},
+        "languages": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+        "role": {"enum": ["engineer", "manager", "designer"]},
+    },
+    "required": ["name", "age", "languages", "role"],
+    "additionalProperties": False,
+}
+PEOPLE = ["a Rust engineer from Oslo", "a retired designer", "a young manager",
+          "Ada Lovelace", "Linus Torvalds", "a chef who codes", "a student of physics",
+          "the author of a C compiler", "someone who speaks four languages", "a robot"]
+
+
+@check("structured output: json_schema on 10 prompts validates, parse(), json_object, grammar")
+def structured(s):
+    import jsonschema
+    import pydantic
+    c = s.client()
+    fmt = {"type": "json_schema",
+           "json_schema": {"name": "person", "schema": PERSON_SCHEMA, "strict": True}}
+    for i, who in enumerate(PEOPLE):
+        r = c.chat.completions.create(
+            model="any", max_tokens=120, temperature=0.7, seed=i, response_format=fmt,
+            messages=[{"role": "user", "content": f"Describe {who} as JSON."}])
+        assert r.choices[0].finish_reason == "stop", r
+        jsonschema.validate(json.loads(r.choices[0].message.content), PERSON_SCHEMA)
+
+    class Colour(pydantic.BaseModel):
+        name: str
+        hex_code: str
+        warm: bool
+    parsed = c.chat.completions.parse(
+        model="any", max_tokens=80, temperature=0, response_format=Colour,
+        messages=[{"role": "user", "content": "Describe the colour orange."}])
+    assert isinstance(parsed.choices[0].message.parsed, Colour), parsed
+
+    stream = c.chat.completions.create(
+        model="any", max_tokens=100, temperature=0, stream=True,
+        response_format={"type": "json_object"},
+        messages=[{"role": "user", "content": "Give the three primary colours as JSON."}])
+    text = "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices)
+    assert isinstance(json.loads(text), dict), text
+
+    r = c.completions.create(model="any", prompt="The answer is", max_tokens=20, temperature=1,
+                             extra_body={"grammar": 'root ::= ("yes" | "no") "." '})
+    assert r.choices[0].text in ("yes.", "no."), r
+    # A grammar that never finishes runs to max_tokens.
+    r = c.completions.create(model="any", prompt="Counting:", max_tokens=8, temperature=0,
+                             extra_body={"grammar": 'root ::= "1" [0-9]* root'})
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 8, r
+    assert re.fullmatch(r"1[0-9]*", r.choices[0].text), r
+
+
+@check("structured output: bad schemas, formats and grammars are 400s naming the field")
+def structured_errors(s):
+    c = s.client()
+    cases = [
+        (dict(response_format={"type": "json_schema",
+                               "json_schema": {"name": "x", "schema": {"type": "strin"}}}),
+         "response_format"),
+        (dict(response_format={"type": "yaml"}), "response_format"),
+        (dict(response_format={"type": "json_schema"}), "response_format"),
+        (dict(extra_body={"grammar": "root ::= missing"}), "grammar"),
+        (dict(extra_body={"grammar": "root ::= \"a\"", "json_schema": {}}), "json_schema"),
+    ]
+    for kw, param in cases:
+        try:
+            c.chat.completions.create(model="any", messages=CHAT, max_tokens=4, **kw)
+            raise AssertionError(f"expected 400 for {kw}")
+        except openai.BadRequestError as e:
+            assert e.body["param"] == param and e.body["message"], (kw, e.body)
+
+
 @check("cancellation: a client that disconnects mid-stream frees its slot")
 def cancellation(s):
     before = s.metric("requests_cancelled_total")
@@ -423,8 +499,8 @@ def main():
         sys.exit(0 if all(ok for _, ok in RESULTS) else 1)
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
-        for test in [models, chat, chat_stream, completions, errors, cancellation, metrics,
-                     slots_off, load]:
+        for test in [models, chat, chat_stream, completions, errors, structured,
+                     structured_errors, cancellation, metrics, slots_off, load]:
             test(s)
     finally:
         code = s.stop()

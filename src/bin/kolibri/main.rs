@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod constrain;
 mod info;
 mod perplexity;
 mod quantize;
@@ -22,6 +23,8 @@ USAGE:
               [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE]
               [--no-mmap] [--mlock] [--context-shift [--keep N]] [--mem-budget SIZE | --fit]
               [--prompt-cache FILE [--prompt-cache-ro]]
+              [--draft MODEL] [--lookup] [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
+              [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE | --json]
               (--context-shift: when the context fills, forget the older half of what is not
               kept and go on; --keep N keeps the first N prompt tokens besides BOS, -1 all.
               --mem-budget 4G / --fit (the memory available): the largest context, then the

@@ -37,11 +37,13 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .chain(crate::KV_TYPE_FLAGS)
         .chain(crate::BUDGET_FLAGS)
         .chain(crate::speculate::FLAGS)
+        .chain(crate::constrain::FLAGS)
         .collect::<Vec<_>>(),
         &[
             &crate::LOAD_SWITCHES[..],
             &crate::BUDGET_SWITCHES,
             &crate::speculate::SWITCHES,
+            &crate::constrain::SWITCHES,
             &["--context-shift", "--prompt-cache-ro"],
         ]
         .concat(),
@@ -83,6 +85,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     };
     let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
+    crate::constrain::apply(&a, &model, &mut sampler)?;
     let mut speculator = crate::speculate::from_args(&a, &ctx)?;
     let load_s = t_load.elapsed().as_secs_f64();
     if tokens.is_empty() {

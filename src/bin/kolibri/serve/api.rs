@@ -2,7 +2,9 @@
 //! not know are ignored (as OpenAI-compatible servers do); features it lacks are refused with a
 //! 400 rather than silently dropped (n > 1, logprobs, tools).
 
+use kolibri::grammar::ConstraintSpec;
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::error::ApiError;
 
@@ -70,6 +72,11 @@ pub struct Sampling {
     #[serde(default)]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
+    /// OpenAI's structured output: `{"type": "text" | "json_object" | "json_schema", ...}`.
+    pub response_format: Option<serde_json::Value>,
+    /// llama-server's extensions: a GBNF grammar, or a JSON schema without the wrapping.
+    pub grammar: Option<String>,
+    pub json_schema: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -110,6 +117,8 @@ pub struct Checked {
     pub stop: Vec<String>,
     pub stream: bool,
     pub include_usage: bool,
+    /// What the output must match, and the request field that asked for it.
+    pub constraint: Option<(ConstraintSpec, &'static str)>,
 }
 
 impl Sampling {
@@ -175,7 +184,9 @@ impl Sampling {
             penalty_last_n: usize::MAX,
             seed: self.seed.unwrap_or(random_seed),
         };
+        let constraint = self.constraint()?;
         Ok(Checked {
+            constraint,
             max_tokens: max_tokens.map(|n| n.min(usize::MAX as u64) as usize),
             sampler,
             stop,
@@ -185,6 +196,78 @@ impl Sampling {
                 .as_ref()
                 .is_some_and(|o| o.include_usage),
         })
+    }
+}
+
+impl Sampling {
+    /// The one constraint the request asks for (`response_format`, `grammar` or
+    /// `json_schema`), not yet compiled.
+    fn constraint(&self) -> Result<Option<(ConstraintSpec, &'static str)>, ApiError> {
+        let bad = |param: &str, message: &str| ApiError::bad_request(message.into(), Some(param));
+        let from_format = match &self.response_format {
+            None | Some(Value::Null) => None,
+            Some(format) => response_format(format)?.map(|spec| (spec, "response_format")),
+        };
+        let from_grammar = self
+            .grammar
+            .as_ref()
+            .map(|g| (ConstraintSpec::Gbnf(g.clone()), "grammar"));
+        let from_schema = match &self.json_schema {
+            None | Some(Value::Null) => None,
+            Some(schema) => Some((
+                ConstraintSpec::JsonSchema(schema.to_string()),
+                "json_schema",
+            )),
+        };
+        let mut asked = [from_format, from_grammar, from_schema]
+            .into_iter()
+            .flatten();
+        let first = asked.next();
+        if let Some((_, second)) = asked.next() {
+            return Err(bad(
+                second,
+                "give one of response_format, grammar and json_schema, not several",
+            ));
+        }
+        Ok(first)
+    }
+}
+
+/// OpenAI's `response_format` (and llama-server's `json_object` with a `schema`).
+fn response_format(format: &Value) -> Result<Option<ConstraintSpec>, ApiError> {
+    let bad = |message: String| ApiError::bad_request(message, Some("response_format"));
+    let kind = format
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("response_format needs a string `type`".into()))?;
+    match kind {
+        "text" => Ok(None),
+        "json_object" => Ok(Some(match format.get("schema") {
+            Some(schema) if !schema.is_null() => ConstraintSpec::JsonSchema(schema.to_string()),
+            _ => ConstraintSpec::JsonObject,
+        })),
+        "json_schema" => {
+            let spec = format
+                .get("json_schema")
+                .filter(|s| s.is_object())
+                .ok_or_else(|| {
+                    bad("a json_schema response_format needs a `json_schema` object".into())
+                })?;
+            // `strict` asks for exactly what the schema allows, which is all a mask ever gives.
+            if spec
+                .get("strict")
+                .is_some_and(|s| !(s.is_boolean() || s.is_null()))
+            {
+                return Err(bad("json_schema.strict must be a boolean".into()));
+            }
+            let schema = spec.get("schema").filter(|s| !s.is_null());
+            Ok(Some(ConstraintSpec::JsonSchema(
+                schema.map_or_else(|| "{}".into(), Value::to_string),
+            )))
+        }
+        other => Err(bad(format!(
+            "response_format type {other:?} is not one of text, json_object, json_schema"
+        ))),
     }
 }
 

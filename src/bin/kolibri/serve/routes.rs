@@ -20,6 +20,7 @@ use super::api::{self, ChatRequest, Checked, CompletionRequest, Prompt};
 use super::error::ApiError;
 use super::state::AppState;
 use super::stream::{self, ChannelSink, Flavor};
+use kolibri::grammar::{Constraint, ConstraintSpec};
 
 pub type App = State<Arc<AppState>>;
 
@@ -221,9 +222,14 @@ async fn generate(
     model: String,
     echo: Option<String>,
 ) -> Result<Response, ApiError> {
+    let constraint = match checked.constraint {
+        None => None,
+        Some((spec, param)) => Some(compile_constraint(&app, spec, param).await?),
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     app.scheduler
         .submit(Request {
+            constraint,
             prompt,
             max_tokens: checked.max_tokens.unwrap_or(usize::MAX),
             sampling: checked.sampler,
@@ -253,6 +259,20 @@ async fn generate(
             None => return Err(ApiError::server("generation ended without a result".into())),
         }
     }
+}
+
+/// Compiles on a blocking thread: a large schema can take milliseconds, which the async
+/// threads that serve other clients should not wait for.
+async fn compile_constraint(
+    app: &Arc<AppState>,
+    spec: ConstraintSpec,
+    param: &'static str,
+) -> Result<Constraint, ApiError> {
+    let app = Arc::clone(app);
+    let compiled = tokio::task::spawn_blocking(move || app.compile_constraint(&spec))
+        .await
+        .map_err(|e| ApiError::server(format!("compiling the constraint failed: {e}")))?;
+    compiled.map_err(|e| ApiError::bad_request(e.to_string(), Some(param)))
 }
 
 pub fn finish_reason(f: FinishReason) -> &'static str {

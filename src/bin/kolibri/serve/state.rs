@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{header, HeaderMap};
 use kolibri::batching::Scheduler;
 use kolibri::chat::{ChatTemplate, ChatTemplateError};
+use kolibri::grammar::{Constraint, ConstraintSpec, GrammarCompiler, GrammarError};
 use kolibri::tokenizer::TokenId;
 
 use super::error::ApiError;
@@ -27,6 +29,8 @@ pub struct AppState {
     pub http_client_errors: AtomicU64,
     pub http_server_errors: AtomicU64,
     ids: AtomicU64,
+    /// Built on the first structured-output request (it walks the whole vocabulary once).
+    grammar: OnceLock<Result<GrammarCompiler, GrammarError>>,
 }
 
 impl AppState {
@@ -50,7 +54,17 @@ impl AppState {
             http_client_errors: AtomicU64::new(0),
             http_server_errors: AtomicU64::new(0),
             ids: AtomicU64::new(0),
+            grammar: OnceLock::new(),
         }
+    }
+
+    /// Compiles a request's constraint against the model's vocabulary. Slow for a large
+    /// schema, so callers run it off the async threads.
+    pub fn compile_constraint(&self, spec: &ConstraintSpec) -> Result<Constraint, GrammarError> {
+        let compiler = self
+            .grammar
+            .get_or_init(|| GrammarCompiler::new(&self.scheduler.model().tokenizer));
+        compiler.as_ref().map_err(Clone::clone)?.compile(spec)
     }
 
     /// Checks the bearer key (when the server has one) in time independent of the key's content.
