@@ -8,6 +8,7 @@ mod clock;
 use std::fmt;
 
 use minijinja::syntax::SyntaxConfig;
+use minijinja::value::Serde;
 use minijinja::{context, Environment, Error, ErrorKind, Value};
 
 use crate::model::Model;
@@ -107,6 +108,35 @@ impl ChatTemplate {
             .iter()
             .map(|m| context! { role => m.role, content => m.content })
             .collect();
+        self.render_values(
+            Value::from(messages),
+            Value::from(()),
+            add_generation_prompt,
+        )
+    }
+
+    /// Renders a conversation given as JSON, the shape Hugging Face templates read: each
+    /// message with `role`, `content` and, as the conversation has them, `tool_calls` (each
+    /// `{"type": "function", "function": {"name", "arguments": {...}}}`), `tool_call_id` and
+    /// `name`; `tools` is the list of tool definitions (`{"type": "function", "function":
+    /// {"name", "description", "parameters"}}`), `None` when there are none (the template
+    /// then sees `tools` as none, as transformers passes it).
+    pub fn render_json(
+        &self,
+        messages: &serde_json::Value,
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatTemplateError> {
+        let tools = tools.map_or(Value::from(()), |t| Value::from(Serde(t)));
+        self.render_values(Value::from(Serde(messages)), tools, add_generation_prompt)
+    }
+
+    fn render_values(
+        &self,
+        messages: Value,
+        tools: Value,
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatTemplateError> {
         let template = self
             .env
             .get_template(NAME)
@@ -114,6 +144,7 @@ impl ChatTemplate {
         template
             .render(context! {
                 messages => messages,
+                tools => tools,
                 add_generation_prompt => add_generation_prompt,
                 bos_token => self.bos_token.as_str(),
                 eos_token => self.eos_token.as_str(),

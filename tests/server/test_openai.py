@@ -287,6 +287,98 @@ def structured_errors(s):
             assert e.body["param"] == param and e.body["message"], (kw, e.body)
 
 
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+TIME_TOOL = {"type": "function", "function": {
+    "name": "get_time", "description": "The current time in a time zone.",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string"}},
+                   "required": ["zone"]}}}
+ASK_WEATHER = [{"role": "user", "content": "What is the weather in Paris right now?"}]
+
+
+def streamed_tool_calls(stream):
+    """Accumulates streamed tool-call deltas the way OpenAI's clients do."""
+    calls, finish, text = {}, None, ""
+    for ch in stream:
+        if not ch.choices:
+            continue
+        c = ch.choices[0]
+        text += c.delta.content or ""
+        for d in c.delta.tool_calls or []:
+            call = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+            call["id"] = d.id or call["id"]
+            call["name"] += d.function.name or ""
+            call["arguments"] += d.function.arguments or ""
+        finish = c.finish_reason or finish
+    return [calls[i] for i in sorted(calls)], finish, text
+
+
+@check("tools: a call round trip, streamed and not; required and named choices")
+def tools(s):
+    c = s.client()
+    tools = [WEATHER_TOOL, TIME_TOOL]
+    r = c.chat.completions.create(model="any", messages=ASK_WEATHER, tools=tools,
+                                  temperature=0, max_tokens=80)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", r
+    call = ch.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather", r
+    assert "paris" in json.loads(call.function.arguments)["city"].lower(), r
+    calls, finish, _ = streamed_tool_calls(c.chat.completions.create(
+        model="any", messages=ASK_WEATHER, tools=tools, temperature=0, max_tokens=80,
+        stream=True))
+    assert finish == "tool_calls" and len(calls) == 1, (calls, finish)
+    assert calls[0]["name"] == "get_weather" and calls[0]["id"], calls
+    assert json.loads(calls[0]["arguments"]) == json.loads(call.function.arguments), calls
+    # The round trip: the call and its result go back; the model answers from the result
+    # (tool_choice none: the 0.5B model, offered tools, keeps calling them).
+    history = [{"role": "system", "content": "You are a helpful assistant. When a tool result "
+                "arrives, answer the user in one sentence using it."}] + ASK_WEATHER + [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id,
+         "content": json.dumps({"city": "Paris", "temperature_c": 31, "sky": "sunny"})}]
+    r = c.chat.completions.create(model="any", messages=history, tools=tools, temperature=0,
+                                  tool_choice="none", max_tokens=60)
+    answer = r.choices[0].message.content
+    assert r.choices[0].finish_reason == "stop" and "31" in answer, r
+    # required: a call even when the question does not need one; named: that function.
+    for choice, name in [("required", None),
+                         ({"type": "function", "function": {"name": "get_time"}}, "get_time")]:
+        for stream in (False, True):
+            kw = dict(model="any", messages=[{"role": "user", "content": "Say hello."}],
+                      tools=tools, tool_choice=choice, temperature=0.8, seed=1, max_tokens=80)
+            if stream:
+                calls, finish, _ = streamed_tool_calls(
+                    c.chat.completions.create(stream=True, **kw))
+            else:
+                m = c.chat.completions.create(**kw).choices[0]
+                finish = m.finish_reason
+                calls = [{"name": t.function.name, "arguments": t.function.arguments}
+                         for t in m.message.tool_calls]
+            assert finish == "tool_calls" and len(calls) == 1, (choice, calls, finish)
+            assert calls[0]["name"] in (name or ("get_weather", "get_time")), calls
+            args = json.loads(calls[0]["arguments"])
+            assert ("city" in args) if calls[0]["name"] == "get_weather" else ("zone" in args)
+    # none: tools are not offered, the reply is text.
+    r = c.chat.completions.create(model="any", messages=ASK_WEATHER, tools=tools,
+                                  tool_choice="none", temperature=0, max_tokens=20)
+    assert r.choices[0].finish_reason != "tool_calls" and not r.choices[0].message.tool_calls
+    for kw, param in [
+        (dict(tools=tools, tool_choice={"type": "function", "function": {"name": "nope"}}),
+         "tool_choice"),
+        (dict(tool_choice="required"), "tool_choice"),
+        (dict(tools=[{"type": "function", "function": {"name": "has space"}}]), "tools"),
+    ]:
+        try:
+            c.chat.completions.create(model="any", messages=ASK_WEATHER, max_tokens=4, **kw)
+            raise AssertionError(f"expected 400 for {kw}")
+        except openai.BadRequestError as e:
+            assert e.body["param"] == param, (kw, e.body)
+
+
 @check("cancellation: a client that disconnects mid-stream frees its slot")
 def cancellation(s):
     before = s.metric("requests_cancelled_total")
@@ -500,7 +592,7 @@ def main():
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
-                     structured_errors, cancellation, metrics, slots_off, load]:
+                     structured_errors, tools, cancellation, metrics, slots_off, load]:
             test(s)
     finally:
         code = s.stop()

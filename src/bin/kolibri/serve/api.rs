@@ -1,6 +1,6 @@
 //! The OpenAI request bodies this server accepts and the checks on their fields. Fields it does
 //! not know are ignored (as OpenAI-compatible servers do); features it lacks are refused with a
-//! 400 rather than silently dropped (n > 1, logprobs, tools).
+//! 400 rather than silently dropped (n > 1, logprobs).
 
 use kolibri::grammar::ConstraintSpec;
 use serde::Deserialize;
@@ -44,6 +44,12 @@ pub struct Message {
     pub role: String,
     #[serde(default)]
     pub content: Option<Content>,
+    /// An assistant turn's calls: `[{"id", "type": "function", "function": {"name",
+    /// "arguments": JSON text}}]`.
+    pub tool_calls: Option<Value>,
+    /// A `tool` turn: the call it answers, and the tool's name.
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -84,6 +90,7 @@ pub struct ChatRequest {
     pub model: Option<String>,
     pub messages: Vec<Message>,
     pub tools: Option<serde_json::Value>,
+    pub tool_choice: Option<serde_json::Value>,
     #[serde(flatten)]
     pub sampling: Sampling,
 }
@@ -119,6 +126,8 @@ pub struct Checked {
     pub include_usage: bool,
     /// What the output must match, and the request field that asked for it.
     pub constraint: Option<(ConstraintSpec, &'static str)>,
+    /// Chat with tools: the names a reply may call.
+    pub tools: Option<Vec<String>>,
 }
 
 impl Sampling {
@@ -187,6 +196,7 @@ impl Sampling {
         let constraint = self.constraint()?;
         Ok(Checked {
             constraint,
+            tools: None,
             max_tokens: max_tokens.map(|n| n.min(usize::MAX as u64) as usize),
             sampler,
             stop,
@@ -272,6 +282,40 @@ fn response_format(format: &Value) -> Result<Option<ConstraintSpec>, ApiError> {
 }
 
 impl Message {
+    /// The message as the chat template sees it (transformers' shape): the text, and the
+    /// calls with their arguments as objects rather than JSON text.
+    pub fn template_json(&self) -> Result<Value, ApiError> {
+        let text = self.text()?;
+        let mut m = serde_json::Map::new();
+        m.insert("role".into(), Value::String(self.role.clone()));
+        let calls = match &self.tool_calls {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(calls)) => Some(calls.iter().map(call_for_template).collect()),
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "tool_calls must be an array".into(),
+                    Some("messages"),
+                ))
+            }
+        };
+        let content = if self.content.is_none() && calls.is_some() {
+            Value::Null
+        } else {
+            Value::String(text)
+        };
+        m.insert("content".into(), content);
+        if let Some(calls) = calls {
+            m.insert("tool_calls".into(), Value::Array(calls));
+        }
+        if let Some(id) = &self.tool_call_id {
+            m.insert("tool_call_id".into(), Value::String(id.clone()));
+        }
+        if let Some(name) = &self.name {
+            m.insert("name".into(), Value::String(name.clone()));
+        }
+        Ok(Value::Object(m))
+    }
+
     /// The message's text; text parts are joined, other parts are refused.
     pub fn text(&self) -> Result<String, ApiError> {
         match &self.content {
@@ -294,4 +338,18 @@ impl Message {
             }
         }
     }
+}
+
+/// A call as templates read it: `function.arguments` an object where the JSON text parses.
+fn call_for_template(call: &Value) -> Value {
+    let mut call = call.clone();
+    if let Some(args) = call.pointer_mut("/function/arguments") {
+        if let Some(parsed) = args
+            .as_str()
+            .and_then(|a| serde_json::from_str::<Value>(a).ok())
+        {
+            *args = parsed;
+        }
+    }
+    call
 }

@@ -14,6 +14,7 @@ mod routes;
 mod slots;
 mod state;
 mod stream;
+mod tools;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;

@@ -11,7 +11,6 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use kolibri::batching::{Completion, Event, Failure, FinishReason, Request, SubmitError};
-use kolibri::chat::ChatMessage;
 use kolibri::tokenizer::TokenId;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -20,6 +19,7 @@ use super::api::{self, ChatRequest, Checked, CompletionRequest, Prompt};
 use super::error::ApiError;
 use super::state::AppState;
 use super::stream::{self, ChannelSink, Flavor};
+use super::tools;
 use kolibri::grammar::{Constraint, ConstraintSpec};
 
 pub type App = State<Arc<AppState>>;
@@ -88,12 +88,16 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
     let req: ChatRequest = api::parse(&body_bytes(body)?)?;
-    let checked = req.sampling.check(app.random_seed())?;
-    if req.tools.as_ref().is_some_and(|t| !t.is_null()) {
-        return Err(ApiError::bad_request(
-            "tools are not supported yet".into(),
-            Some("tools"),
-        ));
+    let mut checked = req.sampling.check(app.random_seed())?;
+    let tools = tools::setup(req.tools.as_ref(), req.tool_choice.as_ref())?;
+    if let Some(spec) = tools.constraint.clone() {
+        if checked.constraint.is_some() {
+            return Err(ApiError::bad_request(
+                "a required tool call cannot be combined with response_format or grammar".into(),
+                Some("tool_choice"),
+            ));
+        }
+        checked.constraint = Some((spec, "tool_choice"));
     }
     if req.messages.is_empty() {
         return Err(ApiError::bad_request(
@@ -107,25 +111,17 @@ pub async fn chat_completions(
             None,
         )
     })?;
-    let texts: Vec<String> = req
+    let messages: Vec<Value> = req
         .messages
         .iter()
-        .map(|m| m.text())
+        .map(|m| m.template_json())
         .collect::<Result<_, _>>()?;
-    let messages: Vec<ChatMessage> = req
-        .messages
-        .iter()
-        .zip(&texts)
-        .map(|(m, t)| ChatMessage {
-            role: &m.role,
-            content: t,
-        })
-        .collect();
     let rendered = template
-        .render(&messages, true)
+        .render_json(&Value::Array(messages), tools.template_tools.as_ref(), true)
         .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
     let prompt = app.tokenize(&rendered);
     let model = req.model.unwrap_or_else(|| app.model_id.clone());
+    checked.tools = tools.names();
     generate(app, prompt, checked, Flavor::Chat, model, None).await
 }
 
@@ -198,9 +194,16 @@ pub struct ResponseMeta {
     pub flavor: Flavor,
     pub model: String,
     pub created: u64,
+    /// The tools a chat reply may call (its text is searched for calls); `None`: no tools.
+    pub tools: Option<Vec<String>>,
 }
 
 impl ResponseMeta {
+    /// The id of the response's `index`-th tool call.
+    pub fn call_id(&self, index: usize) -> String {
+        format!("call_{}_{index}", self.id)
+    }
+
     /// The fields every response object and stream chunk carries, around its `choices`.
     pub fn envelope(&self, object: &str, choices: Value) -> Value {
         json!({
@@ -243,6 +246,7 @@ async fn generate(
         flavor,
         model,
         created: super::state::unix_now(),
+        tools: checked.tools,
     };
     if checked.stream {
         return Ok(stream::response(meta, rx, checked.include_usage, echo));
@@ -275,6 +279,9 @@ async fn compile_constraint(
     compiled.map_err(|e| ApiError::bad_request(e.to_string(), Some(param)))
 }
 
+/// The finish reason of a reply that ended in tool calls.
+pub const TOOL_CALLS: &str = "tool_calls";
+
 pub fn finish_reason(f: FinishReason) -> &'static str {
     match f {
         FinishReason::Stop => "stop",
@@ -293,6 +300,30 @@ pub fn usage(c: &Completion) -> Value {
 
 fn full_response(meta: &ResponseMeta, text: &str, c: &Completion) -> Value {
     let choice = match meta.flavor {
+        Flavor::Chat if meta.tools.is_some() => {
+            let names = meta.tools.as_deref().unwrap_or_default();
+            let (content, calls) = tools::split_reply(text, names);
+            let mut message = json!({ "role": "assistant", "content": content });
+            let mut finish = finish_reason(c.finish);
+            if !calls.is_empty() {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, call)| call.to_json(&meta.call_id(i), None))
+                    .collect();
+                message["tool_calls"] = Value::Array(calls);
+                if content.is_empty() {
+                    message["content"] = Value::Null;
+                }
+                finish = TOOL_CALLS;
+            }
+            json!({
+                "index": 0,
+                "message": message,
+                "logprobs": null,
+                "finish_reason": finish,
+            })
+        }
         Flavor::Chat => json!({
             "index": 0,
             "message": { "role": "assistant", "content": text },

@@ -10,7 +10,8 @@ use kolibri::batching::{Event, EventSink};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use super::routes::{failure_error, finish_reason, usage, ResponseMeta};
+use super::routes::{failure_error, finish_reason, usage, ResponseMeta, TOOL_CALLS};
+use super::tools::{Piece, ToolStream};
 
 /// Delivers a request's events to its HTTP handler; when the handler is gone (the client
 /// disconnected and hyper dropped the response), the scheduler sees a closed sink and frees
@@ -62,6 +63,9 @@ struct Streamer {
     /// Chunks produced but not yet sent (a finish may produce three).
     queued: Vec<String>,
     done: bool,
+    /// With tools: the reply split into text and calls as it streams.
+    tools: Option<ToolStream>,
+    calls_sent: usize,
 }
 
 impl Streamer {
@@ -91,19 +95,60 @@ impl Streamer {
         }
     }
 
+    /// Queues a chunk per piece: text as content deltas, each call as one `tool_calls` delta.
+    fn queue_pieces(&mut self, pieces: Vec<Piece>) {
+        for piece in pieces {
+            let choice = match piece {
+                Piece::Text(t) => self.text_choice(&t, None),
+                Piece::Call(call) => {
+                    let index = self.calls_sent;
+                    self.calls_sent += 1;
+                    let call = call.to_json(&self.meta.call_id(index), Some(index));
+                    json!({ "index": 0, "delta": { "tool_calls": [call] }, "logprobs": null,
+                            "finish_reason": null })
+                }
+            };
+            let chunk = self.chunk(choice);
+            self.queued.push(chunk);
+        }
+    }
+
     /// The next SSE frames, or `None` when the stream is over.
     async fn next(&mut self) -> Option<String> {
-        if !self.queued.is_empty() {
-            return Some(self.queued.remove(0));
+        loop {
+            if !self.queued.is_empty() {
+                return Some(self.queued.remove(0));
+            }
+            if self.done {
+                return None;
+            }
+            if let Some(frame) = self.receive().await {
+                return frame;
+            }
         }
-        if self.done {
-            return None;
-        }
-        match self.rx.recv().await {
-            Some(Event::Text(t)) => Some(self.chunk(self.text_choice(&t, None))),
+    }
+
+    /// Waits for the next event: `Some(frame)` to send (`Some(None)`: the stream is over), or
+    /// `None` when the event only queued chunks, or none (text held back by the tool stream).
+    async fn receive(&mut self) -> Option<Option<String>> {
+        Some(match self.rx.recv().await {
+            Some(Event::Text(t)) => match self.tools.as_mut().map(|s| s.push(&t)) {
+                None => Some(self.chunk(self.text_choice(&t, None))),
+                Some(pieces) => {
+                    self.queue_pieces(pieces);
+                    return None;
+                }
+            },
             Some(Event::Done(c)) => {
                 self.done = true;
-                let last = self.chunk(self.text_choice("", Some(finish_reason(c.finish))));
+                let mut finish = finish_reason(c.finish);
+                if let Some(mut tools) = self.tools.take() {
+                    self.queue_pieces(tools.finish());
+                    if tools.saw_calls() {
+                        finish = TOOL_CALLS;
+                    }
+                }
+                let last = self.chunk(self.text_choice("", Some(finish)));
                 if self.include_usage {
                     let mut u = self
                         .meta
@@ -112,7 +157,12 @@ impl Streamer {
                     self.queued.push(format!("data: {u}\n\n"));
                 }
                 self.queued.push("data: [DONE]\n\n".into());
-                Some(last)
+                // Pieces the finish released go first, then the finish chunk.
+                self.queued.insert(
+                    self.queued.len() - 1 - usize::from(self.include_usage),
+                    last,
+                );
+                Some(self.queued.remove(0))
             }
             Some(Event::Failed(f)) => {
                 // Headers are gone already: the error travels as an event, as OpenAI does.
@@ -120,7 +170,7 @@ impl Streamer {
                 Some(format!("data: {}\n\n", failure_error(&f).body()))
             }
             None => None,
-        }
+        })
     }
 }
 
@@ -136,7 +186,10 @@ pub fn response(
         include_usage,
         queued: Vec::new(),
         done: false,
+        tools: None,
+        calls_sent: 0,
     };
+    s.tools = s.meta.tools.clone().map(ToolStream::new);
     // The chat stream opens with the assistant's role, before any text arrives.
     if let Flavor::Chat = s.meta.flavor {
         let first = json!({
