@@ -11,6 +11,7 @@ not fetched again.
     scripts/fetch-models.py gemma-3-270m    # one by name
     scripts/fetch-models.py --path NAME     # print the cached path (fetching it if missing)
     scripts/fetch-models.py --path vocab    # llama.cpp's tokenizer test vocabularies (a folder)
+    scripts/fetch-models.py --path templates  # llama.cpp's 70 real chat templates (a folder)
 
 `vocab` is llama.cpp's own tokenizer suite, `models/ggml-vocab-*.gguf` with their `.inp`/`.out`
 cases, taken from the source package of llama-cpp-python 0.3.36 (llama.cpp 0c1e57098) on PyPI.
@@ -42,11 +43,15 @@ MODELS = {
 }
 DEFAULT = "qwen2.5-coder-0.5b"
 
-VOCAB = {
+LLAMA_SDIST = {
     "index": "https://pypi.org/simple/llama-cpp-python/",
     "file": "llama_cpp_python-0.3.36.tar.gz",
     "sha256": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
-    "members": "llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-",
+}
+# Folders of the cache filled from llama.cpp's files in that package: name -> member prefix.
+SDIST_PARTS = {
+    "vocab": ("llama-vocab", "llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-"),
+    "templates": ("llama-templates", "llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/"),
 }
 
 
@@ -113,37 +118,39 @@ def fetch(name: str) -> Path:
     return out
 
 
-def fetch_vocab() -> Path:
-    """The folder of llama.cpp's vocabulary files and tokenizer cases, fetched if missing."""
+def fetch_sdist_part(part: str) -> Path:
+    """A folder of llama.cpp's files (tokenizer vocabularies and cases, or chat templates),
+    fetched from llama-cpp-python's source package if missing."""
     import re
     import tarfile
     import urllib.request
 
-    out = model_dir() / "llama-vocab"
+    folder, members = SDIST_PARTS[part]
+    out = model_dir() / folder
     done = out / ".complete"
-    if done.exists() and done.read_text() == VOCAB["sha256"]:
+    if done.exists() and done.read_text() == LLAMA_SDIST["sha256"]:
         return out
-    print(f"downloading {VOCAB['file']} for its vocabulary files...", file=sys.stderr)
-    with urllib.request.urlopen(VOCAB["index"]) as r:
+    print(f"downloading {LLAMA_SDIST['file']} for its {part} files...", file=sys.stderr)
+    with urllib.request.urlopen(LLAMA_SDIST["index"]) as r:
         index = r.read().decode()
-    match = re.search(r'href="([^"#]*/' + re.escape(VOCAB["file"]) + r')[#"]', index)
+    match = re.search(r'href="([^"#]*/' + re.escape(LLAMA_SDIST["file"]) + r')[#"]', index)
     if not match:
-        raise SystemExit(f"{VOCAB['file']} is not on {VOCAB['index']}")
-    with tempfile.TemporaryDirectory(prefix="kolibri-vocab-") as tmp:
-        sdist = Path(tmp) / VOCAB["file"]
+        raise SystemExit(f"{LLAMA_SDIST['file']} is not on {LLAMA_SDIST['index']}")
+    with tempfile.TemporaryDirectory(prefix="kolibri-sdist-") as tmp:
+        sdist = Path(tmp) / LLAMA_SDIST["file"]
         with urllib.request.urlopen(match.group(1)) as r, open(sdist, "wb") as f:
             for chunk in iter(lambda: r.read(1 << 22), b""):
                 f.write(chunk)
-        if sha256_of(sdist) != VOCAB["sha256"]:
-            raise SystemExit(f"{VOCAB['file']}: sha256 mismatch")
+        if sha256_of(sdist) != LLAMA_SDIST["sha256"]:
+            raise SystemExit(f"{LLAMA_SDIST['file']}: sha256 mismatch")
         out.mkdir(parents=True, exist_ok=True)
         with tarfile.open(sdist) as tar:
             for m in tar.getmembers():
-                if m.isfile() and m.name.startswith(VOCAB["members"]):
+                if m.isfile() and m.name.startswith(members):
                     name = Path(m.name).name
                     with tar.extractfile(m) as src, open(out / name, "wb") as dst:
                         dst.write(src.read())
-    done.write_text(VOCAB["sha256"])
+    done.write_text(LLAMA_SDIST["sha256"])
     return out
 
 
@@ -153,8 +160,8 @@ def main(argv):
     if names == ["all"]:
         names = list(MODELS)
     for n in names:
-        if n == "vocab":
-            p = fetch_vocab()
+        if n in SDIST_PARTS:
+            p = fetch_sdist_part(n)
             if print_path:
                 print(p)
             continue

@@ -4,12 +4,14 @@
 # suite once more on each forced kernel path), then the
 # C ABI end to end (scripts/test-capi.sh: examples, misuse, valgrind, sanitizers, bindings),
 # the HTTP server with the official openai client (scripts/test-server.sh), and the model-free suites on aarch64 under qemu (scripts/test-aarch64.sh).
-# Fetches the three real models and llama.cpp's tokenizer vocabularies, and builds the synthetic
+# Fetches the three real models, llama.cpp's tokenizer vocabularies and chat templates (the
+# template corpus test renders them against jinja2), and builds the synthetic
 # models (the other architectures), if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 scripts/fetch-models.py all
 python3 scripts/fetch-models.py vocab
+python3 scripts/fetch-models.py templates
 python3 scripts/make-synthetic-models.py >/dev/null
 cargo fmt --all -- --check
 cargo clippy --release --all-targets -- -D warnings

@@ -26,34 +26,82 @@ pub(super) fn strftime_now(format: String) -> String {
 }
 
 pub(super) fn format_utc(unix_secs: u64, format: &str) -> String {
-    let (year, month, day) = civil_from_days((unix_secs / 86_400) as i64);
+    let days = (unix_secs / 86_400) as i64;
+    let (year, month, day) = civil_from_days(days);
     let sod = unix_secs % 86_400;
+    let (hour, minute, second) = (sod / 3600, sod / 60 % 60, sod % 60);
+    let hour12 = (hour + 11) % 12 + 1;
+    // 1970-01-01 was a Thursday.
+    let weekday = WEEKDAYS[(days + 3).rem_euclid(7) as usize];
+    let yday = day_of_year(year, month, day);
     let mut out = String::new();
-    let mut chars = format.chars();
+    let mut chars = format.chars().peekable();
     while let Some(c) = chars.next() {
         if c != '%' {
             out.push(c);
             continue;
         }
+        // glibc's `%-d`: the number without its padding.
+        let unpadded = chars.peek() == Some(&'-');
+        if unpadded {
+            chars.next();
+        }
+        let num = |n: u64, width: usize| {
+            if unpadded {
+                n.to_string()
+            } else {
+                format!("{n:0width$}")
+            }
+        };
         match chars.next() {
             Some('Y') => out.push_str(&year.to_string()),
-            Some('m') => out.push_str(&format!("{month:02}")),
-            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('y') => out.push_str(&num(year.rem_euclid(100) as u64, 2)),
+            Some('m') => out.push_str(&num(month.into(), 2)),
+            Some('d') => out.push_str(&num(day.into(), 2)),
             Some('e') => out.push_str(&format!("{day:2}")),
+            Some('j') => out.push_str(&num(yday.into(), 3)),
             Some('B') => out.push_str(MONTHS[month as usize - 1]),
-            Some('b') => out.push_str(&MONTHS[month as usize - 1][..3]),
-            Some('H') => out.push_str(&format!("{:02}", sod / 3600)),
-            Some('M') => out.push_str(&format!("{:02}", sod / 60 % 60)),
-            Some('S') => out.push_str(&format!("{:02}", sod % 60)),
+            Some('b') | Some('h') => out.push_str(&MONTHS[month as usize - 1][..3]),
+            Some('A') => out.push_str(weekday),
+            Some('a') => out.push_str(&weekday[..3]),
+            Some('H') => out.push_str(&num(hour, 2)),
+            Some('I') => out.push_str(&num(hour12, 2)),
+            Some('p') => out.push_str(if hour < 12 { "AM" } else { "PM" }),
+            Some('M') => out.push_str(&num(minute, 2)),
+            Some('S') => out.push_str(&num(second, 2)),
+            Some('F') => out.push_str(&format!("{year}-{month:02}-{day:02}")),
+            Some('T') => out.push_str(&format!("{hour:02}:{minute:02}:{second:02}")),
+            Some('Z') => out.push_str("UTC"),
+            Some('z') => out.push_str("+0000"),
             Some('%') => out.push('%'),
             Some(other) => {
                 out.push('%');
+                if unpadded {
+                    out.push('-');
+                }
                 out.push(other);
             }
             None => out.push('%'),
         }
     }
     out
+}
+
+const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+
+/// 1-based day of the year.
+fn day_of_year(year: i64, month: u32, day: u32) -> u32 {
+    const BEFORE: [u32; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    BEFORE[month as usize - 1] + day + u32::from(leap && month > 2)
 }
 
 /// Days since 1970-01-01 to (year, month 1-12, day 1-31) in the proleptic Gregorian calendar

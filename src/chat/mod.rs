@@ -4,6 +4,7 @@
 //! Python string methods such as `.strip()`), so a model is prompted as it was trained.
 
 mod clock;
+mod python_compat;
 
 use std::fmt;
 
@@ -72,7 +73,9 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", clock::strftime_now);
-        env.add_template_owned(NAME, source.to_owned())
+        env.add_filter("tojson", python_compat::tojson);
+        env.add_test("iterable", python_compat::is_iterable);
+        env.add_template_owned(NAME, python_compat::without_generation_blocks(source))
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
         Ok(ChatTemplate {
             env,

@@ -88,6 +88,16 @@ fn strftime_formats_utc_dates() {
         "29 February 2024, Feb 29 13:05:09 %"
     );
     assert_eq!(clock::format_utc(0, "%Y-%m-%d"), "1970-01-01");
+    // Python's strftime on the same instants (weekday, day of year, no-padding flags, 12h).
+    let all = "%A %a %j %-d %-m %y %I %p %F %T %Z %z %-H %-j";
+    assert_eq!(
+        clock::format_utc(1_709_298_307, all),
+        "Friday Fri 061 1 3 24 01 PM 2024-03-01 13:05:07 UTC +0000 13 61"
+    );
+    assert_eq!(
+        clock::format_utc(1_796_352_414, all),
+        "Friday Fri 338 4 12 26 02 AM 2026-12-04 02:46:54 UTC +0000 2 338"
+    );
     let year: i64 = clock::strftime_now("%Y".into()).parse().unwrap();
     assert!(year >= 2024);
 }
