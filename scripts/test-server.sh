@@ -12,8 +12,8 @@ gemma=$(echo "$models" | sed -n 2p)
 cargo build --release --bin kolibri
 # The client library, unmodified from PyPI, installed beside the build (no virtualenv needed).
 deps=target/pydeps
-if ! PYTHONPATH=$deps python3 -c "import openai, jsonschema" 2>/dev/null; then
+if ! PYTHONPATH=$deps python3 -c "import openai, jsonschema, ollama" 2>/dev/null; then
     python3 -m pip install -q --disable-pip-version-check --target "$deps" "openai==3.57.0" \
-        "jsonschema==4.26.0"
+        "jsonschema==4.26.0" "ollama==0.6.1"
 fi
 PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma"

@@ -17,7 +17,7 @@ const MONTHS: [&str; 12] = [
     "December",
 ];
 
-/// Formats the current UTC time; supports %Y %m %d %e %B %b %H %M %S %%, others are kept.
+/// Formats the current UTC time (see [`format_utc`] for the directives; others are kept).
 pub(super) fn strftime_now(format: String) -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -25,7 +25,9 @@ pub(super) fn strftime_now(format: String) -> String {
     format_utc(secs, &format)
 }
 
-pub(super) fn format_utc(unix_secs: u64, format: &str) -> String {
+/// `strftime`-style formatting of a Unix time in UTC: %Y %y %m %d %e %j %B %b %A %a %H %I %p
+/// %M %S %F %T %Z %z %%, and glibc's `%-d` style unpadded numbers.
+pub fn format_utc(unix_secs: u64, format: &str) -> String {
     let days = (unix_secs / 86_400) as i64;
     let (year, month, day) = civil_from_days(days);
     let sod = unix_secs % 86_400;

@@ -4,6 +4,7 @@
 //! Python string methods such as `.strip()`), so a model is prompted as it was trained.
 
 mod clock;
+pub use clock::format_utc;
 mod python_compat;
 
 use std::fmt;

@@ -83,6 +83,11 @@ impl FileType {
         FILE_TYPES.iter().find(|t| t.0 == self).map_or(0, |t| t.2)
     }
 
+    /// The file type a `general.file_type` value names.
+    pub fn from_id(id: u32) -> Option<FileType> {
+        FILE_TYPES.iter().find(|t| t.2 == id).map(|t| t.0)
+    }
+
     /// The type most weights get.
     pub fn base(self) -> GgmlType {
         use GgmlType as G;

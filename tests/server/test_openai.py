@@ -379,6 +379,56 @@ def tools(s):
             assert e.body["param"] == param, (kw, e.body)
 
 
+@check("ollama: chat and generate (streamed and not), list, show, ps, version, format, tools")
+def ollama_api(s):
+    import ollama
+    c = ollama.Client(host=s.url, headers={"Authorization": f"Bearer {KEY}"})
+    name = c.list().models[0].model
+    r = c.chat(model=name, messages=CHAT, options={"temperature": 0, "num_predict": 24})
+    assert r.done and r.message.role == "assistant" and r.message.content.strip(), r
+    assert r.eval_count and 0 < r.eval_count <= 24 and r.prompt_eval_count > 10, r
+    assert r.total_duration >= r.eval_duration > 0 and r.done_reason in ("stop", "length"), r
+    parts = list(c.chat(model=name, messages=CHAT, stream=True,
+                        options={"temperature": 0, "num_predict": 24}))
+    assert all(not p.done for p in parts[:-1]) and parts[-1].done, parts
+    assert "".join(p.message.content for p in parts) == r.message.content, parts
+    g = c.generate(model=name, prompt="Name a primary colour.", options={"temperature": 0,
+                   "num_predict": 16})
+    assert g.done and g.response.strip() and g.eval_count <= 16, g
+    pieces = list(c.generate(model=name, prompt="def add(a, b):", raw=True, stream=True,
+                             options={"temperature": 0, "num_predict": 12}))
+    assert pieces[-1].done and "".join(p.response for p in pieces).strip(), pieces
+    j = c.chat(model=name, format="json", options={"temperature": 0, "num_predict": 60},
+               messages=[{"role": "user", "content": "Three primary colours as JSON."}])
+    assert isinstance(json.loads(j.message.content), dict), j
+    schema = {"type": "object", "properties": {"colour": {"type": "string"}},
+              "required": ["colour"], "additionalProperties": False}
+    j = c.chat(model=name, format=schema, options={"temperature": 0, "num_predict": 60},
+               messages=[{"role": "user", "content": "Name one colour."}])
+    assert set(json.loads(j.message.content)) == {"colour"}, j
+    t = c.chat(model=name, messages=ASK_WEATHER, tools=[WEATHER_TOOL],
+               options={"temperature": 0, "num_predict": 80})
+    assert t.message.tool_calls and t.message.tool_calls[0].function.name == "get_weather", t
+    assert "city" in t.message.tool_calls[0].function.arguments, t
+    shown = c.show(name)
+    assert shown.modelinfo["general.architecture"] == "qwen2", shown.modelinfo
+    assert "completion" in shown.capabilities and "tools" in shown.capabilities, shown
+    assert shown.details.format == "gguf" and shown.details.quantization_level == "Q4_K_M"
+    assert c.ps().models[0].model == name
+    code, text = s.get("/api/version")
+    assert json.loads(text)["version"]
+    try:
+        c.chat(model="no-such-model", messages=CHAT)
+        raise AssertionError("expected 404")
+    except ollama.ResponseError as e:
+        assert e.status_code == 404 and "not found" in e.error, e
+    code, text, _ = s.post_raw("/api/chat", b"{broken")
+    assert code == 400 and "error" in json.loads(text), text
+    code, text, _ = s.post_raw("/api/chat", json.dumps(
+        {"model": name, "messages": CHAT, "options": {"top_p": 2}}).encode())
+    assert code == 400 and isinstance(json.loads(text)["error"], str), text
+
+
 @check("cancellation: a client that disconnects mid-stream frees its slot")
 def cancellation(s):
     before = s.metric("requests_cancelled_total")
@@ -592,7 +642,8 @@ def main():
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
-                     structured_errors, tools, cancellation, metrics, slots_off, load]:
+                     structured_errors, tools, ollama_api, cancellation, metrics, slots_off,
+                     load]:
             test(s)
     finally:
         code = s.stop()

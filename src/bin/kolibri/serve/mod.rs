@@ -10,6 +10,7 @@
 mod api;
 mod error;
 mod metrics;
+mod ollama;
 mod routes;
 mod slots;
 mod state;
@@ -195,6 +196,14 @@ fn router(app: Arc<AppState>, max_body: usize) -> Router {
         .route("/v1/completions", post(routes::completions))
         .route("/v1/chat/completions", post(routes::chat_completions))
         .route("/slots/{id}", post(slots::slot_action))
+        .route("/api/version", get(ollama::version))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/ps", get(ollama::ps))
+        .route("/api/show", post(ollama::show))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/embed", post(ollama::embed_unsupported))
+        .route("/api/embeddings", post(ollama::embed_unsupported))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

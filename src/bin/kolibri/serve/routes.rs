@@ -225,22 +225,7 @@ async fn generate(
     model: String,
     echo: Option<String>,
 ) -> Result<Response, ApiError> {
-    let constraint = match checked.constraint {
-        None => None,
-        Some((spec, param)) => Some(compile_constraint(&app, spec, param).await?),
-    };
-    let (tx, rx) = mpsc::unbounded_channel();
-    app.scheduler
-        .submit(Request {
-            constraint,
-            prompt,
-            max_tokens: checked.max_tokens.unwrap_or(usize::MAX),
-            sampling: checked.sampler,
-            stop: checked.stop,
-            deadline: Some(Instant::now() + app.request_timeout),
-            sink: Box::new(ChannelSink(tx)),
-        })
-        .map_err(|e| submit_error(e, flavor))?;
+    let rx = start(&app, prompt, &checked, flavor).await?;
     let meta = ResponseMeta {
         id: app.next_id(flavor.id_prefix()),
         flavor,
@@ -263,6 +248,32 @@ async fn generate(
             None => return Err(ApiError::server("generation ended without a result".into())),
         }
     }
+}
+
+/// Compiles the request's constraint and queues it; its events arrive on the receiver.
+pub async fn start(
+    app: &Arc<AppState>,
+    prompt: Vec<TokenId>,
+    checked: &Checked,
+    flavor: Flavor,
+) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+    let constraint = match &checked.constraint {
+        None => None,
+        Some((spec, param)) => Some(compile_constraint(app, spec.clone(), param).await?),
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    app.scheduler
+        .submit(Request {
+            constraint,
+            prompt,
+            max_tokens: checked.max_tokens.unwrap_or(usize::MAX),
+            sampling: checked.sampler.clone(),
+            stop: checked.stop.clone(),
+            deadline: Some(Instant::now() + app.request_timeout),
+            sink: Box::new(ChannelSink(tx)),
+        })
+        .map_err(|e| submit_error(e, flavor))?;
+    Ok(rx)
 }
 
 /// Compiles on a blocking thread: a large schema can take milliseconds, which the async

@@ -1,0 +1,537 @@
+//! Ollama's API on the same port (`/api/*`), for the clients that speak it (the `ollama`
+//! packages, Open WebUI, editor plugins): chat and generate streamed as NDJSON with Ollama's
+//! nanosecond durations, the model list, `show` with the GGUF's metadata, `ps`, `version`.
+//! Errors are Ollama's `{"error": "..."}` with the same status codes as the OpenAI side.
+
+use std::convert::Infallible;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use kolibri::batching::{Completion, Event};
+use kolibri::grammar::ConstraintSpec;
+use kolibri::sampling::SamplerParams;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::api::{self, Checked};
+use super::error::ApiError;
+use super::routes::{body_bytes, failure_error, start, App};
+use super::state::AppState;
+use super::stream::Flavor;
+use super::tools::{self, Piece, ToolStream};
+
+/// The Ollama API version this server answers as (what clients compare against).
+const OLLAMA_VERSION: &str = "0.12.0";
+
+/// An [`ApiError`] in Ollama's body.
+pub struct OllamaError(ApiError);
+
+impl From<ApiError> for OllamaError {
+    fn from(e: ApiError) -> Self {
+        OllamaError(e)
+    }
+}
+
+impl IntoResponse for OllamaError {
+    fn into_response(self) -> Response {
+        let status = self.0.status;
+        (status, Json(json!({ "error": self.0.message }))).into_response()
+    }
+}
+
+type Result<T> = std::result::Result<T, OllamaError>;
+
+pub async fn version() -> Response {
+    Json(json!({ "version": OLLAMA_VERSION })).into_response()
+}
+
+pub async fn tags(State(app): App, headers: HeaderMap) -> Result<Response> {
+    app.authorize(&headers)?;
+    Ok(Json(json!({ "models": [model_entry(&app)] })).into_response())
+}
+
+pub async fn ps(State(app): App, headers: HeaderMap) -> Result<Response> {
+    app.authorize(&headers)?;
+    let mut entry = model_entry(&app);
+    let size = entry["size"].clone();
+    let map = entry.as_object_mut().expect("an object");
+    map.remove("modified_at");
+    map.insert("expires_at".into(), json!("2100-01-01T00:00:00Z"));
+    map.insert("size_vram".into(), json!(0));
+    map.insert("context_length".into(), json!(app.scheduler.params().n_ctx));
+    map.insert("size".into(), size);
+    Ok(Json(json!({ "models": [entry] })).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct ShowRequest {
+    model: Option<String>,
+    /// Older clients send `name`.
+    name: Option<String>,
+    #[serde(default)]
+    verbose: bool,
+}
+
+pub async fn show(
+    State(app): App,
+    headers: HeaderMap,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    app.authorize(&headers)?;
+    let req: ShowRequest = api::parse(&body_bytes(body)?)?;
+    check_model(&app, req.model.as_deref().or(req.name.as_deref()))?;
+    let model = app.scheduler.model();
+    let entry = model_entry(&app);
+    let template = model
+        .gguf
+        .get_str(kolibri::chat::TEMPLATE_KEY)
+        .unwrap_or("");
+    let mut capabilities = vec!["completion"];
+    if app.template.is_ok() && template.contains("tools") {
+        capabilities.push("tools");
+    }
+    Ok(Json(json!({
+        "modelfile": format!("FROM {}\n", app.model_id),
+        "parameters": "",
+        "template": template,
+        "details": entry["details"],
+        "model_info": model_info(&model.gguf, req.verbose),
+        "capabilities": capabilities,
+        "modified_at": entry["modified_at"],
+    }))
+    .into_response())
+}
+
+/// The GGUF's metadata as Ollama shows it: every scalar; arrays (the vocabulary) only when
+/// `verbose`, else as empty lists.
+fn model_info(gguf: &kolibri::gguf::GgufFile, verbose: bool) -> Value {
+    use kolibri::gguf::Value as G;
+    let mut info = Map::new();
+    for (key, value) in gguf.metadata() {
+        let v = match value {
+            G::Array(_) if !verbose => Value::Array(Vec::new()),
+            G::Array(a) => Value::Array(
+                (0..a.len())
+                    .filter_map(|i| a.get(i).map(|v| scalar(&v)))
+                    .collect(),
+            ),
+            other => scalar(other),
+        };
+        info.insert(key.clone(), v);
+    }
+    Value::Object(info)
+}
+
+fn scalar(v: &kolibri::gguf::Value) -> Value {
+    use kolibri::gguf::Value as G;
+    match v {
+        G::Bool(b) => json!(b),
+        G::String(s) => json!(s),
+        G::F32(f) => json!(f),
+        G::F64(f) => json!(f),
+        G::Array(_) => Value::Null,
+        other => other
+            .as_i64()
+            .map(Value::from)
+            .or_else(|| other.as_u64().map(Value::from))
+            .unwrap_or(Value::Null),
+    }
+}
+
+/// The one model, as `/api/tags` lists it.
+fn model_entry(app: &AppState) -> Value {
+    let model = app.scheduler.model();
+    let arch = model.arch.name;
+    let quant = model
+        .gguf
+        .get_u64("general.file_type")
+        .and_then(|id| u32::try_from(id).ok())
+        .and_then(kolibri::quantize::FileType::from_id)
+        .map_or("unknown", |t| t.name());
+    json!({
+        "name": app.model_id,
+        "model": app.model_id,
+        "modified_at": rfc3339(Duration::from_secs(app.started)),
+        "size": model.gguf.file_bytes().len(),
+        "digest": format!("{:016x}", model.gguf.file_bytes().len() as u64 ^ app.started),
+        "details": {
+            "parent_model": "",
+            "format": "gguf",
+            "family": arch,
+            "families": [arch],
+            "parameter_size": parameter_size(model.n_params()),
+            "quantization_level": quant,
+        },
+    })
+}
+
+fn parameter_size(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.1}B", n as f64 / 1e9)
+    } else {
+        format!("{:.2}M", n as f64 / 1e6)
+    }
+}
+
+fn check_model(app: &AppState, name: Option<&str>) -> std::result::Result<(), ApiError> {
+    match name {
+        // Ollama names carry a tag (`name:latest`); the bare name is the same model.
+        Some(n) if !n.is_empty() && n.split(':').next() != Some(app.model_id.as_str()) => {
+            Err(ApiError::not_found(format!("model '{n}' not found")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Ollama's `options`: its names, its defaults.
+#[derive(Deserialize, Default)]
+struct Options {
+    temperature: Option<f32>,
+    top_k: Option<i64>,
+    top_p: Option<f32>,
+    min_p: Option<f32>,
+    seed: Option<i64>,
+    num_predict: Option<i64>,
+    repeat_penalty: Option<f32>,
+    repeat_last_n: Option<i64>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    stop: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+pub struct ChatRequest {
+    model: Option<String>,
+    #[serde(default)]
+    messages: Vec<Value>,
+    tools: Option<Value>,
+    format: Option<Value>,
+    #[serde(default)]
+    options: Options,
+    stream: Option<bool>,
+}
+
+#[derive(Deserialize)]
+pub struct GenerateRequest {
+    model: Option<String>,
+    #[serde(default)]
+    prompt: String,
+    system: Option<String>,
+    #[serde(default)]
+    raw: bool,
+    format: Option<Value>,
+    #[serde(default)]
+    options: Options,
+    stream: Option<bool>,
+}
+
+pub async fn chat(
+    State(app): App,
+    headers: HeaderMap,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    app.authorize(&headers)?;
+    let started = SystemTime::now();
+    let req: ChatRequest = api::parse(&body_bytes(body)?)?;
+    check_model(&app, req.model.as_deref())?;
+    if req.messages.is_empty() {
+        // Ollama answers an empty chat as "model loaded".
+        return Ok(Json(json!({
+            "model": app.model_id, "created_at": rfc3339(now()),
+            "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "load",
+        }))
+        .into_response());
+    }
+    let tools = tools::setup(req.tools.as_ref(), None)?;
+    let messages: Vec<Value> = req
+        .messages
+        .iter()
+        .map(message_for_template)
+        .collect::<std::result::Result<_, _>>()?;
+    let template = app
+        .template
+        .as_ref()
+        .map_err(|e| ApiError::bad_request(format!("this model cannot chat: {e}"), None))?;
+    let rendered = template
+        .render_json(&Value::Array(messages), tools.template_tools.as_ref(), true)
+        .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
+    let mut checked = checked(&req.options, req.format.as_ref())?;
+    checked.tools = tools.names();
+    let prompt = app.tokenize(&rendered);
+    let rx = start(&app, prompt, &checked, Flavor::Chat).await?;
+    let reply = Reply {
+        model: req.model.unwrap_or_else(|| app.model_id.clone()),
+        chat: true,
+        started,
+        tools: checked.tools.map(ToolStream::new),
+    };
+    Ok(respond(reply, rx, req.stream.unwrap_or(true)).await?)
+}
+
+pub async fn generate(
+    State(app): App,
+    headers: HeaderMap,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Response> {
+    app.authorize(&headers)?;
+    let started = SystemTime::now();
+    let req: GenerateRequest = api::parse(&body_bytes(body)?)?;
+    check_model(&app, req.model.as_deref())?;
+    // Ollama wraps the prompt in the model's chat template unless `raw` (or no template).
+    let text = match (&app.template, req.raw) {
+        (Ok(template), false) => {
+            let mut messages = Vec::new();
+            if let Some(system) = &req.system {
+                messages.push(json!({"role": "system", "content": system}));
+            }
+            messages.push(json!({"role": "user", "content": req.prompt}));
+            template
+                .render_json(&Value::Array(messages), None, true)
+                .map_err(|e| ApiError::bad_request(e.to_string(), Some("prompt")))?
+        }
+        _ => req.prompt.clone(),
+    };
+    if text.is_empty() {
+        return Ok(Json(json!({
+            "model": app.model_id, "created_at": rfc3339(now()), "response": "",
+            "done": true, "done_reason": "load",
+        }))
+        .into_response());
+    }
+    let checked = checked(&req.options, req.format.as_ref())?;
+    let prompt = app.tokenize(&text);
+    let rx = start(&app, prompt, &checked, Flavor::Completion).await?;
+    let reply = Reply {
+        model: req.model.unwrap_or_else(|| app.model_id.clone()),
+        chat: false,
+        started,
+        tools: None,
+    };
+    Ok(respond(reply, rx, req.stream.unwrap_or(true)).await?)
+}
+
+pub async fn embed_unsupported() -> OllamaError {
+    OllamaError(ApiError::not_implemented(
+        "embeddings are not available in this server yet".into(),
+    ))
+}
+
+/// A message as the template reads it: Ollama already sends call arguments as objects.
+fn message_for_template(m: &Value) -> std::result::Result<Value, ApiError> {
+    let bad = |what: &str| ApiError::bad_request(what.into(), Some("messages"));
+    let role = m
+        .get("role")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("a message needs a role"))?;
+    let mut out = Map::new();
+    out.insert("role".into(), json!(role));
+    let content = match m.get("content") {
+        None | Some(Value::Null) => json!(""),
+        Some(Value::String(s)) => json!(s),
+        Some(_) => return Err(bad("message content must be a string")),
+    };
+    out.insert("content".into(), content);
+    if let Some(calls) = m.get("tool_calls").filter(|c| !c.is_null()) {
+        out.insert("tool_calls".into(), calls.clone());
+    }
+    if let Some(name) = m.get("tool_name").or_else(|| m.get("name")) {
+        out.insert("name".into(), name.clone());
+    }
+    Ok(Value::Object(out))
+}
+
+/// Ollama's options and `format` as a checked request (Ollama's defaults: temperature 0.8,
+/// top-k 40, top-p 0.9, repeat penalty 1.1 over the last 64 tokens).
+fn checked(o: &Options, format: Option<&Value>) -> std::result::Result<Checked, ApiError> {
+    let bad = |m: String| ApiError::bad_request(m, Some("options"));
+    let sampler = SamplerParams {
+        temperature: o.temperature.unwrap_or(0.8),
+        top_k: o.top_k.unwrap_or(40).max(0) as usize,
+        top_p: o.top_p.unwrap_or(0.9),
+        min_p: o.min_p.unwrap_or(0.0),
+        repeat_penalty: o.repeat_penalty.unwrap_or(1.1),
+        frequency_penalty: o.frequency_penalty.unwrap_or(0.0),
+        presence_penalty: o.presence_penalty.unwrap_or(0.0),
+        penalty_last_n: match o.repeat_last_n.unwrap_or(64) {
+            -1 => usize::MAX,
+            n => n.max(0) as usize,
+        },
+        seed: o.seed.map_or_else(|| now().as_nanos() as u64, |s| s as u64),
+    };
+    sampler.validate().map_err(|e| bad(e.to_string()))?;
+    let constraint = match format {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s == "json" => Some(ConstraintSpec::JsonObject),
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(schema @ Value::Object(_)) => Some(ConstraintSpec::JsonSchema(schema.to_string())),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "format is \"json\" or a JSON schema".into(),
+                Some("format"),
+            ))
+        }
+    };
+    let max_tokens = match o.num_predict {
+        None => None,
+        Some(n) if n < 0 => None, // -1: no limit, -2: fill the context
+        Some(0) => return Err(bad("num_predict must not be 0".into())),
+        Some(n) => Some(n as usize),
+    };
+    Ok(Checked {
+        max_tokens,
+        sampler,
+        stop: o.stop.clone().unwrap_or_default(),
+        stream: false,
+        include_usage: false,
+        constraint: constraint.map(|c| (c, "format")),
+        tools: None,
+    })
+}
+
+struct Reply {
+    model: String,
+    chat: bool,
+    started: SystemTime,
+    tools: Option<ToolStream>,
+}
+
+impl Reply {
+    /// One NDJSON object with generated text (and calls), not yet done.
+    fn part(&self, text: &str, calls: Vec<Value>) -> Value {
+        let mut v = json!({ "model": self.model, "created_at": rfc3339(now()) });
+        if self.chat {
+            let mut message = json!({ "role": "assistant", "content": text });
+            if !calls.is_empty() {
+                message["tool_calls"] = Value::Array(calls);
+            }
+            v["message"] = message;
+        } else {
+            v["response"] = json!(text);
+        }
+        v["done"] = json!(false);
+        v
+    }
+
+    /// The closing object: counts and Ollama's nanosecond durations.
+    fn done(&self, c: &Completion, text: &str, calls: Vec<Value>) -> Value {
+        let mut v = self.part(text, calls);
+        let ns = |d: Duration| d.as_nanos() as u64;
+        let total = self.started.elapsed().unwrap_or_default();
+        let map = v.as_object_mut().expect("an object");
+        map.insert("done".into(), json!(true));
+        let reason = match c.finish {
+            kolibri::batching::FinishReason::Stop => "stop",
+            kolibri::batching::FinishReason::Length => "length",
+        };
+        map.insert("done_reason".into(), json!(reason));
+        map.insert("total_duration".into(), json!(ns(total)));
+        map.insert("load_duration".into(), json!(0));
+        map.insert("prompt_eval_count".into(), json!(c.prompt_tokens));
+        map.insert(
+            "prompt_eval_duration".into(),
+            json!(ns(c.time_to_first_token)),
+        );
+        map.insert("eval_count".into(), json!(c.completion_tokens));
+        let eval = c.total_time.saturating_sub(c.time_to_first_token);
+        map.insert("eval_duration".into(), json!(ns(eval)));
+        v
+    }
+
+    /// Splits text into what to show and the calls in it (chat with tools).
+    fn split(&mut self, text: &str, finish: bool) -> (String, Vec<Value>) {
+        let Some(stream) = &mut self.tools else {
+            return (text.to_string(), Vec::new());
+        };
+        let mut pieces = stream.push(text);
+        if finish {
+            pieces.extend(stream.finish());
+        }
+        let (mut shown, mut calls) = (String::new(), Vec::new());
+        for p in pieces {
+            match p {
+                Piece::Text(t) => shown.push_str(&t),
+                Piece::Call(call) => calls.push(ollama_call(&call)),
+            }
+        }
+        (shown, calls)
+    }
+}
+
+/// Ollama's call: `{"function": {"name", "arguments": {...}}}`, arguments as an object.
+fn ollama_call(call: &tools::Call) -> Value {
+    let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(json!({}));
+    json!({ "function": { "name": call.name, "arguments": arguments } })
+}
+
+async fn respond(
+    mut reply: Reply,
+    mut rx: UnboundedReceiver<Event>,
+    stream: bool,
+) -> std::result::Result<Response, ApiError> {
+    if stream {
+        let body = futures_util::stream::unfold(Some((reply, rx)), |state| async move {
+            let (mut reply, mut rx) = state?;
+            loop {
+                let line = match rx.recv().await {
+                    Some(Event::Text(t)) => {
+                        let (text, calls) = reply.split(&t, false);
+                        if text.is_empty() && calls.is_empty() {
+                            continue;
+                        }
+                        let line = ndjson(&reply.part(&text, calls));
+                        return Some((Ok::<_, Infallible>(line), Some((reply, rx))));
+                    }
+                    Some(Event::Done(c)) => {
+                        let (text, calls) = reply.split("", true);
+                        ndjson(&reply.done(&c, &text, calls))
+                    }
+                    Some(Event::Failed(f)) => {
+                        ndjson(&json!({ "error": failure_error(&f).message }))
+                    }
+                    None => return None,
+                };
+                return Some((Ok(line), None));
+            }
+        });
+        return Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/x-ndjson")],
+            Body::from_stream(body),
+        )
+            .into_response());
+    }
+    let mut text = String::new();
+    loop {
+        match rx.recv().await {
+            Some(Event::Text(t)) => text.push_str(&t),
+            Some(Event::Done(c)) => {
+                let (shown, calls) = reply.split(&text, true);
+                return Ok(Json(reply.done(&c, &shown, calls)).into_response());
+            }
+            Some(Event::Failed(f)) => return Err(failure_error(&f)),
+            None => return Err(ApiError::server("generation ended without a result".into())),
+        }
+    }
+}
+
+fn ndjson(v: &Value) -> Bytes {
+    Bytes::from(format!("{v}\n"))
+}
+
+fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// `2026-12-04T02:46:54.123456789Z`.
+fn rfc3339(t: Duration) -> String {
+    let secs = kolibri::chat::format_utc(t.as_secs(), "%Y-%m-%dT%H:%M:%S");
+    format!("{secs}.{:09}Z", t.subsec_nanos())
+}
