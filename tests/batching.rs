@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kolibri::batching::{
     fit_prompt, Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams,
-    SlotAction, SlotError, Stats, SubmitError,
+    SlotAction, SlotError, Stats, SubmitError, TokenLogprob,
 };
 use kolibri::model::ModelError;
 use kolibri::model::{Context, ContextParams, KvType, Logits, Model};
@@ -77,6 +77,17 @@ fn submit(
     sampling: SamplerParams,
     stop: &[&str],
 ) -> Result<Pending, SubmitError> {
+    submit_logprobs(s, prompt, max_tokens, sampling, stop, None)
+}
+
+fn submit_logprobs(
+    s: &Scheduler,
+    prompt: Vec<TokenId>,
+    max_tokens: usize,
+    sampling: SamplerParams,
+    stop: &[&str],
+    logprobs: Option<usize>,
+) -> Result<Pending, SubmitError> {
     let (tx, rx) = mpsc::channel();
     let closed = Arc::new(AtomicBool::new(false));
     s.submit(Request {
@@ -89,6 +100,7 @@ fn submit(
             tx,
             closed: Arc::clone(&closed),
         }),
+        logprobs,
         constraint: None,
     })?;
     Ok(Pending { rx, closed })
@@ -96,14 +108,29 @@ fn submit(
 
 /// Collects a request's text until it ends.
 fn wait(p: &Pending) -> Result<(String, Completion), String> {
-    let mut text = String::new();
+    wait_with_logprobs(p).map(|(text, c, _)| (text, c))
+}
+
+/// Collects a request's text and log-probabilities until it ends; each batch of entries must
+/// come right before the text its tokens made.
+fn wait_with_logprobs(p: &Pending) -> Result<(String, Completion, Vec<TokenLogprob>), String> {
+    let (mut text, mut entries, mut last_was_logprobs) = (String::new(), Vec::new(), false);
     loop {
         match p.rx.recv_timeout(Duration::from_secs(120)).expect("event") {
             Event::Text(t) => {
                 assert!(!t.is_empty());
                 text.push_str(&t);
+                last_was_logprobs = false;
             }
-            Event::Done(c) => return Ok((text, c)),
+            Event::Logprobs(e) => {
+                assert!(
+                    !e.is_empty() && !last_was_logprobs,
+                    "entries come before their text"
+                );
+                entries.extend(e);
+                last_was_logprobs = true;
+            }
+            Event::Done(c) => return Ok((text, c, entries)),
             Event::Failed(m) => return Err(m.to_string()),
         }
     }
@@ -283,6 +310,7 @@ fn a_full_queue_refuses_and_a_deadline_cancels() {
             tx,
             closed: Arc::new(AtomicBool::new(false)),
         }),
+        logprobs: None,
         constraint: None,
     })
     .unwrap();
@@ -318,6 +346,7 @@ fn a_panic_in_a_step_fails_the_requests_in_flight_and_the_scheduler_goes_on() {
         stop: vec![],
         deadline: None,
         sink: Box::new(PanickingSink),
+        logprobs: None,
         constraint: None,
     })
     .unwrap();
@@ -521,4 +550,40 @@ fn prompt_lookup_drafts_per_slot_and_keeps_greedy_output() {
         passes < plain_passes,
         "{passes} passes, {plain_passes} without lookup"
     );
+}
+
+#[test]
+fn logprobs_travel_with_their_text_and_follow_the_model() {
+    let model = model();
+    let s = scheduler(&model, 2, 1);
+    let story = prompt(&model, "Once upon a time");
+    let p = submit_logprobs(&s, story.clone(), 24, SamplerParams::greedy(), &[], Some(3)).unwrap();
+    let (text, c, entries) = wait_with_logprobs(&p).unwrap();
+    let generated: Vec<TokenId> = c
+        .tokens
+        .iter()
+        .copied()
+        .filter(|&t| !model.tokenizer.is_eog(t))
+        .collect();
+    assert_eq!(
+        entries.iter().map(|e| e.token).collect::<Vec<_>>(),
+        generated
+    );
+    assert_eq!(model.tokenizer.decode(&generated), text);
+    for e in &entries {
+        assert_eq!(e.top.len(), 3);
+        assert!(e.top.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
+        // Greedy without penalties picks the model's most likely token.
+        assert_eq!(e.top[0].0, e.token);
+        assert!((e.top[0].1 - e.logprob).abs() < 1e-6 && e.logprob <= 0.0);
+    }
+    // A stop string's tokens are not reported: the entries cover the text released.
+    let cut = &text[..text.len() / 2];
+    let stop = text[cut.len()..].chars().take(3).collect::<String>();
+    let p = submit_logprobs(&s, story, 24, SamplerParams::greedy(), &[&stop], Some(0)).unwrap();
+    let (short, _, entries) = wait_with_logprobs(&p).unwrap();
+    let reported: Vec<TokenId> = entries.iter().map(|e| e.token).collect();
+    assert!(model.tokenizer.decode(&reported).len() <= short.len());
+    assert!(entries.iter().all(|e| e.top.is_empty()));
+    assert!(!entries.is_empty());
 }

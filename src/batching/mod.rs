@@ -10,6 +10,7 @@
 //! Results go to the request's [`EventSink`]; a sink that reports itself closed (the client
 //! went away) or a passed deadline ends the request at the next step and frees its slot.
 
+mod logprobs;
 mod slot_files;
 mod stats;
 mod stop;
@@ -19,6 +20,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use logprobs::{TokenLogprob, MAX_TOP_LOGPROBS};
 pub use slot_files::{SlotAction, SlotError, SlotReport};
 pub use stats::Stats;
 pub use stop::StopMatcher;
@@ -39,6 +41,9 @@ pub struct Request {
     /// The request is cancelled when this passes.
     pub deadline: Option<Instant>,
     pub sink: Box<dyn EventSink>,
+    /// Report each generated token's log-probability with this many alternatives (`None`:
+    /// off); the entries arrive as [`Event::Logprobs`] just before the text they produced.
+    pub logprobs: Option<usize>,
     /// Structured output: what every sampled token must keep the output inside.
     #[cfg(feature = "grammar")]
     pub constraint: Option<crate::grammar::Constraint>,
@@ -58,6 +63,9 @@ pub trait EventSink: Send {
 pub enum Event {
     /// More generated text (never empty, never part of a stop string).
     Text(String),
+    /// The log-probabilities of the tokens whose text the next `Text` brings (requests with
+    /// `logprobs` only).
+    Logprobs(Vec<TokenLogprob>),
     /// The request finished; nothing follows.
     Done(Completion),
     /// The request failed; nothing follows.

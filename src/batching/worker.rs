@@ -5,6 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use super::logprobs::{LogprobQueue, TokenLogprob};
 use super::slot_files;
 use super::stats::Stats;
 use super::stop::StopMatcher;
@@ -43,6 +44,8 @@ struct Job<'t> {
     lookup: Option<(LookupDrafter, DraftPolicy)>,
     /// Tokens drafted to follow `next` in the current step.
     drafts: Vec<TokenId>,
+    /// Log-probabilities waiting for their text (requests with `logprobs`).
+    logprobs: LogprobQueue,
 }
 
 enum Outcome {
@@ -241,6 +244,7 @@ fn admit<'t>(
                 (drafter, DraftPolicy::new(max, true))
             }),
             drafts: Vec::new(),
+            logprobs: LogprobQueue::default(),
             req,
             submitted,
             sampler,
@@ -456,8 +460,12 @@ fn sample_next(
         return flush(job, FinishReason::Stop);
     }
     let piece = job.decoder.push(token);
+    if let Some(top_n) = job.req.logprobs {
+        let entry = TokenLogprob::from_logits(logits, token, top_n);
+        job.logprobs.push(entry, piece.len());
+    }
     let (text, stopped) = job.stop.push(&piece);
-    if !text.is_empty() && !job.req.sink.send(Event::Text(text)) {
+    if !send_text(job, text) {
         return Outcome::Abandoned(None);
     }
     if stopped {
@@ -476,10 +484,23 @@ fn flush(job: &mut Job, reason: FinishReason) -> Outcome {
     if !stopped {
         text.push_str(&job.stop.finish());
     }
-    if !text.is_empty() && !job.req.sink.send(Event::Text(text)) {
+    if !send_text(job, text) {
         return Outcome::Abandoned(None);
     }
     Outcome::Finished(reason)
+}
+
+/// Sends released text, preceded by the log-probabilities of the tokens that made it; says
+/// whether anyone is still listening.
+fn send_text(job: &mut Job, text: String) -> bool {
+    if text.is_empty() {
+        return true;
+    }
+    let entries = job.logprobs.release(text.len());
+    if !entries.is_empty() && !job.req.sink.send(Event::Logprobs(entries)) {
+        return false;
+    }
+    job.req.sink.send(Event::Text(text))
 }
 
 /// Frees a slot; its cached tokens stay for the next request with the same prefix.

@@ -429,6 +429,41 @@ def ollama_api(s):
     assert code == 400 and isinstance(json.loads(text)["error"], str), text
 
 
+@check("logprobs: chat and completions, streamed and not, top_logprobs, limits")
+def logprobs(s):
+    import math
+    c = s.client()
+    r = c.chat.completions.create(model="any", messages=CHAT, max_tokens=12, temperature=0,
+                                  logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert "".join(t.token for t in content) == r.choices[0].message.content, r
+    for t in content:
+        assert t.logprob <= 0 and len(t.top_logprobs) == 3 and bytes(t.bytes).decode() == t.token
+        assert t.top_logprobs[0].token == t.token, t  # greedy: the most likely token
+        assert abs(t.top_logprobs[0].logprob - t.logprob) < 1e-5
+        assert sum(math.exp(a.logprob) for a in t.top_logprobs) <= 1.0001
+    chunks = [ch for ch in c.chat.completions.create(
+        model="any", messages=CHAT, max_tokens=12, temperature=0, logprobs=True,
+        top_logprobs=3, stream=True) if ch.choices]
+    streamed = [t for ch in chunks if ch.choices[0].logprobs
+                for t in ch.choices[0].logprobs.content]
+    assert [(t.token, round(t.logprob, 4)) for t in streamed] == \
+        [(t.token, round(t.logprob, 4)) for t in content], (streamed, content)
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks)
+    assert text == r.choices[0].message.content
+    comp = c.completions.create(model="any", prompt="def add(a, b):", max_tokens=8,
+                                temperature=0, logprobs=2)
+    lp = comp.choices[0].logprobs
+    assert "".join(lp.tokens) == comp.choices[0].text and len(lp.token_logprobs) == 8, lp
+    assert all(len(t) == 2 for t in lp.top_logprobs) and lp.text_offset[0] == 0, lp
+    for bad in [dict(logprobs=True, top_logprobs=21), dict(top_logprobs=2)]:
+        try:
+            c.chat.completions.create(model="any", messages=CHAT, max_tokens=2, **bad)
+            raise AssertionError(f"expected 400 for {bad}")
+        except openai.BadRequestError as e:
+            assert e.body["param"] == "top_logprobs", e.body
+
+
 @check("cancellation: a client that disconnects mid-stream frees its slot")
 def cancellation(s):
     before = s.metric("requests_cancelled_total")
@@ -642,7 +677,7 @@ def main():
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
-                     structured_errors, tools, ollama_api, cancellation, metrics, slots_off,
+                     structured_errors, tools, ollama_api, logprobs, cancellation, metrics, slots_off,
                      load]:
             test(s)
     finally:

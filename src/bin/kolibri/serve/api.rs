@@ -1,7 +1,8 @@
 //! The OpenAI request bodies this server accepts and the checks on their fields. Fields it does
 //! not know are ignored (as OpenAI-compatible servers do); features it lacks are refused with a
-//! 400 rather than silently dropped (n > 1, logprobs).
+//! 400 rather than silently dropped (n > 1).
 
+use kolibri::batching::MAX_TOP_LOGPROBS;
 use kolibri::grammar::ConstraintSpec;
 use serde::Deserialize;
 use serde_json::Value;
@@ -74,7 +75,9 @@ pub struct Sampling {
     pub frequency_penalty: Option<f32>,
     pub stop: Option<OneOrMany>,
     pub n: Option<u64>,
+    /// Chat: `true` with `top_logprobs` alternatives; completions: the number of alternatives.
     pub logprobs: Option<serde_json::Value>,
+    pub top_logprobs: Option<u64>,
     #[serde(default)]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
@@ -128,6 +131,8 @@ pub struct Checked {
     pub constraint: Option<(ConstraintSpec, &'static str)>,
     /// Chat with tools: the names a reply may call.
     pub tools: Option<Vec<String>>,
+    /// Report log-probabilities with this many alternatives per token.
+    pub logprobs: Option<usize>,
 }
 
 impl Sampling {
@@ -136,13 +141,7 @@ impl Sampling {
         if self.n.is_some_and(|n| n != 1) {
             return bad("n", "only n = 1 is supported".into());
         }
-        if self
-            .logprobs
-            .as_ref()
-            .is_some_and(|l| !(l.is_null() || *l == false))
-        {
-            return bad("logprobs", "logprobs are not supported yet".into());
-        }
+        let logprobs = self.logprobs()?;
         let max_tokens = self.max_completion_tokens.or(self.max_tokens);
         if max_tokens == Some(0) {
             return bad("max_tokens", "max_tokens must be at least 1".into());
@@ -195,6 +194,7 @@ impl Sampling {
         };
         let constraint = self.constraint()?;
         Ok(Checked {
+            logprobs,
             constraint,
             tools: None,
             max_tokens: max_tokens.map(|n| n.min(usize::MAX as u64) as usize),
@@ -210,6 +210,41 @@ impl Sampling {
 }
 
 impl Sampling {
+    /// `logprobs: true` (+ `top_logprobs`, chat) or `logprobs: N` (completions), at most 20.
+    fn logprobs(&self) -> Result<Option<usize>, ApiError> {
+        let bad = |param: &str, message: String| ApiError::bad_request(message, Some(param));
+        let top = match self.top_logprobs {
+            Some(n) if n > MAX_TOP_LOGPROBS as u64 => {
+                return Err(bad(
+                    "top_logprobs",
+                    format!("top_logprobs {n} is above {MAX_TOP_LOGPROBS}"),
+                ))
+            }
+            n => n.map(|n| n as usize),
+        };
+        let asked = match &self.logprobs {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+            Some(Value::Bool(true)) => Some(top.unwrap_or(0)),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(n) if n <= MAX_TOP_LOGPROBS as u64 => Some(n as usize),
+                _ => {
+                    return Err(bad(
+                        "logprobs",
+                        format!("logprobs {n} is not in 0..={MAX_TOP_LOGPROBS}"),
+                    ))
+                }
+            },
+            Some(_) => return Err(bad("logprobs", "logprobs is a boolean or a count".into())),
+        };
+        if asked.is_none() && top.is_some_and(|n| n > 0) {
+            return Err(bad(
+                "top_logprobs",
+                "top_logprobs needs logprobs: true".into(),
+            ));
+        }
+        Ok(asked)
+    }
+
     /// The one constraint the request asks for (`response_format`, `grammar` or
     /// `json_schema`), not yet compiled.
     fn constraint(&self) -> Result<Option<(ConstraintSpec, &'static str)>, ApiError> {

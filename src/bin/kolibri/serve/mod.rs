@@ -9,6 +9,7 @@
 
 mod api;
 mod error;
+mod logprobs;
 mod metrics;
 mod ollama;
 mod routes;

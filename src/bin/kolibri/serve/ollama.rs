@@ -391,6 +391,7 @@ fn checked(o: &Options, format: Option<&Value>) -> std::result::Result<Checked, 
         include_usage: false,
         constraint: constraint.map(|c| (c, "format")),
         tools: None,
+        logprobs: None,
     })
 }
 
@@ -479,6 +480,7 @@ async fn respond(
             let (mut reply, mut rx) = state?;
             loop {
                 let line = match rx.recv().await {
+                    Some(Event::Logprobs(_)) => continue,
                     Some(Event::Text(t)) => {
                         let (text, calls) = reply.split(&t, false);
                         if text.is_empty() && calls.is_empty() {
@@ -509,6 +511,7 @@ async fn respond(
     let mut text = String::new();
     loop {
         match rx.recv().await {
+            Some(Event::Logprobs(_)) => {}
             Some(Event::Text(t)) => text.push_str(&t),
             Some(Event::Done(c)) => {
                 let (shown, calls) = reply.split(&text, true);

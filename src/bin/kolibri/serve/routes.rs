@@ -19,7 +19,7 @@ use super::api::{self, ChatRequest, Checked, CompletionRequest, Prompt};
 use super::error::ApiError;
 use super::state::AppState;
 use super::stream::{self, ChannelSink, Flavor};
-use super::tools;
+use super::{logprobs, tools};
 use kolibri::grammar::{Constraint, ConstraintSpec};
 
 pub type App = State<Arc<AppState>>;
@@ -234,15 +234,30 @@ async fn generate(
         tools: checked.tools,
     };
     if checked.stream {
-        return Ok(stream::response(meta, rx, checked.include_usage, echo));
+        let vocab = checked.logprobs.map(|_| Arc::clone(app.scheduler.model()));
+        return Ok(stream::response(
+            meta,
+            rx,
+            checked.include_usage,
+            echo,
+            vocab,
+        ));
     }
     let mut rx = rx;
     let mut text = echo.unwrap_or_default();
+    let mut entries = checked.logprobs.map(|_| Vec::new());
     loop {
         match rx.recv().await {
+            Some(Event::Logprobs(e)) => entries.get_or_insert_with(Vec::new).extend(e),
             Some(Event::Text(t)) => text.push_str(&t),
             Some(Event::Done(c)) => {
-                return Ok(Json(full_response(&meta, &text, &c)).into_response())
+                let mut response = full_response(&meta, &text, &c);
+                if let Some(entries) = entries {
+                    let tokenizer = &app.scheduler.model().tokenizer;
+                    response["choices"][0]["logprobs"] =
+                        logprobs::choice_logprobs(meta.flavor, tokenizer, &entries, &mut 0);
+                }
+                return Ok(Json(response).into_response());
             }
             Some(Event::Failed(f)) => return Err(failure_error(&f)),
             None => return Err(ApiError::server("generation ended without a result".into())),
@@ -265,6 +280,7 @@ pub async fn start(
     app.scheduler
         .submit(Request {
             constraint,
+            logprobs: checked.logprobs,
             prompt,
             max_tokens: checked.max_tokens.unwrap_or(usize::MAX),
             sampling: checked.sampler.clone(),

@@ -6,10 +6,14 @@ use std::convert::Infallible;
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use kolibri::batching::{Event, EventSink};
+use std::sync::Arc;
+
+use kolibri::batching::{Event, EventSink, TokenLogprob};
+use kolibri::model::Model;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
+use super::logprobs;
 use super::routes::{failure_error, finish_reason, usage, ResponseMeta, TOOL_CALLS};
 use super::tools::{Piece, ToolStream};
 
@@ -66,6 +70,11 @@ struct Streamer {
     /// With tools: the reply split into text and calls as it streams.
     tools: Option<ToolStream>,
     calls_sent: usize,
+    /// With `logprobs`: the model, to spell tokens; the entries of the text not yet sent; and
+    /// where that text starts in the completion.
+    vocab: Option<Arc<Model>>,
+    logprobs: Vec<TokenLogprob>,
+    text_offset: usize,
 }
 
 impl Streamer {
@@ -79,7 +88,24 @@ impl Streamer {
         format!("data: {c}\n\n")
     }
 
-    fn text_choice(&self, text: &str, finish: Option<&str>) -> Value {
+    /// A text chunk's choice, carrying the log-probabilities of its tokens when asked for.
+    fn text_choice(&mut self, text: &str, finish: Option<&str>) -> Value {
+        let mut choice = self.plain_choice(text, finish);
+        if let Some(vocab) = &self.vocab {
+            if !self.logprobs.is_empty() || finish.is_none() {
+                let entries = std::mem::take(&mut self.logprobs);
+                choice["logprobs"] = logprobs::choice_logprobs(
+                    self.meta.flavor,
+                    &vocab.tokenizer,
+                    &entries,
+                    &mut self.text_offset,
+                );
+            }
+        }
+        choice
+    }
+
+    fn plain_choice(&self, text: &str, finish: Option<&str>) -> Value {
         match self.meta.flavor {
             Flavor::Chat => {
                 let delta = if finish.is_some() {
@@ -132,8 +158,15 @@ impl Streamer {
     /// `None` when the event only queued chunks, or none (text held back by the tool stream).
     async fn receive(&mut self) -> Option<Option<String>> {
         Some(match self.rx.recv().await {
+            Some(Event::Logprobs(entries)) => {
+                self.logprobs.extend(entries);
+                return None;
+            }
             Some(Event::Text(t)) => match self.tools.as_mut().map(|s| s.push(&t)) {
-                None => Some(self.chunk(self.text_choice(&t, None))),
+                None => {
+                    let choice = self.text_choice(&t, None);
+                    Some(self.chunk(choice))
+                }
                 Some(pieces) => {
                     self.queue_pieces(pieces);
                     return None;
@@ -148,7 +181,8 @@ impl Streamer {
                         finish = TOOL_CALLS;
                     }
                 }
-                let last = self.chunk(self.text_choice("", Some(finish)));
+                let choice = self.text_choice("", Some(finish));
+                let last = self.chunk(choice);
                 if self.include_usage {
                     let mut u = self
                         .meta
@@ -179,6 +213,7 @@ pub fn response(
     rx: UnboundedReceiver<Event>,
     include_usage: bool,
     echo: Option<String>,
+    vocab: Option<Arc<Model>>,
 ) -> Response {
     let mut s = Streamer {
         meta,
@@ -188,6 +223,9 @@ pub fn response(
         done: false,
         tools: None,
         calls_sent: 0,
+        vocab,
+        logprobs: Vec::new(),
+        text_offset: 0,
     };
     s.tools = s.meta.tools.clone().map(ToolStream::new);
     // The chat stream opens with the assistant's role, before any text arrives.
@@ -201,7 +239,7 @@ pub fn response(
         s.queued.push(s.chunk(first));
     }
     if let Some(text) = echo.filter(|t| !t.is_empty()) {
-        let c = s.chunk(s.text_choice(&text, None));
+        let c = s.chunk(s.plain_choice(&text, None));
         s.queued.push(c);
     }
     let body = futures_util::stream::unfold(s, |mut s| async move {
