@@ -14,6 +14,7 @@ mod kv_cache;
 mod load;
 mod ops;
 pub mod paging;
+mod pooling;
 pub mod repack_cache;
 mod scratch;
 mod weights;
@@ -29,6 +30,7 @@ pub use error::ModelError;
 pub use hparams::{HParams, MoeParams};
 pub use kv_cache::KvType;
 pub use load::LoadOptions;
+pub use pooling::Pooling;
 pub use weights::{Experts, Ffn, LayerWeights, Linear, SharedExpert, Weights};
 
 use crate::gguf::GgufFile;

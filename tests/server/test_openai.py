@@ -464,6 +464,40 @@ def logprobs(s):
             assert e.body["param"] == "top_logprobs", e.body
 
 
+@check("embeddings: /v1/embeddings (batch, base64, token ids) and Ollama's embed")
+def embeddings(s):
+    import base64
+    import struct
+    import ollama
+    c = s.client()
+    texts = ["The cat sat on the mat.", "A cat was sitting on the mat.",
+             "Quarterly revenue grew by eight percent in Asia."]
+    r = c.embeddings.create(model="any", input=texts)
+    vecs = [d.embedding for d in sorted(r.data, key=lambda d: d.index)]
+    assert len(vecs) == 3 and len(vecs[0]) == 896 and r.usage.prompt_tokens > 10, r.usage
+    dot = lambda a, b: sum(x * y for x, y in zip(a, b))
+    assert abs(dot(vecs[0], vecs[0]) - 1) < 1e-3
+    assert dot(vecs[0], vecs[1]) > dot(vecs[0], vecs[2]), [dot(vecs[0], v) for v in vecs]
+    one = c.embeddings.create(model="any", input=texts[0]).data[0].embedding
+    assert max(abs(a - b) for a, b in zip(one, vecs[0])) < 1e-5
+    code, text, _ = s.post_raw("/v1/embeddings", json.dumps(
+        {"input": texts[0], "encoding_format": "base64"}).encode())
+    raw = base64.b64decode(json.loads(text)["data"][0]["embedding"])
+    assert max(abs(a - b) for a, b in zip(struct.unpack(f"<{len(raw) // 4}f", raw), one)) < 1e-6
+    ids = s.client().embeddings.create(model="any", input=[[9707, 11, 1879]]).data[0].embedding
+    assert len(ids) == 896
+    o = ollama.Client(host=s.url, headers={"Authorization": f"Bearer {KEY}"})
+    e = o.embed(model="any", input=texts[:2])
+    assert len(e.embeddings) == 2 and max(abs(a - b) for a, b in zip(e.embeddings[0], one)) < 1e-5
+    legacy = o.embeddings(model="any", prompt=texts[0])
+    assert max(abs(a - b) for a, b in zip(legacy.embedding, one)) < 1e-5
+    for body, param in [({"input": ""}, "input"), ({"input": 5}, "input"),
+                        ({"input": "x", "dimensions": 3}, "dimensions"),
+                        ({"input": "x " * 3000}, "input")]:
+        code, text, _ = s.post_raw("/v1/embeddings", json.dumps(body).encode())
+        assert code == 400 and json.loads(text)["error"]["param"] == param, (body, text)
+
+
 @check("cancellation: a client that disconnects mid-stream frees its slot")
 def cancellation(s):
     before = s.metric("requests_cancelled_total")
@@ -677,7 +711,8 @@ def main():
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
-                     structured_errors, tools, ollama_api, logprobs, cancellation, metrics, slots_off,
+                     structured_errors, tools, ollama_api, logprobs, embeddings, cancellation,
+                     metrics, slots_off,
                      load]:
             test(s)
     finally:

@@ -176,6 +176,9 @@ impl Context {
         }
         scratch.give([x]);
         ops::rms_norm_rows_inplace(&mut h, &w.output_norm, hp.rms_eps);
+        if self.hidden_out {
+            return Ok(h);
+        }
         // The logits leave with the caller: a buffer of their own.
         let out_src = ActSource::Rows(&h);
         let [mut logits] = project(gguf, out_src, m, e, [&w.output], &mut Scratch::default())?;

@@ -93,6 +93,9 @@ pub struct Context {
     /// Per layer, what is subtracted from keys before a quantized cache stores them
     /// ([`centering`]).
     key_center: Vec<Option<Vec<f32>>>,
+    /// The forward pass returns the final normed hidden states instead of logits
+    /// ([`Context::embed`]).
+    hidden_out: bool,
 }
 
 /// Returns `true` to stop the forward pass in progress.
@@ -147,6 +150,7 @@ impl Context {
             rope_local,
             abort: None,
             scratch: Scratch::default(),
+            hidden_out: false,
         })
     }
 
@@ -225,6 +229,31 @@ impl Context {
             })
             .collect();
         self.decode(&batch)
+    }
+
+    /// The final hidden states (after the output norm, what llama.cpp's embeddings read) of
+    /// `tokens` evaluated from the start of sequence `seq`: [n_tokens, n_embd]. The sequence
+    /// holds `tokens` afterwards. On error the sequence is empty.
+    pub fn embed(&mut self, seq: usize, tokens: &[TokenId]) -> Result<Vec<f32>, ModelError> {
+        if seq >= self.tokens.len() {
+            return Err(ModelError::InvalidArgument(format!(
+                "sequence {seq} is not in 0..{}",
+                self.tokens.len()
+            )));
+        }
+        self.truncate_seq(seq, 0);
+        let batch: Vec<BatchToken> = tokens
+            .iter()
+            .map(|&token| BatchToken {
+                token,
+                seq,
+                logits: true,
+            })
+            .collect();
+        self.hidden_out = true;
+        let hidden = self.decode(&batch);
+        self.hidden_out = false;
+        hidden
     }
 
     /// Evaluates a batch of tokens from any of the context's sequences in one forward pass

@@ -8,6 +8,7 @@
 //! (429 with Retry-After) and time per request.
 
 mod api;
+mod embeddings;
 mod error;
 mod logprobs;
 mod metrics;
@@ -203,8 +204,9 @@ fn router(app: Arc<AppState>, max_body: usize) -> Router {
         .route("/api/show", post(ollama::show))
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
-        .route("/api/embed", post(ollama::embed_unsupported))
-        .route("/api/embeddings", post(ollama::embed_unsupported))
+        .route("/api/embed", post(embeddings::ollama_embed))
+        .route("/api/embeddings", post(embeddings::ollama_embeddings))
+        .route("/v1/embeddings", post(embeddings::openai))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

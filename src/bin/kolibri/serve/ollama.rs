@@ -316,12 +316,6 @@ pub async fn generate(
     Ok(respond(reply, rx, req.stream.unwrap_or(true)).await?)
 }
 
-pub async fn embed_unsupported() -> OllamaError {
-    OllamaError(ApiError::not_implemented(
-        "embeddings are not available in this server yet".into(),
-    ))
-}
-
 /// A message as the template reads it: Ollama already sends call arguments as objects.
 fn message_for_template(m: &Value) -> std::result::Result<Value, ApiError> {
     let bad = |what: &str| ApiError::bad_request(what.into(), Some("messages"));

@@ -31,6 +31,8 @@ pub struct AppState {
     ids: AtomicU64,
     /// Built on the first structured-output request (it walks the whole vocabulary once).
     grammar: OnceLock<Result<GrammarCompiler, GrammarError>>,
+    /// The context embeddings are computed in.
+    pub embedder: super::embeddings::Embedder,
 }
 
 impl AppState {
@@ -55,6 +57,7 @@ impl AppState {
             http_server_errors: AtomicU64::new(0),
             ids: AtomicU64::new(0),
             grammar: OnceLock::new(),
+            embedder: Default::default(),
         }
     }
 
@@ -100,6 +103,11 @@ impl AppState {
 
     /// Tokenizes a prompt the way llama.cpp's server does: special tokens parsed, the model's
     /// BOS added unless the text (a rendered chat template, say) already starts with it.
+    /// User text for embedding: the model's BOS, no special-token parsing.
+    pub fn tokenize_plain(&self, text: &str) -> Vec<TokenId> {
+        self.scheduler.model().tokenizer.encode(text, true, false)
+    }
+
     pub fn tokenize(&self, text: &str) -> Vec<TokenId> {
         let tok = &self.scheduler.model().tokenizer;
         let mut ids = tok.encode(text, true, true);
