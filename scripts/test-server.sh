@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The HTTP server end to end: `kolibri serve` driven by the official `openai` Python package
 # (tests/server/test_openai.py: chat and completions with and without streaming, structured
-# output checked by jsonschema, models, 401,
+# output checked by jsonschema, tool calls, logprobs, embeddings, the ollama package on /api,
+# langchain-openai's structured output and tools, models, 401,
 # 400s, 413, 404/405, 429, cancellation, metrics, a 16 x 20 load test with an RSS check).
 # Prints "server: N passed, M failed".
 set -euo pipefail
@@ -16,4 +17,11 @@ if ! PYTHONPATH=$deps python3 -c "import openai, jsonschema, ollama" 2>/dev/null
     python3 -m pip install -q --disable-pip-version-check --target "$deps" "openai==3.57.0" \
         "jsonschema==4.26.0" "ollama==0.6.1"
 fi
+# langchain-openai pins an older openai: a folder of its own, used by its check's process.
+langchain=target/pydeps-langchain
+if ! PYTHONPATH=$langchain python3 -c "import langchain_openai" 2>/dev/null; then
+    python3 -m pip install -q --disable-pip-version-check --target "$langchain" \
+        "langchain-openai==1.1.10"
+fi
+export KOLIBRI_LANGCHAIN_PATH="$PWD/$langchain"
 PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma"

@@ -464,7 +464,7 @@ def logprobs(s):
             assert e.body["param"] == "top_logprobs", e.body
 
 
-@check("embeddings: /v1/embeddings (batch, base64, token ids) and Ollama's embed")
+@check("embeddings: /v1/embeddings (batch, base64, token ids), Ollama's embed; /tokenize")
 def embeddings(s):
     import base64
     import struct
@@ -486,6 +486,17 @@ def embeddings(s):
     assert max(abs(a - b) for a, b in zip(struct.unpack(f"<{len(raw) // 4}f", raw), one)) < 1e-6
     ids = s.client().embeddings.create(model="any", input=[[9707, 11, 1879]]).data[0].embedding
     assert len(ids) == 896
+    # llama-server's /tokenize and /detokenize round trip.
+    code, text, _ = s.post_raw("/tokenize", json.dumps(
+        {"content": "Hello<|im_end|> wörld", "with_pieces": True}).encode())
+    pieces = json.loads(text)["tokens"]
+    assert code == 200 and pieces[0] == {"id": 9707, "piece": "Hello"}, pieces
+    assert any(p["piece"] == "<|im_end|>" for p in pieces), pieces
+    code, text, _ = s.post_raw("/detokenize", json.dumps(
+        {"tokens": [p["id"] for p in pieces]}).encode())
+    assert json.loads(text)["content"] == "Hello wörld", text
+    code, _, _ = s.post_raw("/detokenize", b'{"tokens": [99999999]}')
+    assert code == 400
     o = ollama.Client(host=s.url, headers={"Authorization": f"Bearer {KEY}"})
     e = o.embed(model="any", input=texts[:2])
     assert len(e.embeddings) == 2 and max(abs(a - b) for a, b in zip(e.embeddings[0], one)) < 1e-5
@@ -496,6 +507,15 @@ def embeddings(s):
                         ({"input": "x " * 3000}, "input")]:
         code, text, _ = s.post_raw("/v1/embeddings", json.dumps(body).encode())
         assert code == 400 and json.loads(text)["error"]["param"] == param, (body, text)
+
+
+@check("langchain-openai: with_structured_output (3 methods) and bind_tools")
+def langchain(s):
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.environ["KOLIBRI_LANGCHAIN_PATH"])
+    r = subprocess.run([sys.executable, os.path.join(here, "test_langchain.py"), s.url, KEY],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "langchain: ok" in r.stdout, r.stdout + r.stderr
 
 
 @check("cancellation: a client that disconnects mid-stream frees its slot")
@@ -711,7 +731,8 @@ def main():
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
-                     structured_errors, tools, ollama_api, logprobs, embeddings, cancellation,
+                     structured_errors, tools, ollama_api, logprobs, embeddings, langchain,
+                     cancellation,
                      metrics, slots_off,
                      load]:
             test(s)

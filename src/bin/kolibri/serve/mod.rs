@@ -207,6 +207,8 @@ fn router(app: Arc<AppState>, max_body: usize) -> Router {
         .route("/api/embed", post(embeddings::ollama_embed))
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/v1/embeddings", post(embeddings::openai))
+        .route("/tokenize", post(routes::tokenize))
+        .route("/detokenize", post(routes::detokenize))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

@@ -379,3 +379,67 @@ pub async fn method_not_allowed() -> ApiError {
         ..ApiError::bad_request("method not allowed on this endpoint".into(), None)
     }
 }
+
+#[derive(serde::Deserialize)]
+pub struct TokenizeRequest {
+    #[serde(default)]
+    content: String,
+    #[serde(default)]
+    add_special: bool,
+    #[serde(default)]
+    with_pieces: bool,
+}
+
+/// llama-server's `POST /tokenize`: `{"content", "add_special", "with_pieces"}` to
+/// `{"tokens": [id, ...]}` (or `[{"id", "piece"}, ...]`). Special-token text is parsed.
+pub async fn tokenize(
+    State(app): App,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    app.authorize(&headers)?;
+    let req: TokenizeRequest = api::parse(&body_bytes(body)?)?;
+    let tok = &app.scheduler.model().tokenizer;
+    let ids = tok.encode(&req.content, req.add_special, true);
+    let tokens: Vec<Value> = if req.with_pieces {
+        ids.iter()
+            .map(|&id| {
+                let bytes = tok.token_bytes(id, true);
+                // A piece that is not whole UTF-8 goes as its bytes, as llama-server sends it.
+                let piece = match String::from_utf8(bytes) {
+                    Ok(s) => json!(s),
+                    Err(e) => json!(e.into_bytes()),
+                };
+                json!({ "id": id, "piece": piece })
+            })
+            .collect()
+    } else {
+        ids.iter().map(|&id| json!(id)).collect()
+    };
+    Ok(Json(json!({ "tokens": tokens })).into_response())
+}
+
+#[derive(serde::Deserialize)]
+pub struct DetokenizeRequest {
+    #[serde(default)]
+    tokens: Vec<u32>,
+}
+
+/// llama-server's `POST /detokenize`: `{"tokens": [...]}` to `{"content": "..."}`.
+pub async fn detokenize(
+    State(app): App,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    app.authorize(&headers)?;
+    let req: DetokenizeRequest = api::parse(&body_bytes(body)?)?;
+    let tok = &app.scheduler.model().tokenizer;
+    let n_vocab = app.scheduler.model().hparams.n_vocab;
+    if let Some(bad) = req.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        return Err(ApiError::bad_request(
+            format!("token {bad} is not in 0..{n_vocab}"),
+            Some("tokens"),
+        ));
+    }
+    Ok(Json(json!({ "content": tok.decode(&req.tokens) })).into_response())
+}
