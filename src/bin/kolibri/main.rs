@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod chat;
 mod constrain;
 mod info;
 mod perplexity;
@@ -30,6 +31,10 @@ USAGE:
               --mem-budget 4G / --fit (the memory available): the largest context, then the
               most precise KV type, that fit with the weights. --prompt-cache: reuse the saved
               state of a prompt that begins this one, and save this one's)
+  kolibri chat -m MODEL [-s SYSTEM] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
+              [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
+              (an interactive chat through the model's template; /reset, /exit, a trailing \\
+              or a \"\"\" block for several lines)
   kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]
               [--no-mmap] [--mlock]
   kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
     };
     let result = match cmd.as_str() {
         "run" => run::main(rest),
+        "chat" => chat::main(rest),
         "perplexity" => perplexity::main(rest),
         "tokenize" => tokenize::main(rest),
         "bench" => bench::main(rest),
