@@ -587,3 +587,76 @@ fn logprobs_travel_with_their_text_and_follow_the_model() {
     assert!(entries.iter().all(|e| e.top.is_empty()));
     assert!(!entries.is_empty());
 }
+
+/// A request with its own channel, for a group.
+fn request(prompt: Vec<TokenId>, max_tokens: usize, sampling: SamplerParams) -> (Request, Pending) {
+    let (tx, rx) = mpsc::channel();
+    let closed = Arc::new(AtomicBool::new(false));
+    let req = Request {
+        prompt,
+        max_tokens,
+        sampling,
+        stop: Vec::new(),
+        deadline: None,
+        sink: Box::new(ChannelSink {
+            tx,
+            closed: Arc::clone(&closed),
+        }),
+        logprobs: None,
+        constraint: None,
+    };
+    (req, Pending { rx, closed })
+}
+
+#[test]
+fn a_group_of_choices_reads_its_prompt_once_and_each_choice_matches_a_lone_run() {
+    let model = model();
+    let s = scheduler(&model, 3, 4);
+    let story = prompt(&model, "Once upon a time, in a village by the sea,");
+    let sampling = |seed| SamplerParams {
+        temperature: 0.9,
+        seed,
+        ..SamplerParams::default()
+    };
+    let (reqs, pending): (Vec<_>, Vec<_>) = (1..=3)
+        .map(|seed| request(story.clone(), 12, sampling(seed)))
+        .unzip();
+    let read_before = Stats::get(&s.stats().prompt_tokens);
+    s.submit_group(reqs).unwrap();
+    let choices: Vec<(String, Completion)> = pending.iter().map(|p| wait(p).unwrap()).collect();
+    let read = Stats::get(&s.stats().prompt_tokens) - read_before;
+    assert_eq!(
+        read,
+        story.len() as u64,
+        "the prompt is evaluated once for the group"
+    );
+    for (c, _) in &choices {
+        assert!(!c.is_empty());
+    }
+    assert!(
+        choices[0].0 != choices[1].0 || choices[1].0 != choices[2].0,
+        "different seeds, different choices: {choices:?}"
+    );
+    for (i, (text, done)) in choices.iter().enumerate() {
+        assert_eq!(done.prompt_tokens, story.len());
+        // The same seed alone (the cache from scratch) gives the same choice.
+        let alone = scheduler(&model, 1, 1);
+        let p = submit(&alone, story.clone(), 12, sampling(i as u64 + 1), &[]).unwrap();
+        assert_eq!(&wait(&p).unwrap().0, text, "choice {i}");
+    }
+    let too_many = (0..4)
+        .map(|_| request(story.clone(), 4, sampling(1)).0)
+        .collect();
+    assert!(matches!(
+        s.submit_group(too_many),
+        Err(SubmitError::InvalidGroup(_))
+    ));
+    let other = vec![
+        request(story.clone(), 4, sampling(1)).0,
+        request(prompt(&model, "Hello"), 4, sampling(1)).0,
+    ];
+    assert!(matches!(
+        s.submit_group(other),
+        Err(SubmitError::InvalidGroup(_))
+    ));
+}

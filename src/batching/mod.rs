@@ -150,6 +150,8 @@ pub enum SubmitError {
         n_vocab: usize,
     },
     InvalidSampling(String),
+    /// A group of choices needs more slots than the server has, or its prompts differ.
+    InvalidGroup(String),
     /// The scheduler thread has ended.
     Stopped,
 }
@@ -175,7 +177,7 @@ impl std::fmt::Display for SubmitError {
                     "token id {token} is outside the vocabulary (0..{n_vocab})"
                 )
             }
-            SubmitError::InvalidSampling(m) => write!(f, "{m}"),
+            SubmitError::InvalidSampling(m) | SubmitError::InvalidGroup(m) => write!(f, "{m}"),
             SubmitError::Stopped => write!(f, "the scheduler has stopped"),
         }
     }
@@ -194,6 +196,9 @@ struct Queued {
     req: Request,
     sampler: Sampler,
     submitted: Instant,
+    /// Further choices over the same prompt (`n > 1`): each gets a slot of its own and a copy
+    /// of the prompt's cache once `req` has evaluated it.
+    followers: Vec<(Request, Sampler)>,
 }
 
 pub struct Scheduler {
@@ -254,7 +259,57 @@ impl Scheduler {
 
     /// Checks a request and queues it; its events then arrive at its sink. With context shift
     /// a prompt too long for a slot is cut to fit (see [`fit_prompt`]); without, it is refused.
-    pub fn submit(&self, mut req: Request) -> Result<(), SubmitError> {
+    pub fn submit(&self, req: Request) -> Result<(), SubmitError> {
+        self.submit_group(vec![req])
+    }
+
+    /// Queues several choices over one prompt (`n > 1`): the prompt is evaluated once, then
+    /// every choice continues from a copy of its cache in a slot of its own, with its own
+    /// sampler and sink. All are admitted together, when that many slots are free.
+    pub fn submit_group(&self, reqs: Vec<Request>) -> Result<(), SubmitError> {
+        let n_slots = self.params.n_slots;
+        if reqs.is_empty() || reqs.len() > n_slots {
+            return Err(SubmitError::InvalidGroup(format!(
+                "{} choices: this server runs 1 to {n_slots} at once",
+                reqs.len()
+            )));
+        }
+        if reqs.iter().any(|r| r.prompt != reqs[0].prompt) {
+            return Err(SubmitError::InvalidGroup(
+                "the choices of a group share one prompt".into(),
+            ));
+        }
+        let mut checked = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            checked.push(self.check(req)?);
+        }
+        if Stats::get(&self.stats.queue_depth) >= self.params.max_queue as u64 {
+            Stats::add(&self.stats.requests_rejected, 1);
+            return Err(SubmitError::QueueFull {
+                max_queue: self.params.max_queue,
+            });
+        }
+        let queue = self.queue.as_ref().ok_or(SubmitError::Stopped)?;
+        let n = checked.len() as u64;
+        let mut checked = checked.into_iter();
+        let (req, sampler) = checked.next().expect("not empty");
+        Stats::add(&self.stats.queue_depth, 1);
+        let queued = Queued {
+            req,
+            sampler,
+            submitted: Instant::now(),
+            followers: checked.collect(),
+        };
+        if queue.send(Message::Request(Box::new(queued))).is_err() {
+            Stats::sub(&self.stats.queue_depth, 1);
+            return Err(SubmitError::Stopped);
+        }
+        Stats::add(&self.stats.requests_submitted, n);
+        Ok(())
+    }
+
+    /// One request's checks (and its prompt cut to fit, with context shift); its sampler.
+    fn check(&self, mut req: Request) -> Result<(Request, Sampler), SubmitError> {
         let n_vocab = self.model.hparams.n_vocab;
         if req.prompt.is_empty() {
             return Err(SubmitError::EmptyPrompt);
@@ -276,25 +331,7 @@ impl Scheduler {
             .map_err(|e| SubmitError::InvalidSampling(e.to_string()))?;
         #[cfg(feature = "grammar")]
         sampler.set_constraint(req.constraint.take());
-        if Stats::get(&self.stats.queue_depth) >= self.params.max_queue as u64 {
-            Stats::add(&self.stats.requests_rejected, 1);
-            return Err(SubmitError::QueueFull {
-                max_queue: self.params.max_queue,
-            });
-        }
-        let queue = self.queue.as_ref().ok_or(SubmitError::Stopped)?;
-        Stats::add(&self.stats.queue_depth, 1);
-        let queued = Queued {
-            req,
-            sampler,
-            submitted: Instant::now(),
-        };
-        if queue.send(Message::Request(Box::new(queued))).is_err() {
-            Stats::sub(&self.stats.queue_depth, 1);
-            return Err(SubmitError::Stopped);
-        }
-        Stats::add(&self.stats.requests_submitted, 1);
-        Ok(())
+        Ok((req, sampler))
     }
 
     /// Saves, restores or erases an idle slot's contents; blocks until the scheduler thread

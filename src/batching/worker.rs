@@ -46,6 +46,10 @@ struct Job<'t> {
     drafts: Vec<TokenId>,
     /// Log-probabilities waiting for their text (requests with `logprobs`).
     logprobs: LogprobQueue,
+    /// A further choice of a group: the slot whose prompt it waits to copy.
+    leader: Option<usize>,
+    /// A group's first choice: the slots waiting for its prompt.
+    followers: Vec<usize>,
 }
 
 enum Outcome {
@@ -125,6 +129,7 @@ pub(super) fn run(
                 }
             }
         }
+        end_orphans(&mut slots, &stats);
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
             step(&mut ctx, &mut slots, tokenizer, &stats)
         }));
@@ -208,6 +213,11 @@ fn admit<'t>(
 ) {
     while !waiting.is_empty() {
         let prompt = &waiting[0].req.prompt;
+        let free = slots.iter().filter(|s| s.job.is_none()).count();
+        // A group of choices waits until it can start whole.
+        if free < 1 + waiting[0].followers.len() {
+            return;
+        }
         let best = slots
             .iter()
             .enumerate()
@@ -221,35 +231,66 @@ fn admit<'t>(
             req,
             sampler,
             submitted,
+            followers,
         } = waiting.pop_front().expect("not empty");
         Stats::sub(&stats.queue_depth, 1);
-        Stats::add(&stats.slots_busy, 1);
         // At least one prompt token is evaluated: its logits give the first generated token.
         let keep = shared.min(req.prompt.len() - 1);
         ctx.truncate_seq(seq, keep);
-        let slot = &mut slots[seq];
         Stats::add(&stats.prompt_tokens_cached, keep as u64);
-        slot.job = Some(Job {
-            pending: req.prompt[keep..].to_vec(),
-            next: None,
-            max_tokens: req.max_tokens.min(room.saturating_sub(req.prompt.len())),
-            generated: Vec::new(),
-            cached_tokens: keep,
-            admitted: Instant::now(),
-            first_token: None,
-            decoder: StreamDecoder::new(tokenizer),
-            stop: StopMatcher::new(&req.stop),
-            lookup: lookup.map(|(max, pool)| {
-                let drafter = LookupDrafter::new(1, 4).with_pool(Arc::clone(pool));
-                (drafter, DraftPolicy::new(max, true))
-            }),
-            drafts: Vec::new(),
-            logprobs: LogprobQueue::default(),
-            req,
-            submitted,
-            sampler,
-        });
-        slot.last_used = Some(Instant::now());
+        let mut leader = new_job(req, sampler, submitted, keep, (tokenizer, room, lookup));
+        for (req, sampler) in followers {
+            let f = (0..slots.len())
+                .find(|&i| i != seq && slots[i].job.is_none())
+                .expect("enough free slots were counted");
+            let n = req.prompt.len();
+            let mut job = new_job(req, sampler, submitted, n, (tokenizer, room, lookup));
+            // It waits, with nothing to evaluate, until the leader's prompt is in the cache.
+            job.pending.clear();
+            job.leader = Some(seq);
+            leader.followers.push(f);
+            ctx.truncate_seq(f, 0);
+            occupy(&mut slots[f], job, stats);
+        }
+        occupy(&mut slots[seq], leader, stats);
+    }
+}
+
+fn occupy<'t>(slot: &mut Slot<'t>, job: Job<'t>, stats: &Stats) {
+    Stats::add(&stats.slots_busy, 1);
+    slot.job = Some(job);
+    slot.last_used = Some(Instant::now());
+}
+
+/// A request's job with the first `keep` prompt tokens already in its slot's cache.
+fn new_job<'t>(
+    req: Request,
+    sampler: Sampler,
+    submitted: Instant,
+    keep: usize,
+    (tokenizer, room, lookup): (&'t Tokenizer, usize, Option<(usize, &Arc<NgramPool>)>),
+) -> Job<'t> {
+    Job {
+        pending: req.prompt[keep..].to_vec(),
+        next: None,
+        max_tokens: req.max_tokens.min(room.saturating_sub(req.prompt.len())),
+        generated: Vec::new(),
+        cached_tokens: keep,
+        admitted: Instant::now(),
+        first_token: None,
+        decoder: StreamDecoder::new(tokenizer),
+        stop: StopMatcher::new(&req.stop),
+        lookup: lookup.map(|(max, pool)| {
+            let drafter = LookupDrafter::new(1, 4).with_pool(Arc::clone(pool));
+            (drafter, DraftPolicy::new(max, true))
+        }),
+        drafts: Vec::new(),
+        logprobs: LogprobQueue::default(),
+        leader: None,
+        followers: Vec::new(),
+        req,
+        submitted,
+        sampler,
     }
 }
 
@@ -362,6 +403,7 @@ fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &St
     let mut seqs: Vec<usize> = batch.iter().filter(|b| b.logits).map(|b| b.seq).collect();
     seqs.dedup();
     for seq in seqs {
+        start_followers(ctx, slots, seq, rows[first_row], tokenizer, stats);
         let slot = &mut slots[seq];
         let Some(job) = &mut slot.job else { continue };
         let n_rows = 1 + job.drafts.len();
@@ -376,6 +418,60 @@ fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &St
         first_row += n_rows;
         if !matches!(outcome, Outcome::Continue) {
             end_job(slot, outcome, stats);
+        }
+    }
+}
+
+/// When a group's leader has just evaluated its prompt (`row` is its last prompt token's
+/// logits), each waiting follower copies the prompt's cache and samples its first token from
+/// the same row with its own sampler.
+fn start_followers(
+    ctx: &mut Context,
+    slots: &mut [Slot],
+    leader: usize,
+    row: &[f32],
+    tokenizer: &Tokenizer,
+    stats: &Stats,
+) {
+    let Some(job) = slots[leader].job.as_mut() else {
+        return;
+    };
+    if job.followers.is_empty() || !job.pending.is_empty() || !job.generated.is_empty() {
+        return;
+    }
+    for f in std::mem::take(&mut job.followers) {
+        let slot = &mut slots[f];
+        let Some(follower) = slot.job.as_mut().filter(|j| j.leader == Some(leader)) else {
+            continue;
+        };
+        follower.leader = None;
+        ctx.copy_seq(leader, f);
+        let outcome = sample_next(follower, row, None, tokenizer);
+        if !matches!(outcome, Outcome::Continue) {
+            end_job(slot, outcome, stats);
+        }
+    }
+}
+
+/// Followers whose leader is gone before their prompt was ready end the same way: its
+/// listener left, or it failed.
+fn end_orphans(slots: &mut [Slot], stats: &Stats) {
+    for f in 0..slots.len() {
+        let Some(leader) = slots[f].job.as_ref().and_then(|j| j.leader) else {
+            continue;
+        };
+        let waiting = slots[leader]
+            .job
+            .as_ref()
+            .is_some_and(|j| j.followers.contains(&f));
+        if !waiting {
+            let why = Failure::Engine("the prompt shared by this choice failed".into());
+            let closed = slots[f]
+                .job
+                .as_ref()
+                .is_some_and(|j| j.req.sink.is_closed());
+            let outcome = Outcome::Abandoned((!closed).then_some(why));
+            end_job(&mut slots[f], outcome, stats);
         }
     }
 }

@@ -177,7 +177,7 @@ def errors(s):
         raise AssertionError("expected 401")
     except openai.AuthenticationError:
         pass
-    for bad in [dict(temperature=5), dict(n=2), dict(max_tokens=0), dict(top_p=0),
+    for bad in [dict(temperature=5), dict(n=9), dict(n=0), dict(max_tokens=0), dict(top_p=0),
                 dict(stop=["a", "b", "c", "d", "e"])]:
         try:
             s.client().chat.completions.create(model="any", messages=CHAT, **bad)
@@ -518,6 +518,34 @@ def langchain(s):
     assert r.returncode == 0 and "langchain: ok" in r.stdout, r.stdout + r.stderr
 
 
+@check("n: 3 choices over one prompt, streamed and not; n above the slots is a 400")
+def choices(s):
+    c = s.client()
+    r = c.chat.completions.create(model="any", messages=CHAT, max_tokens=16, temperature=1.0,
+                                  seed=7, n=3)
+    assert [ch.index for ch in r.choices] == [0, 1, 2], r
+    texts = [ch.message.content for ch in r.choices]
+    assert all(t.strip() for t in texts) and len(set(texts)) > 1, texts
+    assert 3 <= r.usage.completion_tokens <= 48 and r.usage.prompt_tokens > 10, r.usage
+    got = {0: "", 1: "", 2: ""}
+    finished = set()
+    for ch in c.chat.completions.create(model="any", messages=CHAT, max_tokens=16,
+                                        temperature=1.0, seed=7, n=3, stream=True):
+        for choice in ch.choices:
+            got[choice.index] += choice.delta.content or ""
+            if choice.finish_reason:
+                finished.add(choice.index)
+    assert finished == {0, 1, 2} and [got[i] for i in range(3)] == texts, (got, texts)
+    comp = c.completions.create(model="any", prompt="def add(a, b):", max_tokens=8,
+                                temperature=1.0, seed=3, n=2)
+    assert len(comp.choices) == 2 and comp.usage.completion_tokens <= 16, comp
+    try:
+        c.chat.completions.create(model="any", messages=CHAT, max_tokens=4, n=5)
+        raise AssertionError("expected 400 for n above the 4 slots")
+    except openai.BadRequestError as e:
+        assert e.body["param"] == "n", e.body
+
+
 @check("cancellation: a client that disconnects mid-stream frees its slot")
 def cancellation(s):
     before = s.metric("requests_cancelled_total")
@@ -731,7 +759,7 @@ def main():
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
-                     structured_errors, tools, ollama_api, logprobs, embeddings, langchain,
+                     structured_errors, tools, ollama_api, logprobs, embeddings, langchain, choices,
                      cancellation,
                      metrics, slots_off,
                      load]:

@@ -197,6 +197,21 @@ impl Context {
         self.tokens[seq].truncate(n);
     }
 
+    /// Makes sequence `dst` a copy of sequence `src` (its tokens and their keys and values):
+    /// a prompt evaluated once serves several continuations (`n > 1` choices).
+    pub fn copy_seq(&mut self, src: usize, dst: usize) {
+        assert!(
+            src < self.tokens.len() && dst < self.tokens.len(),
+            "sequence out of range"
+        );
+        if src == dst {
+            return;
+        }
+        let n = self.tokens[src].len();
+        self.kv.copy_seq(src, dst, n);
+        self.tokens[dst] = self.tokens[src].clone();
+    }
+
     /// Installs (or with `None` removes) a callback asked before each layer of every forward
     /// pass; when it returns `true`, `eval` stops with [`ModelError::Cancelled`] and the context
     /// keeps what it held before that call.

@@ -274,6 +274,13 @@ impl KvCache {
         runs
     }
 
+    /// Copies sequence `src`'s first `n` positions, as stored, over sequence `dst`'s.
+    pub fn copy_seq(&mut self, src: usize, dst: usize, n: usize) {
+        for (from, to) in self.seq_runs(src, n).into_iter().zip(self.seq_runs(dst, n)) {
+            self.mem.copy_within(from, to.start);
+        }
+    }
+
     /// Sequence `seq`'s first `n` positions as stored, in [`KvCache::seq_runs`] order.
     pub fn seq_bytes(&self, seq: usize, n: usize) -> impl Iterator<Item = &[u8]> {
         self.seq_runs(seq, n).into_iter().map(|r| &self.mem[r])

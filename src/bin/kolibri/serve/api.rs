@@ -1,6 +1,6 @@
 //! The OpenAI request bodies this server accepts and the checks on their fields. Fields it does
 //! not know are ignored (as OpenAI-compatible servers do); features it lacks are refused with a
-//! 400 rather than silently dropped (n > 1).
+//! 400 rather than silently dropped.
 
 use kolibri::batching::MAX_TOP_LOGPROBS;
 use kolibri::grammar::ConstraintSpec;
@@ -133,13 +133,16 @@ pub struct Checked {
     pub tools: Option<Vec<String>>,
     /// Report log-probabilities with this many alternatives per token.
     pub logprobs: Option<usize>,
+    /// Choices to generate over the one prompt (at most the server's slots).
+    pub n: usize,
 }
 
 impl Sampling {
     pub fn check(&self, random_seed: u64) -> Result<Checked, ApiError> {
         let bad = |param: &str, message: String| Err(ApiError::bad_request(message, Some(param)));
-        if self.n.is_some_and(|n| n != 1) {
-            return bad("n", "only n = 1 is supported".into());
+        let n = self.n.unwrap_or(1);
+        if n == 0 {
+            return bad("n", "n must be at least 1".into());
         }
         let logprobs = self.logprobs()?;
         let max_tokens = self.max_completion_tokens.or(self.max_tokens);
@@ -194,6 +197,7 @@ impl Sampling {
         };
         let constraint = self.constraint()?;
         Ok(Checked {
+            n: n.min(usize::MAX as u64) as usize,
             logprobs,
             constraint,
             tools: None,

@@ -264,7 +264,7 @@ pub async fn chat(
     let mut checked = checked(&req.options, req.format.as_ref())?;
     checked.tools = tools.names();
     let prompt = app.tokenize(&rendered);
-    let rx = start(&app, prompt, &checked, Flavor::Chat).await?;
+    let rx = start(&app, prompt, &checked, Flavor::Chat).await?.remove(0);
     let reply = Reply {
         model: req.model.unwrap_or_else(|| app.model_id.clone()),
         chat: true,
@@ -306,7 +306,9 @@ pub async fn generate(
     }
     let checked = checked(&req.options, req.format.as_ref())?;
     let prompt = app.tokenize(&text);
-    let rx = start(&app, prompt, &checked, Flavor::Completion).await?;
+    let rx = start(&app, prompt, &checked, Flavor::Completion)
+        .await?
+        .remove(0);
     let reply = Reply {
         model: req.model.unwrap_or_else(|| app.model_id.clone()),
         chat: false,
@@ -386,6 +388,7 @@ fn checked(o: &Options, format: Option<&Value>) -> std::result::Result<Checked, 
         constraint: constraint.map(|c| (c, "format")),
         tools: None,
         logprobs: None,
+        n: 1,
     })
 }
 

@@ -178,6 +178,7 @@ fn submit_error(e: SubmitError, flavor: Flavor) -> ApiError {
             ApiError::bad_request(e.to_string(), Some(prompt_param))
         }
         SubmitError::InvalidSampling(_) => ApiError::bad_request(e.to_string(), None),
+        SubmitError::InvalidGroup(_) => ApiError::bad_request(e.to_string(), Some("n")),
     }
 }
 
@@ -225,7 +226,7 @@ async fn generate(
     model: String,
     echo: Option<String>,
 ) -> Result<Response, ApiError> {
-    let rx = start(&app, prompt, &checked, flavor).await?;
+    let receivers = start(&app, prompt, &checked, flavor).await?;
     let meta = ResponseMeta {
         id: app.next_id(flavor.id_prefix()),
         flavor,
@@ -237,59 +238,81 @@ async fn generate(
         let vocab = checked.logprobs.map(|_| Arc::clone(app.scheduler.model()));
         return Ok(stream::response(
             meta,
-            rx,
+            receivers,
             checked.include_usage,
             echo,
             vocab,
         ));
     }
-    let mut rx = rx;
-    let mut text = echo.unwrap_or_default();
-    let mut entries = checked.logprobs.map(|_| Vec::new());
-    loop {
-        match rx.recv().await {
-            Some(Event::Logprobs(e)) => entries.get_or_insert_with(Vec::new).extend(e),
-            Some(Event::Text(t)) => text.push_str(&t),
-            Some(Event::Done(c)) => {
-                let mut response = full_response(&meta, &text, &c);
-                if let Some(entries) = entries {
-                    let tokenizer = &app.scheduler.model().tokenizer;
-                    response["choices"][0]["logprobs"] =
-                        logprobs::choice_logprobs(meta.flavor, tokenizer, &entries, &mut 0);
-                }
-                return Ok(Json(response).into_response());
+    let mut choices = Vec::new();
+    let mut total: Option<Completion> = None;
+    for (index, mut rx) in receivers.into_iter().enumerate() {
+        let mut text = echo.clone().unwrap_or_default();
+        let mut entries = checked.logprobs.map(|_| Vec::new());
+        let done = loop {
+            match rx.recv().await {
+                Some(Event::Logprobs(e)) => entries.get_or_insert_with(Vec::new).extend(e),
+                Some(Event::Text(t)) => text.push_str(&t),
+                Some(Event::Done(c)) => break c,
+                Some(Event::Failed(f)) => return Err(failure_error(&f)),
+                None => return Err(ApiError::server("generation ended without a result".into())),
             }
-            Some(Event::Failed(f)) => return Err(failure_error(&f)),
-            None => return Err(ApiError::server("generation ended without a result".into())),
+        };
+        let mut choice = choice_json(&meta, index, &text, &done);
+        if let Some(entries) = entries {
+            let tokenizer = &app.scheduler.model().tokenizer;
+            choice["logprobs"] =
+                logprobs::choice_logprobs(meta.flavor, tokenizer, &entries, &mut 0);
         }
+        choices.push(choice);
+        total = Some(match total {
+            None => done,
+            Some(mut sum) => {
+                sum.completion_tokens += done.completion_tokens;
+                sum
+            }
+        });
     }
+    let mut response = meta.envelope(meta.flavor.object(), Value::Array(choices));
+    response["usage"] = usage(&total.expect("at least one choice"));
+    Ok(Json(response).into_response())
 }
 
 /// Compiles the request's constraint and queues it; its events arrive on the receiver.
+/// `checked.n` choices (each with the seed after the previous one's) share the prompt.
 pub async fn start(
     app: &Arc<AppState>,
     prompt: Vec<TokenId>,
     checked: &Checked,
     flavor: Flavor,
-) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+) -> Result<Vec<mpsc::UnboundedReceiver<Event>>, ApiError> {
     let constraint = match &checked.constraint {
         None => None,
         Some((spec, param)) => Some(compile_constraint(app, spec.clone(), param).await?),
     };
-    let (tx, rx) = mpsc::unbounded_channel();
-    app.scheduler
-        .submit(Request {
-            constraint,
+    let deadline = Some(Instant::now() + app.request_timeout);
+    let mut requests = Vec::with_capacity(checked.n);
+    let mut receivers = Vec::with_capacity(checked.n);
+    for i in 0..checked.n {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut sampling = checked.sampler.clone();
+        sampling.seed = sampling.seed.wrapping_add(i as u64);
+        requests.push(Request {
+            constraint: constraint.clone(),
             logprobs: checked.logprobs,
-            prompt,
+            prompt: prompt.clone(),
             max_tokens: checked.max_tokens.unwrap_or(usize::MAX),
-            sampling: checked.sampler.clone(),
+            sampling,
             stop: checked.stop.clone(),
-            deadline: Some(Instant::now() + app.request_timeout),
+            deadline,
             sink: Box::new(ChannelSink(tx)),
-        })
+        });
+        receivers.push(rx);
+    }
+    app.scheduler
+        .submit_group(requests)
         .map_err(|e| submit_error(e, flavor))?;
-    Ok(rx)
+    Ok(receivers)
 }
 
 /// Compiles on a blocking thread: a large schema can take milliseconds, which the async
@@ -325,8 +348,9 @@ pub fn usage(c: &Completion) -> Value {
     })
 }
 
-fn full_response(meta: &ResponseMeta, text: &str, c: &Completion) -> Value {
-    let choice = match meta.flavor {
+/// One finished choice: its text (and, with tools, its calls) and finish reason.
+fn choice_json(meta: &ResponseMeta, index: usize, text: &str, c: &Completion) -> Value {
+    let mut choice = match meta.flavor {
         Flavor::Chat if meta.tools.is_some() => {
             let names = meta.tools.as_deref().unwrap_or_default();
             let (content, calls) = tools::split_reply(text, names);
@@ -364,9 +388,8 @@ fn full_response(meta: &ResponseMeta, text: &str, c: &Completion) -> Value {
             "finish_reason": finish_reason(c.finish),
         }),
     };
-    let mut response = meta.envelope(meta.flavor.object(), json!([choice]));
-    response["usage"] = usage(c);
-    response
+    choice["index"] = json!(index);
+    choice
 }
 
 pub async fn not_found() -> ApiError {

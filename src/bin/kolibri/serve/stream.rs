@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-use kolibri::batching::{Event, EventSink, TokenLogprob};
+use kolibri::batching::{Completion, Event, EventSink, TokenLogprob};
 use kolibri::model::Model;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -60,21 +60,30 @@ impl Flavor {
     }
 }
 
-struct Streamer {
-    meta: ResponseMeta,
-    rx: UnboundedReceiver<Event>,
-    include_usage: bool,
-    /// Chunks produced but not yet sent (a finish may produce three).
-    queued: Vec<String>,
-    done: bool,
+/// One choice's state while it streams.
+struct ChoiceStream {
     /// With tools: the reply split into text and calls as it streams.
     tools: Option<ToolStream>,
     calls_sent: usize,
-    /// With `logprobs`: the model, to spell tokens; the entries of the text not yet sent; and
-    /// where that text starts in the completion.
-    vocab: Option<Arc<Model>>,
+    /// With `logprobs`: the entries of the text not yet sent, and where that text starts.
     logprobs: Vec<TokenLogprob>,
     text_offset: usize,
+    done: bool,
+}
+
+struct Streamer {
+    meta: ResponseMeta,
+    /// Every choice's events, tagged with its index.
+    rx: UnboundedReceiver<(usize, Event)>,
+    include_usage: bool,
+    /// Chunks produced but not yet sent (a finish may produce several).
+    queued: Vec<String>,
+    done: bool,
+    choices: Vec<ChoiceStream>,
+    /// With `logprobs`: the model, to spell tokens.
+    vocab: Option<Arc<Model>>,
+    /// The usage summed over the choices that finished (the prompt counted once).
+    usage: Option<Completion>,
 }
 
 impl Streamer {
@@ -89,23 +98,24 @@ impl Streamer {
     }
 
     /// A text chunk's choice, carrying the log-probabilities of its tokens when asked for.
-    fn text_choice(&mut self, text: &str, finish: Option<&str>) -> Value {
-        let mut choice = self.plain_choice(text, finish);
+    fn text_choice(&mut self, index: usize, text: &str, finish: Option<&str>) -> Value {
+        let mut choice = self.plain_choice(index, text, finish);
         if let Some(vocab) = &self.vocab {
-            if !self.logprobs.is_empty() || finish.is_none() {
-                let entries = std::mem::take(&mut self.logprobs);
+            let state = &mut self.choices[index];
+            if !state.logprobs.is_empty() || finish.is_none() {
+                let entries = std::mem::take(&mut state.logprobs);
                 choice["logprobs"] = logprobs::choice_logprobs(
                     self.meta.flavor,
                     &vocab.tokenizer,
                     &entries,
-                    &mut self.text_offset,
+                    &mut state.text_offset,
                 );
             }
         }
         choice
     }
 
-    fn plain_choice(&self, text: &str, finish: Option<&str>) -> Value {
+    fn plain_choice(&self, index: usize, text: &str, finish: Option<&str>) -> Value {
         match self.meta.flavor {
             Flavor::Chat => {
                 let delta = if finish.is_some() {
@@ -113,24 +123,27 @@ impl Streamer {
                 } else {
                     json!({ "content": text })
                 };
-                json!({ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish })
+                json!({ "index": index, "delta": delta, "logprobs": null,
+                        "finish_reason": finish })
             }
             Flavor::Completion => {
-                json!({ "index": 0, "text": text, "logprobs": null, "finish_reason": finish })
+                json!({ "index": index, "text": text, "logprobs": null, "finish_reason": finish })
             }
         }
     }
 
     /// Queues a chunk per piece: text as content deltas, each call as one `tool_calls` delta.
-    fn queue_pieces(&mut self, pieces: Vec<Piece>) {
+    fn queue_pieces(&mut self, index: usize, pieces: Vec<Piece>) {
         for piece in pieces {
             let choice = match piece {
-                Piece::Text(t) => self.text_choice(&t, None),
+                Piece::Text(t) => self.text_choice(index, &t, None),
                 Piece::Call(call) => {
-                    let index = self.calls_sent;
-                    self.calls_sent += 1;
-                    let call = call.to_json(&self.meta.call_id(index), Some(index));
-                    json!({ "index": 0, "delta": { "tool_calls": [call] }, "logprobs": null,
+                    let state = &mut self.choices[index];
+                    let n = state.calls_sent;
+                    state.calls_sent += 1;
+                    let id = format!("{}_{index}", self.meta.call_id(n));
+                    let call = call.to_json(&id, Some(n));
+                    json!({ "index": index, "delta": { "tool_calls": [call] }, "logprobs": null,
                             "finish_reason": null })
                 }
             };
@@ -148,99 +161,136 @@ impl Streamer {
             if self.done {
                 return None;
             }
-            if let Some(frame) = self.receive().await {
-                return frame;
+            if !self.receive().await {
+                return None;
             }
         }
     }
 
-    /// Waits for the next event: `Some(frame)` to send (`Some(None)`: the stream is over), or
-    /// `None` when the event only queued chunks, or none (text held back by the tool stream).
-    async fn receive(&mut self) -> Option<Option<String>> {
-        Some(match self.rx.recv().await {
-            Some(Event::Logprobs(entries)) => {
-                self.logprobs.extend(entries);
-                return None;
-            }
-            Some(Event::Text(t)) => match self.tools.as_mut().map(|s| s.push(&t)) {
+    /// Turns the next event into queued chunks; `false` when the events ended early.
+    async fn receive(&mut self) -> bool {
+        let Some((index, event)) = self.rx.recv().await else {
+            return false;
+        };
+        match event {
+            Event::Logprobs(entries) => self.choices[index].logprobs.extend(entries),
+            Event::Text(t) => match self.choices[index].tools.as_mut().map(|s| s.push(&t)) {
                 None => {
-                    let choice = self.text_choice(&t, None);
-                    Some(self.chunk(choice))
+                    let choice = self.text_choice(index, &t, None);
+                    let chunk = self.chunk(choice);
+                    self.queued.push(chunk);
                 }
-                Some(pieces) => {
-                    self.queue_pieces(pieces);
-                    return None;
-                }
+                Some(pieces) => self.queue_pieces(index, pieces),
             },
-            Some(Event::Done(c)) => {
-                self.done = true;
-                let mut finish = finish_reason(c.finish);
-                if let Some(mut tools) = self.tools.take() {
-                    self.queue_pieces(tools.finish());
-                    if tools.saw_calls() {
-                        finish = TOOL_CALLS;
-                    }
-                }
-                let choice = self.text_choice("", Some(finish));
-                let last = self.chunk(choice);
-                if self.include_usage {
-                    let mut u = self
-                        .meta
-                        .envelope(self.meta.flavor.chunk_object(), json!([]));
-                    u["usage"] = usage(&c);
-                    self.queued.push(format!("data: {u}\n\n"));
-                }
-                self.queued.push("data: [DONE]\n\n".into());
-                // Pieces the finish released go first, then the finish chunk.
-                self.queued.insert(
-                    self.queued.len() - 1 - usize::from(self.include_usage),
-                    last,
-                );
-                Some(self.queued.remove(0))
-            }
-            Some(Event::Failed(f)) => {
+            Event::Done(c) => self.finish_choice(index, c),
+            Event::Failed(f) => {
                 // Headers are gone already: the error travels as an event, as OpenAI does.
                 self.done = true;
-                Some(format!("data: {}\n\n", failure_error(&f).body()))
+                self.queued
+                    .push(format!("data: {}\n\n", failure_error(&f).body()));
             }
-            None => None,
-        })
+        }
+        true
     }
+
+    /// A choice's last pieces and finish chunk; after the last choice, the usage and `[DONE]`.
+    fn finish_choice(&mut self, index: usize, c: Completion) {
+        let mut finish = finish_reason(c.finish);
+        if let Some(mut tools) = self.choices[index].tools.take() {
+            self.queue_pieces(index, tools.finish());
+            if tools.saw_calls() {
+                finish = TOOL_CALLS;
+            }
+        }
+        let choice = self.text_choice(index, "", Some(finish));
+        let chunk = self.chunk(choice);
+        self.queued.push(chunk);
+        self.choices[index].done = true;
+        self.usage = Some(match self.usage.take() {
+            None => c,
+            Some(mut sum) => {
+                sum.completion_tokens += c.completion_tokens;
+                sum
+            }
+        });
+        if self.choices.iter().all(|c| c.done) {
+            self.done = true;
+            if let (true, Some(total)) = (self.include_usage, &self.usage) {
+                let mut u = self
+                    .meta
+                    .envelope(self.meta.flavor.chunk_object(), json!([]));
+                u["usage"] = usage(total);
+                self.queued.push(format!("data: {u}\n\n"));
+            }
+            self.queued.push("data: [DONE]\n\n".into());
+        }
+    }
+}
+
+/// One receiver of every choice's events, each tagged with its choice's index. A forwarder
+/// stops when the client is gone, so the scheduler sees the choice's sink close.
+pub fn merge(receivers: Vec<UnboundedReceiver<Event>>) -> UnboundedReceiver<(usize, Event)> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    for (index, mut choice) in receivers.into_iter().enumerate() {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    event = choice.recv() => {
+                        let Some(e) = event else { return };
+                        if tx.send((index, e)).is_err() {
+                            return;
+                        }
+                    }
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+    }
+    rx
 }
 
 pub fn response(
     meta: ResponseMeta,
-    rx: UnboundedReceiver<Event>,
+    receivers: Vec<UnboundedReceiver<Event>>,
     include_usage: bool,
     echo: Option<String>,
     vocab: Option<Arc<Model>>,
 ) -> Response {
+    let choices = (0..receivers.len())
+        .map(|_| ChoiceStream {
+            tools: meta.tools.clone().map(ToolStream::new),
+            calls_sent: 0,
+            logprobs: Vec::new(),
+            text_offset: 0,
+            done: false,
+        })
+        .collect();
     let mut s = Streamer {
         meta,
-        rx,
+        rx: merge(receivers),
         include_usage,
         queued: Vec::new(),
         done: false,
-        tools: None,
-        calls_sent: 0,
+        choices,
         vocab,
-        logprobs: Vec::new(),
-        text_offset: 0,
+        usage: None,
     };
-    s.tools = s.meta.tools.clone().map(ToolStream::new);
-    // The chat stream opens with the assistant's role, before any text arrives.
-    if let Flavor::Chat = s.meta.flavor {
-        let first = json!({
-            "index": 0,
-            "delta": { "role": "assistant", "content": "" },
-            "logprobs": null,
-            "finish_reason": null,
-        });
-        s.queued.push(s.chunk(first));
-    }
-    if let Some(text) = echo.filter(|t| !t.is_empty()) {
-        let c = s.chunk(s.plain_choice(&text, None));
-        s.queued.push(c);
+    for index in 0..s.choices.len() {
+        // The chat stream opens with the assistant's role, before any text arrives.
+        if let Flavor::Chat = s.meta.flavor {
+            let first = json!({
+                "index": index,
+                "delta": { "role": "assistant", "content": "" },
+                "logprobs": null,
+                "finish_reason": null,
+            });
+            s.queued.push(s.chunk(first));
+        }
+        if let Some(text) = echo.as_deref().filter(|t| !t.is_empty()) {
+            let c = s.chunk(s.plain_choice(index, text, None));
+            s.queued.push(c);
+        }
     }
     let body = futures_util::stream::unfold(s, |mut s| async move {
         let frame = s.next().await?;
