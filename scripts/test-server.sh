@@ -2,7 +2,8 @@
 # The HTTP server end to end: `kolibri serve` driven by the official `openai` Python package
 # (tests/server/test_openai.py: chat and completions with and without streaming, structured
 # output checked by jsonschema, tool calls, logprobs, embeddings, the ollama package on /api,
-# langchain-openai's structured output and tools, models, 401,
+# langchain-openai's structured output and tools, the chat page in headless Chromium
+# (screenshot in target/artifacts/chat-page.png), models, 401,
 # 400s, 413, 404/405, 429, cancellation, metrics, a 16 x 20 load test with an RSS check).
 # Prints "server: N passed, M failed".
 set -euo pipefail
@@ -24,4 +25,11 @@ if ! PYTHONPATH=$langchain python3 -c "import langchain_openai" 2>/dev/null; the
         "langchain-openai==1.1.10"
 fi
 export KOLIBRI_LANGCHAIN_PATH="$PWD/$langchain"
+# The chat page's test: playwright-core from npm drives Debian's Chromium (no browser download).
+web=target/web
+if [ ! -d "$web/node_modules/playwright-core" ]; then
+    mkdir -p "$web"
+    (cd "$web" && npm install --silent --no-audit --no-fund playwright-core@1.57.0)
+fi
+export KOLIBRI_NODE_PATH="$PWD/$web/node_modules"
 PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma"

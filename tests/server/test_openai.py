@@ -546,6 +546,18 @@ def choices(s):
         assert e.body["param"] == "n", e.body
 
 
+@check("chat page: loads without console errors in headless Chromium, streams an answer")
+def chat_page(s):
+    here = os.path.dirname(os.path.abspath(__file__))
+    shot = os.path.join(here, "..", "..", "target", "artifacts", "chat-page.png")
+    os.makedirs(os.path.dirname(shot), exist_ok=True)
+    env = dict(os.environ, NODE_PATH=os.environ["KOLIBRI_NODE_PATH"])
+    r = subprocess.run(["node", os.path.join(here, "test_page.cjs"), s.url, KEY, shot],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "page: ok" in r.stdout, r.stdout + r.stderr
+    assert os.path.getsize(shot) > 1000
+
+
 @check("cancellation: a client that disconnects mid-stream frees its slot")
 def cancellation(s):
     before = s.metric("requests_cancelled_total")
@@ -760,6 +772,7 @@ def main():
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
                      structured_errors, tools, ollama_api, logprobs, embeddings, langchain, choices,
+                     chat_page,
                      cancellation,
                      metrics, slots_off,
                      load]:

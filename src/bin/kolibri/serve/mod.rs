@@ -13,6 +13,7 @@ mod error;
 mod logprobs;
 mod metrics;
 mod ollama;
+mod page;
 mod routes;
 mod slots;
 mod state;
@@ -191,6 +192,11 @@ pub fn main(raw: &[String]) -> Result<(), String> {
 
 fn router(app: Arc<AppState>, max_body: usize) -> Router {
     Router::new()
+        .route("/", get(page::index))
+        .route("/app.js", get(page::script))
+        .route("/app.css", get(page::style))
+        .route("/favicon.svg", get(page::icon))
+        .route("/favicon.ico", get(page::icon))
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
         .route("/v1/models", get(routes::list_models))
