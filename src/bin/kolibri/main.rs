@@ -102,14 +102,59 @@ pub fn load_model(path: &str, a: &args::Args) -> Result<kolibri::model::Model, S
         }
         None => false,
     };
+    let mut bar = progress_bar(path);
+    let mut report = |done: f32| {
+        if let Some(bar) = &bar {
+            bar.set_position((done.clamp(0.0, 1.0) * 1000.0) as u64);
+        }
+        true
+    };
     let mut opts = kolibri::model::LoadOptions {
         use_mmap: !a.has("--no-mmap"),
         use_mlock: a.has("--mlock"),
         repack_cache: repack_cache_dir(),
         paged,
-        ..Default::default()
+        progress: Some(&mut report),
     };
-    kolibri::model::Model::load_with(path, &mut opts).map_err(|e| e.to_string())
+    let model = kolibri::model::Model::load_with(path, &mut opts).map_err(|e| e.to_string());
+    if let Some(bar) = bar.take() {
+        bar.finish_and_clear();
+    }
+    model
+}
+
+/// A progress bar on stderr while a model loads (and repacks), only when stderr is a terminal.
+#[cfg(feature = "cli")]
+fn progress_bar(path: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let name = std::path::Path::new(path)
+        .file_name()
+        .map_or(path.into(), |n| n.to_string_lossy().into_owned());
+    let style = indicatif::ProgressStyle::with_template("loading {msg} [{bar:30}] {percent}%")
+        .ok()?
+        .progress_chars("=> ");
+    let bar = indicatif::ProgressBar::new(1000)
+        .with_style(style)
+        .with_message(name);
+    Some(bar)
+}
+
+/// Without the "cli" feature there is no progress bar.
+#[cfg(not(feature = "cli"))]
+fn progress_bar(_path: &str) -> Option<NoBar> {
+    None
+}
+
+#[cfg(not(feature = "cli"))]
+struct NoBar;
+
+#[cfg(not(feature = "cli"))]
+impl NoBar {
+    fn set_position(&self, _: u64) {}
+    fn finish_and_clear(&self) {}
 }
 
 /// Where the commands keep repacked weights: `KOLIBRI_REPACK_CACHE` (a directory, or `0` to
