@@ -70,6 +70,7 @@ impl RandomTokens {
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
+        "bench",
         raw,
         &[
             "-m",

@@ -19,6 +19,7 @@ const HELP: &str = "/reset  forget the conversation\n/exit   leave (also Ctrl-D)
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
+        "chat",
         raw,
         &[
             &[

@@ -10,7 +10,7 @@ use kolibri::model::Model;
 use crate::args::Args;
 
 pub fn main(raw: &[String]) -> Result<(), String> {
-    let a = Args::parse(raw, &["-m", "--model"], &[])?;
+    let a = Args::parse("info", raw, &["-m", "--model"], &[])?;
     println!("kolibri {}", env!("CARGO_PKG_VERSION"));
     println!("{}", kernels::system_info());
     let path = kernels::backend().path();

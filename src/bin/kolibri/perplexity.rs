@@ -11,6 +11,7 @@ use crate::args::Args;
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
+        "perplexity",
         raw,
         &[
             "-m",

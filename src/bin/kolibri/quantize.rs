@@ -13,6 +13,7 @@ pub const USAGE: &str =
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
+        "quantize",
         raw,
         &["-t", "--threads"],
         &["--allow-requantize", "--pure", "--types"],

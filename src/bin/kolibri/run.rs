@@ -12,6 +12,7 @@ use crate::args::Args;
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
+        "run",
         raw,
         &[
             "-m",

@@ -7,6 +7,7 @@ use crate::args::Args;
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
+        "tokenize",
         raw,
         &["-m", "--model", "-p", "--prompt"],
         &["--no-bos", "--no-parse-special", "--ids"],

@@ -52,6 +52,7 @@ pub const USAGE: &str =
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
+        "serve",
         raw,
         &[
             "-m",
