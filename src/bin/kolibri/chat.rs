@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kolibri::chat::{ChatMessage, ChatTemplate};
 use kolibri::model::{Context, ContextParams, Logits, Model};
-use kolibri::sampling::{Sampler, SamplerParams};
+use kolibri::sampling::Sampler;
 use kolibri::tokenizer::{StreamDecoder, TokenId};
 
 use crate::args::Args;
@@ -29,19 +29,11 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 "--system",
                 "-n",
                 "--n-predict",
-                "--temp",
-                "--top-k",
-            ][..],
-            &[
-                "--top-p",
-                "--min-p",
-                "--repeat-penalty",
-                "--seed",
                 "-t",
                 "--threads",
-                "-c",
-            ],
-            &["--ctx-size"],
+            ][..],
+            &["-c", "--ctx-size"],
+            &crate::SAMPLING_FLAGS,
             &crate::KV_TYPE_FLAGS,
         ]
         .concat(),
@@ -49,16 +41,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     )?;
     let path = a.require(&["-m", "--model"])?;
     let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 1024)?;
-    let defaults = SamplerParams::default();
-    let sampler_params = SamplerParams {
-        temperature: a.parse_or(&["--temp"], defaults.temperature)?,
-        top_k: a.parse_or(&["--top-k"], defaults.top_k)?,
-        top_p: a.parse_or(&["--top-p"], defaults.top_p)?,
-        min_p: a.parse_or(&["--min-p"], defaults.min_p)?,
-        repeat_penalty: a.parse_or(&["--repeat-penalty"], defaults.repeat_penalty)?,
-        seed: a.parse_or(&["--seed"], defaults.seed)?,
-        ..defaults
-    };
+    let sampler_params = crate::sampler_params(&a)?;
     let model = Arc::new(crate::load_model(path, &a)?);
     let template = ChatTemplate::from_model(&model).map_err(|e| e.to_string())?;
     let (type_k, type_v) = crate::kv_types(&a)?;

@@ -86,6 +86,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// The sampling options of `run` and `chat` (llama.cpp's names).
+pub const SAMPLING_FLAGS: [&str; 6] = [
+    "--temp",
+    "--top-k",
+    "--top-p",
+    "--min-p",
+    "--repeat-penalty",
+    "--seed",
+];
+
+/// The sampler the [`SAMPLING_FLAGS`] in `a` describe, the library's defaults elsewhere.
+pub fn sampler_params(a: &args::Args) -> Result<kolibri::sampling::SamplerParams, String> {
+    let d = kolibri::sampling::SamplerParams::default();
+    Ok(kolibri::sampling::SamplerParams {
+        temperature: a.parse_or(&["--temp"], d.temperature)?,
+        top_k: a.parse_or(&["--top-k"], d.top_k)?,
+        top_p: a.parse_or(&["--top-p"], d.top_p)?,
+        min_p: a.parse_or(&["--min-p"], d.min_p)?,
+        repeat_penalty: a.parse_or(&["--repeat-penalty"], d.repeat_penalty)?,
+        seed: a.parse_or(&["--seed"], d.seed)?,
+        ..d
+    })
+}
+
 /// The switches of the commands that load a model (llama.cpp's names): read the file into
 /// private memory instead of mapping it, lock the weights in RAM.
 pub const LOAD_SWITCHES: [&str; 2] = ["--no-mmap", "--mlock"];

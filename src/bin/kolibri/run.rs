@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kolibri::model::{Context, ContextParams, Logits};
-use kolibri::sampling::{Sampler, SamplerParams};
+use kolibri::sampling::Sampler;
 use kolibri::tokenizer::StreamDecoder;
 
 use crate::args::Args;
@@ -21,12 +21,6 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--prompt",
             "-n",
             "--n-predict",
-            "--temp",
-            "--top-k",
-            "--top-p",
-            "--min-p",
-            "--repeat-penalty",
-            "--seed",
             "-t",
             "--threads",
             "-c",
@@ -35,6 +29,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--prompt-cache",
         ]
         .into_iter()
+        .chain(crate::SAMPLING_FLAGS)
         .chain(crate::KV_TYPE_FLAGS)
         .chain(crate::BUDGET_FLAGS)
         .chain(crate::speculate::FLAGS)
@@ -53,16 +48,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let prompt = a.require(&["-p", "--prompt"])?;
     let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 128)?;
     let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
-    let defaults = SamplerParams::default();
-    let sampler_params = SamplerParams {
-        temperature: a.parse_or(&["--temp"], defaults.temperature)?,
-        top_k: a.parse_or(&["--top-k"], defaults.top_k)?,
-        top_p: a.parse_or(&["--top-p"], defaults.top_p)?,
-        min_p: a.parse_or(&["--min-p"], defaults.min_p)?,
-        repeat_penalty: a.parse_or(&["--repeat-penalty"], defaults.repeat_penalty)?,
-        seed: a.parse_or(&["--seed"], defaults.seed)?,
-        ..defaults
-    };
+    let sampler_params = crate::sampler_params(&a)?;
 
     let t_load = Instant::now();
     let model = Arc::new(crate::load_model(path, &a)?);
