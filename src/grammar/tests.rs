@@ -69,3 +69,41 @@ fn gbnf_mistakes_are_named_with_their_place() {
     let deep = format!("root ::= {}\"a\"{}", "(".repeat(300), ")".repeat(300));
     assert!(refused(&deep).contains("nested too deeply"));
 }
+
+/// Mutations of real grammars (bytes inserted, deleted, replaced by grammar punctuation):
+/// the translator answers every one with a translation or an error, never a panic.
+#[test]
+fn gbnf_translation_survives_mutated_grammars() {
+    let seeds = [
+        "root ::= answer \", \" num \"!\"\nanswer ::= \"yes\" | \"no\"\nnum ::= [1-9] [0-9]{0,2}",
+        "root ::= object\nobject ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\"\n\
+         value ::= object | string | [0-9]+ | \"true\" | \"false\"\nstring ::= \"\\\"\" [^\"\\\\\\x7F\\x00-\\x1F]* \"\\\"\"\n\
+         ws ::= [ \\t\\n]* # spaces",
+        "root ::= (\"a\" | [b-dé] | .)+ \"\\u00e9\" x{2,}\nx ::= \"x\"?",
+    ];
+    let alphabet = b"::=|()[]{}\"\\^-*+?.#,\n 0123456789abcxyz\xc3\xa9";
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n.max(1) as u64) as usize
+    };
+    for round in 0..20_000 {
+        let mut bytes = seeds[round % seeds.len()].as_bytes().to_vec();
+        for _ in 0..1 + next(6) {
+            let at = next(bytes.len() + 1);
+            match next(3) {
+                0 => bytes.insert(at, alphabet[next(alphabet.len())]),
+                1 if at < bytes.len() => {
+                    bytes.remove(at);
+                }
+                _ if at < bytes.len() => bytes[at] = alphabet[next(alphabet.len())],
+                _ => {}
+            }
+        }
+        // The parser takes text: a mutation that broke UTF-8 is read lossily, as callers must.
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = gbnf_to_lark(&text);
+    }
+}
