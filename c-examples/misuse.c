@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int failures = 0;
@@ -204,6 +205,23 @@ static void with_model(kolibri_model *m) {
     expect("chat template with a syntax error",
            kolibri_chat_apply_template(m, "{% for x in messages %}", &msg, 1, true, NULL, 0, &len),
            KOLIBRI_STATUS_TEMPLATE_ERROR, "parse");
+    /* Templates written to hang, recurse or explode: TEMPLATE_ERROR within a second. */
+    const char *hostile[] = {
+        "{% for a in range(100000) %}{% for b in range(100000) %}{{ a }}{% endfor %}{% endfor %}",
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "{{ 'x' * 4000000000 }}",
+        "{{ no_such_function() }}",
+    };
+    for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++) {
+        struct timespec t0, t1;
+        timespec_get(&t0, TIME_UTC);
+        expect("a hostile chat template",
+               kolibri_chat_apply_template(m, hostile[i], &msg, 1, true, NULL, 0, &len),
+               KOLIBRI_STATUS_TEMPLATE_ERROR, NULL);
+        timespec_get(&t1, TIME_UTC);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        expect_true("... refused within 1 s", secs < 1.0);
+    }
     kolibri_chat_message null_msg = {"user", NULL};
     expect("chat message with NULL content",
            kolibri_chat_apply_template(m, NULL, &null_msg, 1, true, NULL, 0, &len),

@@ -56,3 +56,35 @@ fn a_model_without_a_template_says_so() {
         .expect("gemma GGUF has no template");
     assert!(matches!(err, ChatTemplateError::NoTemplate));
 }
+
+/// Templates are code shipped inside model files: ones written to loop, recurse, explode or
+/// call what does not exist fail quickly with an error, and the next render works.
+#[test]
+fn hostile_templates_fail_fast_and_harm_nothing() {
+    let hostile = [
+        ("endless loop", "{% for a in range(100000) %}{% for b in range(100000) %}{{ a }}{% endfor %}{% endfor %}"),
+        ("deep recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+        ("huge output", "{{ 'x' * 4000000000 }}"),
+        ("doubling", "{% set s = namespace(v='ab') %}{% for i in range(64) %}{% set s.v = s.v + s.v %}{% endfor %}{{ s.v }}"),
+        ("undefined function", "{{ nothing_here() }}"),
+        ("raise", "{{ raise_exception('no') }}"),
+    ];
+    let messages = [ChatMessage {
+        role: "user",
+        content: "hi",
+    }];
+    for (what, source) in hostile {
+        let started = std::time::Instant::now();
+        let result =
+            ChatTemplate::new(source, "<s>", "</s>").and_then(|t| t.render(&messages, true));
+        assert!(result.is_err(), "{what} rendered");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{what} took {:?}",
+            started.elapsed()
+        );
+    }
+    let fine =
+        ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", "", "").unwrap();
+    assert_eq!(fine.render(&messages, true).unwrap(), "hi");
+}

@@ -61,6 +61,14 @@ pub struct ChatTemplate {
 
 const NAME: &str = "chat";
 
+/// minijinja's fuel per render: about one unit per instruction or 64 bytes made, so this
+/// bounds a render to roughly a tenth of a second and 128 MiB. Real templates over long
+/// conversations with tools use a few tens of thousands.
+const RENDER_FUEL: u64 = 2_000_000;
+
+/// Nested macro calls and includes a render may make (minijinja allows at most 500).
+const RECURSION_LIMIT: usize = 100;
+
 impl ChatTemplate {
     /// Compiles `source` (Jinja). `bos_token`/`eos_token` are the strings the template sees.
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, ChatTemplateError> {
@@ -71,6 +79,9 @@ impl ChatTemplate {
             .build()
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
         env.set_syntax(syntax);
+        // Templates are code from the model file: bound what one render may do.
+        env.set_fuel(Some(RENDER_FUEL));
+        env.set_recursion_limit(RECURSION_LIMIT);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", clock::strftime_now);
