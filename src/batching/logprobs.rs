@@ -74,9 +74,12 @@ pub(super) struct LogprobQueue {
 }
 
 impl LogprobQueue {
+    /// `decoded_bytes`: the text the decoder gave out for this token. A token that gave none
+    /// yet (half a character) waits for the next text, which carries its bytes.
     pub(super) fn push(&mut self, entry: TokenLogprob, decoded_bytes: usize) {
         self.decoded += decoded_bytes;
-        self.entries.push_back((entry, self.decoded));
+        let end = self.decoded + usize::from(decoded_bytes == 0);
+        self.entries.push_back((entry, end));
     }
 
     /// `text_bytes` more bytes of text were released: the entries whose text is now out.

@@ -63,8 +63,10 @@ mod tests {
     fn pooling_picks_rows_and_normalises() {
         let hidden = [3.0, 0.0, 0.0, 4.0, 1.0, 1.0];
         let unit = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-6;
+        // The mean row is (4/3, 5/3); unit length makes it (4, 5) / sqrt(41).
         let mean = Pooling::Mean.pool(&hidden, 2);
-        assert!(unit(&mean) && (mean[0] - mean[1]).abs() < 1e-6);
+        let expected = [4.0 / 41f32.sqrt(), 5.0 / 41f32.sqrt()];
+        assert!(unit(&mean) && mean.iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-6));
         assert_eq!(Pooling::Cls.pool(&hidden, 2), [1.0, 0.0]);
         assert_eq!(Pooling::Last.pool(&hidden, 2), [0.70710677, 0.70710677]);
         assert_eq!(Pooling::Mean.pool(&[], 2), [0.0, 0.0]);
