@@ -220,7 +220,8 @@ static void with_model(kolibri_model *m) {
                KOLIBRI_STATUS_TEMPLATE_ERROR, NULL);
         timespec_get(&t1, TIME_UTC);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-        expect_true("... refused within 1 s", secs < 1.0);
+        /* Under valgrind (KOLIBRI_SLOW set) everything runs ~50x slower: no time bound. */
+        if (getenv("KOLIBRI_SLOW") == NULL) expect_true("... refused within 1 s", secs < 1.0);
     }
     kolibri_chat_message null_msg = {"user", NULL};
     expect("chat message with NULL content",

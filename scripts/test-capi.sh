@@ -61,7 +61,7 @@ check "valgrind: simple" "${vg[@]}" "$work/shared/simple" "$model" "$prompt" 2 &
 check "valgrind: chat" sh -c "echo 'Hi' | ${vg[*]} '$work/shared/chat' '$model' 2" &
 wait
 # The smaller model: misuse loads its model several times.
-check "valgrind: misuse" "${vg[@]}" "$work/shared/misuse" "$plain_model"
+check "valgrind: misuse" env KOLIBRI_SLOW=1 "${vg[@]}" "$work/shared/misuse" "$plain_model"
 
 echo "== ASan + UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
