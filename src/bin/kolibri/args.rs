@@ -158,7 +158,9 @@ impl Args {
         let options = group_spellings(&names);
         let mut command = Command::new(format!("kolibri {cmd}"))
             .no_binary_name(true)
-            .allow_negative_numbers(true);
+            .allow_negative_numbers(true)
+            // A repeated option takes its last value, as llama.cpp's tools and scripts expect.
+            .args_override_self(true);
         if let Some(what) = positionals_of(cmd) {
             let arg = Arg::new("positional").value_name(what).num_args(0..);
             command = command.arg(arg.action(ArgAction::Append));
@@ -350,6 +352,13 @@ mod tests {
         let b = parse(&["--cache-type-k", "f16", "--mlock"]).unwrap();
         assert_eq!(b.get(&["-ctk", "--cache-type-k"]), Some("f16"));
         assert!(b.has("--mlock"));
+    }
+
+    #[test]
+    fn a_repeated_option_takes_its_last_value() {
+        let a = parse(&["-m", "a.gguf", "--model", "b.gguf", "--mlock", "--mlock"]).unwrap();
+        assert_eq!(a.get(&["-m"]), Some("b.gguf"));
+        assert!(a.has("--mlock"));
     }
 
     #[test]
