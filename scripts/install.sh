@@ -20,7 +20,7 @@ mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
 
 # The C library carries no HTTP stack: the "server" feature is only for the kolibri binary.
-cargo build --release --lib --no-default-features --features grammar
+cargo build --release --lib --no-default-features --features grammar,soname
 out="${CARGO_TARGET_DIR:-target}/release"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 major="${version%%.*}"
@@ -45,4 +45,14 @@ configure() {
 configure cmake/KolibriConfig.cmake.in "$lib/cmake/Kolibri/KolibriConfig.cmake"
 configure cmake/KolibriConfigVersion.cmake.in "$lib/cmake/Kolibri/KolibriConfigVersion.cmake"
 configure cmake/kolibri.pc.in "$lib/pkgconfig/kolibri.pc"
-echo "installed Kolibri $version into $prefix"
+
+# libllama.so, llama.h's C API over Kolibri, for tools written against llama.cpp. It goes in a
+# directory of its own so it never shadows a system libllama: a tool uses it when pointed there
+# (LD_LIBRARY_PATH, LLAMA_CPP_LIB_PATH, or -L/-rpath at link time). Its SONAME,
+# libllama-kolibri.so.0, is not llama.cpp's.
+cargo build --release -p kolibri-llama
+install -d "$lib/kolibri-llama"
+strip --strip-debug -o "$lib/kolibri-llama/libllama-kolibri.so.0" "$out/libllama.so"
+chmod 755 "$lib/kolibri-llama/libllama-kolibri.so.0"
+ln -sfn libllama-kolibri.so.0 "$lib/kolibri-llama/libllama.so"
+echo "installed Kolibri $version into $prefix (llama.h's libllama.so in $lib/kolibri-llama)"

@@ -3,7 +3,9 @@
 # llama.cpp's reference outputs (release profile; includes the C header drift check; the greedy
 # suite once more on each forced kernel path), then the
 # C ABI end to end (scripts/test-capi.sh: examples, misuse, valgrind, sanitizers, bindings),
-# the HTTP server with the official openai client (scripts/test-server.sh), and the model-free suites on aarch64 under qemu (scripts/test-aarch64.sh).
+# the HTTP server with the official openai client (scripts/test-server.sh), the model-free
+# suites on aarch64 under qemu (scripts/test-aarch64.sh), and libllama.so against llama.cpp's
+# own header, examples and llama-cpp-python (scripts/test-libllama.sh).
 # Fetches the three real models, llama.cpp's tokenizer vocabularies and chat templates (the
 # template corpus test renders them against jinja2), and builds the synthetic
 # models (the other architectures), if missing.
@@ -15,6 +17,7 @@ python3 scripts/fetch-models.py templates
 python3 scripts/make-synthetic-models.py >/dev/null
 cargo fmt --all -- --check
 cargo clippy --release --all-targets -- -D warnings
+cargo clippy --release -p kolibri-llama --all-targets -- -D warnings
 # Model-level tests use every core each, so they run one at a time.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -41,9 +44,12 @@ server_ok=0
 scripts/test-server.sh 2>&1 | tee -a "$log" || server_ok=1
 arm_ok=0
 scripts/test-aarch64.sh 2>&1 | tee -a "$log" || arm_ok=1
+libllama_ok=0
+scripts/test-libllama.sh 2>&1 | tee -a "$log" || libllama_ok=1
 # One closing line over all test binaries and the C API checks.
 awk '/^test result:/ { p += $4; f += $6 }
      /^c api: / { p += $3; f += $5 }
      /^server: / { p += $2; f += $4 }
+     /^libllama: / { p += $2; f += $4 }
      END { printf "all suites: %d passed, %d failed\n", p, f }' "$log"
-exit $((rust_ok | capi_ok | server_ok | arm_ok))
+exit $((rust_ok | capi_ok | server_ok | arm_ok | libllama_ok))

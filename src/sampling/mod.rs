@@ -18,6 +18,7 @@ mod sampler;
 
 pub use chain::{argmax, log_softmax, Candidate};
 pub use params::{SamplerParams, SamplingError, DEFAULT_SEED};
+pub use rng::Xoshiro256StarStar;
 pub use sampler::Sampler;
 
 pub type TokenId = u32;

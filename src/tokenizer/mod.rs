@@ -23,6 +23,7 @@ mod tests;
 
 pub use decode::StreamDecoder;
 pub use error::TokenizerError;
+pub use vocab::SpecialIds;
 
 use crate::gguf::GgufFile;
 use bpe::BpeMerges;
@@ -172,6 +173,51 @@ impl Tokenizer {
         self.vocab.add_bos && self.vocab.bos.is_some()
     }
 
+    pub fn unk(&self) -> Option<TokenId> {
+        self.vocab.unk
+    }
+
+    /// Separator (BERT's `[SEP]`).
+    pub fn sep(&self) -> Option<TokenId> {
+        self.vocab.sep
+    }
+
+    /// End of turn, fill-in-the-middle and padding ids.
+    pub fn specials(&self) -> SpecialIds {
+        self.vocab.specials
+    }
+
+    /// Whether `encode` with `add_special` puts EOS last.
+    pub fn add_eos(&self) -> bool {
+        self.vocab.add_eos && self.vocab.eos.is_some()
+    }
+
+    /// Whether `encode` with `add_special` puts SEP last.
+    pub fn add_sep(&self) -> bool {
+        self.vocab.add_sep && self.vocab.sep.is_some()
+    }
+
+    /// `tokenizer.ggml.model`'s value: "llama" (SentencePiece), "gpt2" (BPE) or "bert".
+    pub fn model_name(&self) -> &'static str {
+        match self.vocab.kind {
+            vocab::ModelKind::Spm => "llama",
+            vocab::ModelKind::Bpe => "gpt2",
+            vocab::ModelKind::WordPiece => "bert",
+        }
+    }
+
+    /// A token's score (0 without scores or past the end).
+    pub fn score(&self, id: TokenId) -> f32 {
+        self.vocab.score(id)
+    }
+
+    /// A token's GGUF type number (`tokenizer.ggml.token_type`, after llama.cpp's
+    /// reclassification) and its left/right strip flags; `None` past the end.
+    pub fn token_type(&self, id: TokenId) -> Option<(u8, bool, bool)> {
+        let t = self.vocab.token(id)?;
+        Some((t.kind() as u8, t.lstrip(), t.rstrip()))
+    }
+
     /// End of generation: EOS, EOT, EOM, FIM pad/repo/separator ids and control tokens whose
     /// text is a known end marker (`<|im_end|>`, `<end_of_turn>`, ...).
     pub fn is_eog(&self, id: TokenId) -> bool {
@@ -198,12 +244,36 @@ impl Tokenizer {
     /// Text of a token sequence, control tokens hidden. Bytes that are not valid UTF-8 become
     /// U+FFFD only after concatenation, so characters split across tokens survive.
     pub fn decode(&self, ids: &[TokenId]) -> String {
+        String::from_utf8_lossy(&self.detokenize(ids, false, true)).into_owned()
+    }
+
+    /// The bytes of a token sequence (llama.cpp's `llama_detokenize` before its special-token
+    /// removal): control tokens shown when `special`; `at_start` when the ids open the text,
+    /// so the leading space the encoder prefixed comes off.
+    pub fn detokenize(&self, ids: &[TokenId], special: bool, at_start: bool) -> Vec<u8> {
         let mut bytes = Vec::new();
+        let first = usize::from(!at_start);
         for (i, &id) in ids.iter().enumerate() {
-            let started = !bytes.is_empty();
-            bytes.extend(decode::output_bytes(&self.vocab, id, i, started, false));
+            let started = !bytes.is_empty() || !at_start;
+            bytes.extend(decode::output_bytes(
+                &self.vocab,
+                id,
+                first + i,
+                started,
+                special,
+            ));
         }
-        String::from_utf8_lossy(&bytes).into_owned()
+        bytes
+    }
+
+    /// The token of a line feed: the `<0x0A>` byte token of SentencePiece vocabularies, `Ċ`
+    /// (the byte-mapped newline) of BPE ones.
+    pub fn newline(&self) -> Option<TokenId> {
+        match self.vocab.kind {
+            vocab::ModelKind::Spm => self.vocab.text_to_token("<0x0A>"),
+            vocab::ModelKind::Bpe => self.vocab.text_to_token("\u{10a}"),
+            vocab::ModelKind::WordPiece => self.vocab.text_to_token("\n"),
+        }
     }
 
     fn vocab(&self) -> &Vocab {

@@ -111,10 +111,27 @@ pub(crate) struct Vocab {
     pub add_space_prefix: bool,
     /// End-of-generation ids, sorted.
     pub eog: Vec<TokenId>,
+    /// Role tokens beyond BOS/EOS/UNK/SEP (end of turn, fill-in-the-middle, padding), from
+    /// metadata or found by text as llama.cpp finds them.
+    pub specials: SpecialIds,
     /// Tokens recognised verbatim in text (control, user-defined, unknown), longest text first.
     pub special_by_len: Vec<TokenId>,
     /// BPE only: a word that is itself a token skips merging (llama3-style vocabularies).
     pub ignore_merges: bool,
+}
+
+/// Special token ids a vocabulary may name besides BOS, EOS, UNK and SEP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpecialIds {
+    pub eot: Option<TokenId>,
+    pub eom: Option<TokenId>,
+    pub fim_pre: Option<TokenId>,
+    pub fim_suf: Option<TokenId>,
+    pub fim_mid: Option<TokenId>,
+    pub fim_pad: Option<TokenId>,
+    pub fim_rep: Option<TokenId>,
+    pub fim_sep: Option<TokenId>,
+    pub pad: Option<TokenId>,
 }
 
 pub(crate) const KEY_MODEL: &str = "tokenizer.ggml.model";
@@ -249,6 +266,7 @@ impl Vocab {
             add_sep: false,
             add_space_prefix: false,
             eog: Vec::new(),
+            specials: SpecialIds::default(),
             special_by_len: Vec::new(),
             ignore_merges: false,
         };
@@ -393,6 +411,17 @@ impl Vocab {
         let fim_pad = fim_pad.or_else(|| self.find_and_mark_control(FIM_PAD_TEXTS));
         let fim_rep = fim_rep.or_else(|| self.find_and_mark_control(FIM_REP_TEXTS));
         let fim_sep = fim_sep.or_else(|| self.find_and_mark_control(FIM_SEP_TEXTS));
+        self.specials = SpecialIds {
+            eot,
+            eom,
+            fim_pre: fim_pre.or_else(|| self.find(FIM_PRE_TEXTS)),
+            fim_suf: fim_suf.or_else(|| self.find(FIM_SUF_TEXTS)),
+            fim_mid: fim_mid.or_else(|| self.find(FIM_MID_TEXTS)),
+            fim_pad,
+            fim_rep,
+            fim_sep,
+            pad: id("tokenizer.ggml.padding_token_id")?,
+        };
 
         let mut eog: Vec<TokenId> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
         for text in EOG_TEXTS {
@@ -437,9 +466,14 @@ impl Vocab {
         }
     }
 
+    /// First token whose text is in `texts`.
+    fn find(&self, texts: &[&str]) -> Option<TokenId> {
+        texts.iter().find_map(|t| self.text_to_token(t))
+    }
+
     /// First token whose text is in `texts`, forced to CONTROL.
     fn find_and_mark_control(&mut self, texts: &[&str]) -> Option<TokenId> {
-        let id = texts.iter().find_map(|t| self.text_to_token(t))?;
+        let id = self.find(texts)?;
         self.tokens[id as usize].set_kind(TokenKind::Control);
         Some(id)
     }
