@@ -54,6 +54,19 @@ check "layout: every struct of llama.h" "$work/layout"
 cc -Wall -Werror "${inc[@]}" libllama/tests/misuse.c "${link[@]}" -o "$work/misuse"
 check "misuse through the shim" "$work/misuse" "$model"
 
+every_function_exported() { # tools bind every symbol of llama.h when they start
+  nm -D --defined-only "$root/target/release/libllama.so" | awk '{print $3}' >"$work/exported"
+  python3 - "$sdist/vendor/llama.cpp/include/llama.h" "$work/exported" <<'PY'
+import re, sys
+header = re.sub(r"//[^\n]*|/\*.*?\*/", "", open(sys.argv[1]).read(), flags=re.S)
+declared = set(re.findall(r"LLAMA_API[^;]*?\b(llama_[a-z0-9_]+)\s*\(", header, flags=re.S))
+missing = sorted(declared - set(open(sys.argv[2]).read().split()))
+print(f"{len(declared)} functions declared in llama.h, {len(missing)} not exported {missing}")
+sys.exit(1 if missing or len(declared) < 200 else 0)
+PY
+}
+check "exports: every function llama.h declares" every_function_exported
+
 examples=$sdist/vendor/llama.cpp/examples
 c++ -std=c++17 -O1 "${inc[@]}" "$examples/simple/simple.cpp" "${link[@]}" -o "$work/simple"
 c++ -std=c++17 -O1 "${inc[@]}" "$examples/simple-chat/simple-chat.cpp" "${link[@]}" -o "$work/simple-chat"

@@ -221,6 +221,8 @@ pub unsafe extern "C" fn llama_batch_ext_set_output_logits(
     entry(batch, idx).map(|t| t.output = value).is_some()
 }
 
+/// llama.h: "for now, this is equivalent to setting the output logits".
+///
 /// # Safety
 /// `batch` is NULL or live.
 #[no_mangle]
@@ -229,7 +231,8 @@ pub unsafe extern "C" fn llama_batch_ext_set_output_embd(
     idx: i32,
     value: bool,
 ) -> bool {
-    entry(batch, idx).map(|t| t.output = value).is_some()
+    // SAFETY: the same contract.
+    unsafe { llama_batch_ext_set_output_logits(batch, idx, value) }
 }
 
 /// # Safety

@@ -361,7 +361,7 @@ pub unsafe extern "C" fn llama_pooling_type(ctx: *const llama_context) -> i32 {
     }
 }
 
-/// Thread counts are recorded; the context keeps the pool it was created with.
+/// One pool serves a context: it is sized by the larger of the two counts.
 ///
 /// # Safety
 /// `ctx` is NULL or a live context.
@@ -372,14 +372,18 @@ pub unsafe extern "C" fn llama_set_n_threads(
     n_batch: i32,
 ) {
     // SAFETY: the caller's contract.
-    if let Some(c) = unsafe { handle_mut("llama_set_n_threads", ctx) } {
-        if (n_threads, n_batch) != (c.n_threads, c.n_threads_batch) {
-            log::once(
-                "llama_set_n_threads",
-                "a context keeps the thread count it was created with",
-            );
+    let Some(c) = (unsafe { handle_mut("llama_set_n_threads", ctx) }) else {
+        return;
+    };
+    let pool = n_threads.max(n_batch).max(1) as usize;
+    if let Some(engine) = &mut c.engine {
+        if let Err(e) = engine.set_threads(pool) {
+            log::error(&format!("llama_set_n_threads: {e}"));
+            return;
         }
     }
+    c.n_threads = n_threads;
+    c.n_threads_batch = n_batch;
 }
 
 /// # Safety

@@ -119,12 +119,14 @@ int main(int argc, char ** argv) {
            "sampler: remove past the chain's end");
     EXPECT(llama_adapter_lora_init(model, "/nonexistent.gguf") == NULL, "unsupported: a LoRA adapter");
 
-    /* Still alive and still right: a valid decode and a sample after all of the above. */
+    /* Still alive and still right: a valid decode and a sample after all of the above, on a
+     * pool resized to one thread. */
+    llama_set_n_threads(ctx, 1, 1);
     checks++;
     llama_batch good = one_token(bos, 0, 0);
     int rc = llama_decode(ctx, good);
     llama_token next = llama_sampler_sample(greedy, ctx, -1);
-    if (rc != 0 || next < 0 || next >= llama_vocab_n_tokens(vocab) ||
+    if (rc != 0 || next < 0 || next >= llama_vocab_n_tokens(vocab) || llama_n_threads(ctx) != 1 ||
         llama_memory_seq_pos_max(mem, 0) != 0) {
         printf("FAIL the context does not work after the misuse (rc %d, token %d)\n", rc, next);
         failures++;

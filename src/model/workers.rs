@@ -16,6 +16,11 @@ impl Workers {
         Ok(Workers { pool })
     }
 
+    /// The threads its loops run on (the caller's included).
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
     /// Runs `op` on this thread, its parallel loops ([`crate::parallel::for_each`]) on the
     /// workers.
     pub fn install<R>(&self, op: impl FnOnce() -> R) -> R {

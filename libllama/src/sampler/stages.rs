@@ -612,7 +612,7 @@ mod tests {
         assert_eq!(kept[0].1, 2.0 / 2.0 - 0.5 - 0.25);
         assert_eq!(kept[1].1, 3.0 / 2.0 - 0.5 - 0.25);
         assert_eq!(kept[2].1, -1.0, "not in the window");
-        assert_eq!(kept[3].1, -1.0 * 2.0 - 0.5 - 0.25);
+        assert_eq!(kept[3].1, -2.0 - 0.5 - 0.25, "a negative logit grows");
         assert_eq!(kept[4].1, 1.0);
         p.reset();
         assert_eq!(run(&mut p, &[2.0]).0[0].1, 2.0);

@@ -178,6 +178,23 @@ impl Context {
         self.n_batch
     }
 
+    /// Worker threads of the forward pass (the calling thread included).
+    pub fn n_threads(&self) -> usize {
+        self.pool.threads()
+    }
+
+    /// Runs later forward passes on `n_threads` threads: a new pool, the old one's threads
+    /// exit. The cache and results are unchanged.
+    pub fn set_threads(&mut self, n_threads: usize) -> Result<(), ModelError> {
+        if n_threads == 0 {
+            return Err(ModelError::InvalidArgument("n_threads must be > 0".into()));
+        }
+        if n_threads != self.n_threads() {
+            self.pool = Arc::new(Workers::new(n_threads)?);
+        }
+        Ok(())
+    }
+
     pub fn n_seq(&self) -> usize {
         self.tokens.len()
     }
