@@ -141,3 +141,56 @@ fn unknown_architecture_and_missing_tensor_are_named() {
         "{e}"
     );
 }
+
+/// Position of the u32 right after metadata key `key` (its value type) in `bytes`.
+fn type_field(bytes: &[u8], key: &str) -> usize {
+    let mut needle = (key.len() as u64).to_le_bytes().to_vec();
+    needle.extend_from_slice(key.as_bytes());
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+        .unwrap_or_else(|| panic!("{key} in header"));
+    at + needle.len()
+}
+
+#[test]
+fn metadata_of_the_wrong_type_or_a_malformed_key_is_named() {
+    let good = std::fs::read(common::model_path(MODEL)).unwrap();
+    let set_u32 = |bytes: &mut Vec<u8>, at: usize, v: u32| {
+        bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    };
+    // (key, offset after the key's type field, new type id, the type the error names)
+    let cases: &[(&str, usize, u32, &str)] = &[
+        ("gemma3.context_length", 0, 6, "f32"), // u32 -> f32: same size
+        ("gemma3.attention.head_count", 0, 5, ""), // u32 -> i32: still an integer, loads
+        ("tokenizer.ggml.scores", 4, 5, "array of i32"), // element type f32 -> i32
+        ("tokenizer.ggml.token_type", 4, 6, "array of f32"), // element type i32 -> f32
+    ];
+    for &(key, skip, new_type, found) in cases {
+        let mut bytes = good.clone();
+        let at = type_field(&bytes, key) + skip;
+        set_u32(&mut bytes, at, new_type);
+        let f = TempFile::new("wrong-type", &bytes);
+        match (Model::load(&f.0), found) {
+            (Ok(_), "") => {}
+            (Ok(_), _) => panic!("{key}: a value of the wrong type loaded"),
+            (Err(e), _) => {
+                assert!(
+                    matches!(&e, ModelError::Gguf(GgufError::WrongType { key: k, .. }) if k == key),
+                    "{key}: {e}"
+                );
+                let text = e.to_string();
+                assert!(text.contains(key) && text.contains(found), "{text}");
+            }
+        }
+    }
+    // A space inside a key.
+    let mut bytes = good;
+    let at = type_field(&bytes, "gemma3.block_count") - "block_count".len();
+    bytes[at + 5] = b' ';
+    let e = load_err("bad-key", &bytes);
+    assert!(
+        matches!(&e, ModelError::Gguf(GgufError::BadKey { .. })),
+        "{e}"
+    );
+}

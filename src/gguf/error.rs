@@ -33,6 +33,18 @@ pub enum GgufError {
         count: u64,
     },
     DuplicateKey(String),
+    /// A metadata key that is not a well-formed GGUF key (escaped for display).
+    BadKey {
+        index: usize,
+        key: String,
+        reason: &'static str,
+    },
+    /// A key Kolibri reads holds a value of another type than the specification gives it.
+    WrongType {
+        key: String,
+        expected: &'static str,
+        found: String,
+    },
     DuplicateTensor(String),
     /// `general.alignment` is not a non-zero power of two u32.
     BadAlignment(String),
@@ -82,6 +94,12 @@ impl fmt::Display for GgufError {
                 write!(f, "{what}: count {count} is larger than the file could hold")
             }
             DuplicateKey(k) => write!(f, "duplicate metadata key {k:?}"),
+            BadKey { index, key, reason } => {
+                write!(f, "metadata entry {index}: key \"{key}\" {reason}")
+            }
+            WrongType { key, expected, found } => {
+                write!(f, "metadata key {key:?} holds {found}, the specification says {expected}")
+            }
             DuplicateTensor(t) => write!(f, "duplicate tensor name {t:?}"),
             BadAlignment(a) => write!(f, "general.alignment must be a power-of-two u32, got {a}"),
             UnknownTensorType { tensor, id } => {

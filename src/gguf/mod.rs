@@ -5,6 +5,7 @@
 
 mod error;
 mod reader;
+mod schema;
 mod strings;
 mod value;
 mod writer;

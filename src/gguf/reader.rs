@@ -291,6 +291,7 @@ fn parse_header(bytes: &[u8], map: Option<&Arc<memmap2::Mmap>>) -> Result<Header
         }
         metadata.push((key, value));
     }
+    super::schema::check(&metadata)?;
 
     let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
         None => DEFAULT_ALIGNMENT,

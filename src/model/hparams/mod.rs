@@ -56,8 +56,7 @@ impl HParams {
         let key = |k: &str| format!("{prefix}.{k}");
         let req = |k: &str| -> Result<usize, ModelError> {
             let full = key(k);
-            let v = gguf
-                .get_u64(&full)
+            let v = per_model_value(gguf, &full)?
                 .ok_or_else(|| ModelError::MissingKey(full.clone()))?;
             usize::try_from(v)
                 .ok()
@@ -67,14 +66,16 @@ impl HParams {
                     reason: format!("{v} is out of range"),
                 })
         };
-        let opt = |k: &str| gguf.get_u64(&key(k)).and_then(|v| usize::try_from(v).ok());
+        let opt = |k: &str| -> Result<Option<usize>, ModelError> {
+            Ok(per_model_value(gguf, &key(k))?.and_then(|v| usize::try_from(v).ok()))
+        };
 
         let n_embd = req("embedding_length")?;
         let n_head = req("attention.head_count")?;
-        let n_head_kv = opt("attention.head_count_kv").unwrap_or(n_head);
+        let n_head_kv = opt("attention.head_count_kv")?.unwrap_or(n_head);
         let n_layer = req("block_count")?;
-        let head_dim_k = opt("attention.key_length").unwrap_or(n_embd / n_head);
-        let head_dim_v = opt("attention.value_length").unwrap_or(head_dim_k);
+        let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
+        let head_dim_v = opt("attention.value_length")?.unwrap_or(head_dim_k);
         let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
             key: key(k),
             reason,
@@ -91,7 +92,7 @@ impl HParams {
                 format!("head size {head_dim_k} must be even"),
             ));
         }
-        let rope_dims = opt("rope.dimension_count").unwrap_or(head_dim_k);
+        let rope_dims = opt("rope.dimension_count")?.unwrap_or(head_dim_k);
         if rope_dims > head_dim_k || rope_dims % 2 != 0 {
             return Err(bad(
                 "rope.dimension_count",
@@ -99,7 +100,7 @@ impl HParams {
             ));
         }
 
-        let n_ctx_train = opt("context_length").unwrap_or(2048);
+        let n_ctx_train = opt("context_length")?.unwrap_or(2048);
         let rope = rope::read(gguf, prefix, n_ctx_train)?;
         let window = window::read(gguf, arch, n_layer)?;
         let softcap = |k: &str, default: f32| -> Result<f32, ModelError> {
@@ -127,7 +128,7 @@ impl HParams {
                 format!("base {rope_base}, eps {rms_eps}"),
             ));
         }
-        let n_ff = opt("feed_forward_length");
+        let n_ff = opt("feed_forward_length")?;
         let moe = match arch.moe() {
             Some(recipe) => Some(moe::moe_params(gguf, prefix, recipe, n_ff)?),
             None => None,
@@ -186,5 +187,34 @@ impl HParams {
 
     pub fn v_dim(&self) -> usize {
         self.n_head_kv * self.head_dim_v
+    }
+}
+
+/// A whole-model integer: a scalar, or a per-layer array whose entries are all the same (GGUF
+/// allows per-layer head counts and widths; Kolibri's models have one value for all layers).
+/// A per-layer array that varies is an error, not a default.
+fn per_model_value(gguf: &GgufFile, key: &str) -> Result<Option<u64>, ModelError> {
+    let Some(value) = gguf.get(key) else {
+        return Ok(None);
+    };
+    let bad = |reason: String| ModelError::BadHyperparameter {
+        key: key.to_string(),
+        reason,
+    };
+    if let Some(v) = value.as_u64() {
+        return Ok(Some(v));
+    }
+    let Some(items) = value.as_array() else {
+        return Err(bad(format!("{} is not an integer", value.summary())));
+    };
+    let values: Vec<Option<u64>> = (0..items.len())
+        .map(|i| items.get(i).and_then(|v| v.as_u64()))
+        .collect();
+    match values.first() {
+        Some(&Some(first)) if values.iter().all(|&v| v == Some(first)) => Ok(Some(first)),
+        _ => Err(bad(format!(
+            "per-layer values {} differ between layers (not supported)",
+            value.summary()
+        ))),
     }
 }
