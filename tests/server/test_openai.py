@@ -762,6 +762,126 @@ def chat_past_context(binary, model, n_ctx, n_tokens):
         print(f"ok   {name} ({time.time() - t:.1f} s, {turn} turns)", flush=True)
 
 
+def host_port(s):
+    m = re.match(r"http://([\d.]+):(\d+)", s.url)
+    return m.group(1), int(m.group(2))
+
+
+def closed_by_server(sock, within):
+    """Whether the server closes `sock` (EOF or reset) within `within` seconds."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except OSError:
+        return False
+
+
+@check("hostile clients: idle and byte-a-second connections cannot starve a request")
+def slow_clients(binary, model):
+    import socket
+
+    s = Server(binary, model, "--parallel", "2", "--conn-timeout", "2", key=KEY)
+    stop = threading.Event()
+    try:
+        client = s.client()
+
+        def timed():
+            t = time.time()
+            client.completions.create(model="m", prompt="Hello", max_tokens=8, temperature=0)
+            return time.time() - t
+
+        timed()
+        unloaded = min(timed() for _ in range(3))
+        addr = host_port(s)
+        idle = [socket.create_connection(addr) for _ in range(200)]
+
+        def trickle():
+            request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+            while not stop.is_set():
+                try:
+                    with socket.create_connection(addr) as sock:
+                        for byte in request:
+                            if stop.is_set():
+                                return
+                            sock.sendall(bytes([byte]))
+                            time.sleep(1.0)
+                except OSError:
+                    pass  # cut off by the server: come back, as an attacker would
+
+        trickles = [threading.Thread(target=trickle, daemon=True) for _ in range(20)]
+        for t in trickles:
+            t.start()
+        time.sleep(0.5)
+        loaded = min(timed() for _ in range(3))
+        print(f"     slow clients: unloaded {unloaded:.3f} s, with 200 idle and 20 "
+              f"byte-a-second connections {loaded:.3f} s (x{loaded / unloaded:.2f})")
+        assert loaded < 2 * unloaded + 0.1, (unloaded, loaded)
+        # The idle connections never sent a header: closed at the header deadline.
+        closed = sum(closed_by_server(sock, 4.0) for sock in idle)
+        assert closed == len(idle), f"{closed} of {len(idle)} idle connections closed"
+        # A body that trickles in gets 408 at the deadline.
+        with socket.create_connection(addr) as sock:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                         b"Authorization: Bearer " + KEY.encode() + b"\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: 50\r\n\r\n{")
+            sock.settimeout(6)
+            reply = sock.recv(4096).decode(errors="replace")
+            assert reply.startswith("HTTP/1.1 408"), reply[:200]
+    finally:
+        stop.set()
+        s.stop()
+
+
+@check("connection cap: connections past --max-connections are closed; requests go on")
+def connection_cap(binary, model):
+    import socket
+
+    s = Server(binary, model, "--parallel", "1", "--max-connections", "4", "--conn-timeout",
+               "2", key=KEY)
+    try:
+        addr = host_port(s)
+        held = [socket.create_connection(addr) for _ in range(4)]
+        time.sleep(0.3)
+        extra = socket.create_connection(addr)
+        assert closed_by_server(extra, 1.0), "a connection past the cap stayed open"
+        # The held ones time out (they sent nothing), and the server serves again.
+        assert all(closed_by_server(sock, 4.0) for sock in held)
+        out = s.client().completions.create(model="m", prompt="Hi", max_tokens=4)
+        assert out.choices[0].text is not None
+        assert s.metric("connections_refused_total") >= 1
+    finally:
+        s.stop()
+
+
+@check("graceful stop: SIGTERM lets a request in flight finish, then exit 0")
+def graceful_stop(binary, model):
+    s = Server(binary, model, "--parallel", "1", key=KEY)
+    result = {}
+
+    def generate():
+        stream = s.client().completions.create(model="m", prompt="def merge_sort(a):",
+                                               max_tokens=48, temperature=0, stream=True)
+        text, finish = "", None
+        for chunk in stream:
+            if chunk.choices:
+                text += chunk.choices[0].text or ""
+                finish = chunk.choices[0].finish_reason or finish
+                result.setdefault("first", time.time())
+        result.update(text=text, finish=finish)
+
+    worker = threading.Thread(target=generate)
+    worker.start()
+    while "first" not in result and worker.is_alive():
+        time.sleep(0.01)
+    s.proc.terminate()
+    worker.join(timeout=60)
+    code = s.proc.wait(timeout=60)
+    assert code == 0, code
+    assert result.get("finish") in ("length", "stop"), result
+
+
 def main():
     binary, chat_model, plain_model = sys.argv[1:4]
     if os.environ.get("KOLIBRI_LONG_CHAT"):
@@ -783,6 +903,9 @@ def main():
         print(f"{'ok  ' if code == 0 else 'FAIL'} clean shutdown on SIGTERM (exit {code})")
     slots(binary, chat_model)
     chat_past_context(binary, chat_model, 256, 400)
+    slow_clients(binary, chat_model)
+    connection_cap(binary, chat_model)
+    graceful_stop(binary, chat_model)
     small = Server(binary, plain_model, "--parallel", "1", "--queue", "1", "--api-key", KEY)
     try:
         no_template(small)

@@ -130,6 +130,14 @@ const HELP: &[(&str, &str)] = &[
     ("--timeout", "seconds a request may take"),
     ("--max-body", "largest request body in bytes"),
     (
+        "--max-connections",
+        "connections open at once; more are closed on arrival",
+    ),
+    (
+        "--conn-timeout",
+        "seconds a client has to send a request's headers, then its body",
+    ),
+    (
         "--slot-save-path",
         "directory for POST /slots/ID?action=save|restore",
     ),

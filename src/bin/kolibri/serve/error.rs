@@ -60,6 +60,15 @@ impl ApiError {
         .with_code("rate_limit_exceeded")
     }
 
+    /// 408: the client did not send its request in time.
+    pub fn request_timeout(message: String) -> ApiError {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            message,
+        )
+    }
+
     pub fn timeout(message: String) -> ApiError {
         Self::new(StatusCode::GATEWAY_TIMEOUT, "timeout_error", message)
     }

@@ -35,6 +35,12 @@ pub fn render(app: &AppState) -> String {
         n(&app.http_server_errors),
     );
     metric(
+        "connections_refused_total",
+        "counter",
+        "Connections closed on arrival: the connection cap was reached.",
+        n(&app.connections_refused),
+    );
+    metric(
         "requests_total",
         "counter",
         "Generation requests accepted into the queue.",

@@ -10,6 +10,7 @@
 mod api;
 mod embeddings;
 mod error;
+mod listener;
 mod logprobs;
 mod metrics;
 mod ollama;
@@ -41,7 +42,8 @@ pub const FINGERPRINT: &str = concat!("kolibri-", env!("CARGO_PKG_VERSION"));
 pub const USAGE: &str =
     "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
               [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
-              [--max-body BYTES] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
+              [--max-body BYTES] [--max-connections 1024] [--conn-timeout SECS]
+              [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
               (the key can also come from KOLIBRI_API_KEY;
               --context-shift lets a request generate past its slot's context, forgetting the
@@ -75,6 +77,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--keep",
             "--draft-max",
             "--slot-save-path",
+            "--conn-timeout",
+            "--max-connections",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
@@ -102,6 +106,13 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let max_queue: usize = a.parse_or(&["--queue"], 64)?;
     let timeout: u64 = a.parse_or(&["--timeout"], 600)?;
     let max_body: usize = a.parse_or(&["--max-body"], 4 << 20)?;
+    let limits = listener::Limits {
+        max_connections: a.parse_or(&["--max-connections"], 1024)?,
+        read_timeout: Duration::from_secs_f64(a.parse_or(&["--conn-timeout"], 10.0)?),
+    };
+    if limits.max_connections == 0 || limits.read_timeout.is_zero() {
+        return Err("--max-connections and --conn-timeout must be above 0".into());
+    }
     let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
     let slot_save_path = a.get(&["--slot-save-path"]).map(std::path::PathBuf::from);
     if let Some(dir) = &slot_save_path {
@@ -180,10 +191,16 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         );
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        axum::serve(listener, router(Arc::clone(&app), max_body))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(|e| format!("server error: {e}"))
+        let routes = router(Arc::clone(&app), max_body, limits.read_timeout);
+        listener::serve(
+            listener,
+            routes,
+            limits,
+            Arc::clone(&app),
+            shutdown_signal(),
+        )
+        .await;
+        Ok::<(), String>(())
     });
     // Handlers are gone; dropping the last reference stops the scheduler thread.
     drop(runtime);
@@ -191,7 +208,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     result
 }
 
-fn router(app: Arc<AppState>, max_body: usize) -> Router {
+fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Router {
     Router::new()
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
@@ -219,6 +236,9 @@ fn router(app: Arc<AppState>, max_body: usize) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(move |req, next| {
+            listener::body_in_time(read_timeout, max_body, req, next)
+        }))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
         .with_state(app)
 }

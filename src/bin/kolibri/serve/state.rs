@@ -28,6 +28,8 @@ pub struct AppState {
     pub http_requests: AtomicU64,
     pub http_client_errors: AtomicU64,
     pub http_server_errors: AtomicU64,
+    /// Connections closed on arrival because the connection cap was reached.
+    pub connections_refused: AtomicU64,
     ids: AtomicU64,
     /// Built on the first structured-output request (it walks the whole vocabulary once).
     grammar: OnceLock<Result<GrammarCompiler, GrammarError>>,
@@ -55,6 +57,7 @@ impl AppState {
             http_requests: AtomicU64::new(0),
             http_client_errors: AtomicU64::new(0),
             http_server_errors: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
             ids: AtomicU64::new(0),
             grammar: OnceLock::new(),
             embedder: Default::default(),
