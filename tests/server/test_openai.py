@@ -882,6 +882,39 @@ def graceful_stop(binary, model):
     assert result.get("finish") in ("length", "stop"), result
 
 
+HOSTILE_TEMPLATES = {
+    "an endless loop": "{% for i in range(100000000) %}{% for j in range(100000000) %}"
+                       "{{ i }}{% endfor %}{% endfor %}",
+    "deep recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "huge output": "{% set ns = namespace(s='x') %}{% for i in range(40) %}"
+                   "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+    "an undefined function": "{{ no_such_function(messages) }}",
+}
+
+
+@check("hostile chat templates: an error response within a second, the server serves on")
+def hostile_templates(binary, model):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        for what, source in HOSTILE_TEMPLATES.items():
+            path = os.path.join(d, "template.jinja")
+            with open(path, "w") as f:
+                f.write(source)
+            s = Server(binary, model, "--parallel", "1", "--chat-template-file", path, key=KEY)
+            try:
+                t = time.time()
+                code, text, _ = s.post_raw("/v1/chat/completions", json.dumps(
+                    {"model": "m", "messages": CHAT, "max_tokens": 4}).encode())
+                took = time.time() - t
+                assert code in (400, 500) and "error" in json.loads(text), (what, code, text)
+                assert took < 1.0, f"{what}: {took:.2f} s"
+                out = s.client().completions.create(model="m", prompt="Hi", max_tokens=4)
+                assert out.choices[0].finish_reason in ("stop", "length"), what
+            finally:
+                assert s.stop() == 0, what
+
+
 def main():
     binary, chat_model, plain_model = sys.argv[1:4]
     if os.environ.get("KOLIBRI_LONG_CHAT"):
@@ -906,6 +939,7 @@ def main():
     slow_clients(binary, chat_model)
     connection_cap(binary, chat_model)
     graceful_stop(binary, chat_model)
+    hostile_templates(binary, chat_model)
     small = Server(binary, plain_model, "--parallel", "1", "--queue", "1", "--api-key", KEY)
     try:
         no_template(small)

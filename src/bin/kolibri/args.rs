@@ -130,6 +130,10 @@ const HELP: &[(&str, &str)] = &[
     ("--timeout", "seconds a request may take"),
     ("--max-body", "largest request body in bytes"),
     (
+        "--chat-template-file",
+        "a Jinja chat template to use instead of the model's",
+    ),
+    (
         "--max-connections",
         "connections open at once; more are closed on arrival",
     ),

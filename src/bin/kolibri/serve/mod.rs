@@ -32,6 +32,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use kolibri::batching::{Scheduler, SchedulerParams};
+use kolibri::chat::ChatTemplate;
 
 use crate::args::Args;
 use state::AppState;
@@ -43,6 +44,7 @@ pub const USAGE: &str =
     "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
               [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
               [--max-body BYTES] [--max-connections 1024] [--conn-timeout SECS]
+              [--chat-template-file FILE]
               [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
               (the key can also come from KOLIBRI_API_KEY;
@@ -79,6 +81,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--slot-save-path",
             "--conn-timeout",
             "--max-connections",
+            "--chat-template-file",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
@@ -156,8 +159,19 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         },
     )
     .map_err(|e| e.to_string())?;
+    let template = match a.get(&["--chat-template-file"]) {
+        // A template given explicitly must compile: a mistake there is the operator's.
+        Some(file) => Ok(std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|source| {
+                ChatTemplate::with_model_tokens(&source, &model).map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("--chat-template-file {file}: {e}"))?),
+        None => ChatTemplate::from_model(&model),
+    };
     let app = Arc::new(AppState::new(
         scheduler,
+        template,
         model_id.clone(),
         api_key.clone(),
         Duration::from_secs(timeout),

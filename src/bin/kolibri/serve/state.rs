@@ -40,12 +40,12 @@ pub struct AppState {
 impl AppState {
     pub fn new(
         scheduler: Scheduler,
+        template: Result<ChatTemplate, ChatTemplateError>,
         model_id: String,
         api_key: Option<String>,
         request_timeout: Duration,
         slot_save_path: Option<PathBuf>,
     ) -> AppState {
-        let template = ChatTemplate::from_model(scheduler.model());
         AppState {
             scheduler,
             template,
