@@ -32,4 +32,9 @@ if [ ! -d "$web/node_modules/playwright-core" ]; then
     (cd "$web" && npm install --silent --no-audit --no-fund playwright-core@1.57.0)
 fi
 export KOLIBRI_NODE_PATH="$PWD/$web/node_modules"
-PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma"
+status=0
+PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma" ||
+  status=1
+# Three replicas behind nginx (deploy/nginx/kolibri-replicas.conf): affinity, failover.
+PYTHONPATH=$deps python3 tests/server/test_replicas.py target/release/kolibri "$qwen" || status=1
+exit $status

@@ -50,6 +50,7 @@ scripts/test-libllama.sh 2>&1 | tee -a "$log" || libllama_ok=1
 awk '/^test result:/ { p += $4; f += $6 }
      /^c api: / { p += $3; f += $5 }
      /^server: / { p += $2; f += $4 }
+     /^replicas: / { p += $2; f += $4 }
      /^libllama: / { p += $2; f += $4 }
      END { printf "all suites: %d passed, %d failed\n", p, f }' "$log"
 exit $((rust_ok | capi_ok | server_ok | arm_ok | libllama_ok))
