@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Tests the language bindings against an installed Kolibri: the Go package (go vet, go test)
-# and the C# bindings (mcs build, then the mono test program). Works offline and with an
+# Tests the language bindings against an installed Kolibri: the Go package (go vet, go test,
+# go test -race) and the C# bindings (mcs build, then the mono test program). Works offline and with an
 # empty or read-only HOME.
 #
 #   bindings/test.sh PREFIX MODEL [MODEL_WITHOUT_CHAT_TEMPLATE]
@@ -53,6 +53,10 @@ if [ -z "${HOME:-}" ] || [ ! -w "${HOME:-/nonexistent}" ]; then
     export GOCACHE="$scratch/go-cache" GOPATH="$scratch/gopath"
 fi
 (cd "$here/go" && go vet ./... && go test -count=1 -v ./...)
+# The threading contract under Go's race detector: two contexts on one model from two
+# goroutines, and handles closed in any order.
+section "go test -race"
+(cd "$here/go" && go test -race -count=1 -run 'TestConcurrentContexts|TestCloseOrder' ./...)
 echo "Go: passed in $((SECONDS - t0)) s"
 
 section "C#: build (bindings/csharp)"
