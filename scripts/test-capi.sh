@@ -3,7 +3,8 @@
 # install into a temporary prefix; build the C/C++ examples against it with find_package
 # (shared and static) and with pkg-config; generate text with the 0.5B model through each;
 # run the misuse test; run the examples under valgrind and under ASan+UBSan; run the Go and
-# C# bindings' tests.
+# C# bindings' tests (Go's concurrency tests also under -race); run tests/capi_threads.rs
+# under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,6 +77,17 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== bindings"
 check "Go and C# bindings" bindings/test.sh "$prefix" "$model"
+
+echo "== ThreadSanitizer: the threading contract (tests/capi_threads.rs: two contexts on one"
+echo "   model, a context entered by two threads); std rebuilt instrumented (-Zbuild-std)"
+if rustup component add rust-src >/dev/null 2>&1; then
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  check "tsan: capi_threads" env RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=thread" \
+    CARGO_TARGET_DIR=target/tsan TSAN_OPTIONS=halt_on_error=1 \
+    cargo test -Zbuild-std --release --target "$host" --test capi_threads
+else
+  echo "     the rust-src component cannot be installed here: the TSan run needs it (skipped)"
+fi
 
 pass=$(grep -c '^ok' "$work/results" || true)
 fail=$(grep -c '^FAIL' "$work/results" || true)
