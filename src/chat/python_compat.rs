@@ -62,7 +62,8 @@ pub(super) fn without_generation_blocks(source: &str) -> String {
     while let Some(start) = rest.find("{%") {
         out.push_str(&rest[..start]);
         let tag = &rest[start..];
-        let Some(end) = tag.find("%}") else {
+        // The closing `%}` comes after the opening `{%` (in `{%}` they overlap).
+        let Some(end) = tag[2..].find("%}").map(|e| e + 2) else {
             out.push_str(tag);
             return out;
         };
@@ -293,5 +294,10 @@ mod tests {
             without_generation_blocks("a{%- generation -%}b{% endgeneration %}{{ x }}{%if y%}"),
             "a{%- if true -%}b{% endif %}{{ x }}{%if y%}"
         );
+        // Found by fuzz/fuzz_targets/chat_template.rs: `{%}` once sliced backwards.
+        for source in ["{%}", "x{%}=", "{%%}", "{%-}", "{%"] {
+            assert_eq!(without_generation_blocks(source), source);
+            assert!(crate::chat::ChatTemplate::new(source, "", "").is_err());
+        }
     }
 }
