@@ -6,46 +6,43 @@ use crate::guard::{c_str, guard, slice, write_c_string};
 use crate::log;
 use crate::types::llama_chat_message;
 use kolibri::chat::{ChatMessage, ChatTemplate};
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
 
 /// Formats callers name instead of passing a template, in Jinja.
-const BUILTIN: &[(&str, &str)] = &[
+const BUILTIN: &[(&CStr, &str)] = &[
     (
-        "chatml",
+        c"chatml",
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
          {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
     ),
     (
-        "llama3",
+        c"llama3",
         "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n\
          {{ m.content | trim }}<|eot_id|>{% endfor %}\
          {% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}",
     ),
     (
-        "gemma",
+        c"gemma",
         "{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}\n\
          {{ m.content | trim }}<end_of_turn>\n{% endfor %}\
          {% if add_generation_prompt %}<start_of_turn>model\n{% endif %}",
     ),
     (
-        "phi3",
+        c"phi3",
         "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}<|end|>\n{% endfor %}\
          {% if add_generation_prompt %}<|assistant|>\n{% endif %}",
     ),
     (
-        "zephyr",
+        c"zephyr",
         "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}<|endoftext|>\n{% endfor %}\
          {% if add_generation_prompt %}<|assistant|>\n{% endif %}",
     ),
 ];
 
-/// The names above, as static C strings.
-const BUILTIN_NAMES: &[&std::ffi::CStr] = &[c"chatml", c"llama3", c"gemma", c"phi3", c"zephyr"];
-
 fn render(template: &str, chat: &[llama_chat_message], add_ass: bool) -> Result<String, String> {
     let source = BUILTIN
         .iter()
-        .find(|(name, _)| *name == template)
+        .find(|(name, _)| name.to_bytes() == template.as_bytes())
         .map_or(template, |(_, jinja)| jinja);
     let mut texts = Vec::with_capacity(chat.len());
     for (i, m) in chat.iter().enumerate() {
@@ -105,10 +102,10 @@ pub unsafe extern "C" fn llama_chat_builtin_templates(
     len: usize,
 ) -> i32 {
     if !output.is_null() {
-        for (i, name) in BUILTIN_NAMES.iter().take(len).enumerate() {
+        for (i, (name, _)) in BUILTIN.iter().take(len).enumerate() {
             // SAFETY: `output` holds `len` > i pointers.
             unsafe { *output.add(i) = name.as_ptr() };
         }
     }
-    BUILTIN_NAMES.len() as i32
+    BUILTIN.len() as i32
 }

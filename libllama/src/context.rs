@@ -46,6 +46,8 @@ pub struct llama_context {
     /// that closes it ([`crate::memory`]).
     pub(crate) hole: Option<crate::memory::Hole>,
     pub(crate) perf: Perf,
+    /// The candidate list `llama_sampler_sample` builds each token, kept to be refilled.
+    pub(crate) candidates: Vec<llama_token_data>,
 }
 
 impl llama_context {
@@ -78,6 +80,12 @@ impl llama_context {
     /// The logits row of batch index `i` (negative: counted from the last output), as
     /// `llama_get_logits_ith` resolves it.
     pub(crate) fn logits_row(&mut self, i: i32) -> Option<&mut [f32]> {
+        let range = self.logits_range(i)?;
+        Some(&mut self.logits[range])
+    }
+
+    /// Where [`Self::logits_row`]'s row lies in `logits`.
+    pub(crate) fn logits_range(&self, i: i32) -> Option<std::ops::Range<usize>> {
         let n_vocab = self.n_vocab();
         let n_outputs = (self.logits.len() / n_vocab.max(1)) as i32;
         let row = if i < 0 {
@@ -89,7 +97,7 @@ impl llama_context {
             return None;
         }
         let start = row as usize * n_vocab;
-        Some(&mut self.logits[start..start + n_vocab])
+        Some(start..start + n_vocab)
     }
 }
 
@@ -282,7 +290,8 @@ fn create(m: &llama_model, p: &llama_context_params) -> Result<llama_context, St
         embd: Vec::new(),
         embd_seq: HashMap::new(),
         hole: None,
-        perf: Perf::new(p.no_perf),
+        perf: Perf::new(),
+        candidates: Vec::new(),
     })
 }
 
@@ -304,7 +313,8 @@ fn vocab_only_context(m: &llama_model, p: &llama_context_params) -> llama_contex
         embd: Vec::new(),
         embd_seq: HashMap::new(),
         hole: None,
-        perf: Perf::new(p.no_perf),
+        perf: Perf::new(),
+        candidates: Vec::new(),
     }
 }
 
@@ -565,7 +575,6 @@ pub(crate) fn decode(ctx: &mut llama_context, batch: &llama_batch) -> i32 {
 fn embed(ctx: &mut llama_context, tokens: &[BatchToken]) -> Result<(), ModelError> {
     let n_embd = ctx.kv().model().hparams.n_embd;
     let mut seqs: Vec<usize> = tokens.iter().map(|t| t.seq).collect();
-    seqs.dedup();
     seqs.sort_unstable();
     seqs.dedup();
     ctx.embd = vec![0.0; tokens.len() * n_embd];

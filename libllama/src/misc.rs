@@ -106,22 +106,7 @@ pub extern "C" fn llama_print_system_info() -> *const c_char {
 
 #[no_mangle]
 pub extern "C" fn llama_ftype_name(ftype: i32) -> *const c_char {
-    static NAMES: OnceLock<Vec<(i32, CString)>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| {
-        (0..=64)
-            .chain([LLAMA_FTYPE_GUESSED])
-            .map(|t| {
-                (
-                    t,
-                    CString::new(crate::names::ftype_name(t)).expect("no NUL"),
-                )
-            })
-            .collect()
-    });
-    names
-        .iter()
-        .find(|(t, _)| *t == ftype)
-        .map_or(c"unknown, may not work".as_ptr(), |(_, n)| n.as_ptr())
+    crate::names::ftype_name(ftype).as_ptr()
 }
 
 #[no_mangle]

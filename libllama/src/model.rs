@@ -167,7 +167,7 @@ fn describe(
     let desc = format!(
         "{arch} {} {}",
         size_label(n_params),
-        crate::names::ftype_name(ftype)
+        crate::names::ftype_name(ftype).to_string_lossy()
     );
     llama_model {
         engine,

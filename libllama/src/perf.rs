@@ -15,7 +15,7 @@ pub struct Perf {
 }
 
 impl Perf {
-    pub fn new(_no_perf: bool) -> Perf {
+    pub fn new() -> Perf {
         Perf {
             start: Instant::now(),
             start_ms: SystemTime::now()
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn llama_perf_context_print(ctx: *const llama_context) {
 pub unsafe extern "C" fn llama_perf_context_reset(ctx: *mut llama_context) {
     // SAFETY: the caller's contract.
     if let Some(c) = unsafe { ctx.as_mut() } {
-        c.perf = Perf::new(false);
+        c.perf = Perf::new();
     }
 }
 

@@ -11,7 +11,8 @@ pub struct Grammar {
     compiler: GrammarCompiler,
     spec: ConstraintSpec,
     constraint: Constraint,
-    n_vocab: usize,
+    /// The mask of each step, one logit per vocabulary entry, refilled every token.
+    allowed: Vec<f32>,
 }
 
 impl Grammar {
@@ -30,7 +31,7 @@ impl Grammar {
             compiler: compiler.clone(),
             spec,
             constraint,
-            n_vocab: compiler.n_vocab(),
+            allowed: vec![0.0; compiler.n_vocab()],
         })
     }
 }
@@ -40,8 +41,9 @@ impl Stage for Grammar {
         c"grammar"
     }
     fn apply(&mut self, cur: &mut Candidates) {
-        let mut allowed = vec![0.0f32; self.n_vocab];
-        self.constraint.mask_logits(&mut allowed);
+        self.allowed.fill(0.0);
+        self.constraint.mask_logits(&mut self.allowed);
+        let allowed = &self.allowed;
         for c in cur.data() {
             let ok = usize::try_from(c.id)
                 .ok()

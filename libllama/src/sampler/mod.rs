@@ -496,19 +496,22 @@ pub unsafe extern "C" fn llama_sampler_sample(
         log::error(&format!("{F}: NULL sampler"));
         return LLAMA_TOKEN_NULL;
     }
-    let Some(row) = c.logits_row(idx) else {
+    let Some(range) = c.logits_range(idx) else {
         log::error(&format!("{F}: no logits for batch index {idx}"));
         return LLAMA_TOKEN_NULL;
     };
-    let mut cands: Vec<llama_token_data> = row
-        .iter()
-        .enumerate()
-        .map(|(id, &logit)| llama_token_data {
-            id: id as llama_token,
-            logit,
-            p: 0.0,
-        })
-        .collect();
+    let mut cands = std::mem::take(&mut c.candidates);
+    cands.clear();
+    cands.extend(
+        c.logits[range]
+            .iter()
+            .enumerate()
+            .map(|(id, &logit)| llama_token_data {
+                id: id as llama_token,
+                logit,
+                p: 0.0,
+            }),
+    );
     let mut arr = llama_token_data_array {
         data: cands.as_mut_ptr(),
         size: cands.len(),
@@ -518,15 +521,16 @@ pub unsafe extern "C" fn llama_sampler_sample(
     // SAFETY: `arr` covers `cands`, alive for the call.
     unsafe { apply_raw(smpl, &mut arr) };
     let chosen = usize::try_from(arr.selected).ok().filter(|&i| i < arr.size);
-    let Some(i) = chosen else {
+    // SAFETY: `i` < size, inside the array the samplers left.
+    let token = chosen.map(|i| unsafe { (*arr.data.add(i)).id });
+    c.candidates = cands;
+    let Some(token) = token else {
         log::error(&format!(
             "{F}: the sampler chose no token (end the chain with greedy or dist)"
         ));
         return LLAMA_TOKEN_NULL;
     };
-    // SAFETY: `i` < size, inside the array the samplers left.
-    let token = unsafe { (*arr.data.add(i)).id };
-    // SAFETY: as above.
+    // SAFETY: the caller's contract.
     unsafe { llama_sampler_accept(smpl, token) };
     token
 }
