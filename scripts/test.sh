@@ -5,7 +5,8 @@
 # C ABI end to end (scripts/test-capi.sh: examples, misuse, valgrind, sanitizers, bindings),
 # the HTTP server with the official openai client (scripts/test-server.sh), the model-free
 # suites on aarch64 under qemu (scripts/test-aarch64.sh), and libllama.so against llama.cpp's
-# own header, examples and llama-cpp-python (scripts/test-libllama.sh).
+# own header, examples and llama-cpp-python (scripts/test-libllama.sh), and each fuzz target
+# for a short time under AddressSanitizer (scripts/test-fuzz.sh).
 # Fetches the three real models, llama.cpp's tokenizer vocabularies and chat templates (the
 # template corpus test renders them against jinja2), and builds the synthetic
 # models (the other architectures), if missing.
@@ -46,11 +47,14 @@ arm_ok=0
 scripts/test-aarch64.sh 2>&1 | tee -a "$log" || arm_ok=1
 libllama_ok=0
 scripts/test-libllama.sh 2>&1 | tee -a "$log" || libllama_ok=1
+fuzz_ok=0
+scripts/test-fuzz.sh 2>&1 | tee -a "$log" || fuzz_ok=1
 # One closing line over all test binaries and the C API checks.
 awk '/^test result:/ { p += $4; f += $6 }
      /^c api: / { p += $3; f += $5 }
      /^server: / { p += $2; f += $4 }
      /^replicas: / { p += $2; f += $4 }
      /^libllama: / { p += $2; f += $4 }
+     /^fuzz: / { p += $2; f += $4 }
      END { printf "all suites: %d passed, %d failed\n", p, f }' "$log"
-exit $((rust_ok | capi_ok | server_ok | arm_ok | libllama_ok))
+exit $((rust_ok | capi_ok | server_ok | arm_ok | libllama_ok | fuzz_ok))

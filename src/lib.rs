@@ -12,6 +12,7 @@
 //! - [`chat`]: the model's Jinja chat template, rendered like Hugging Face does.
 //! - [`speculative`]: speculative decoding (a draft model or prompt lookup, verified in one pass).
 //! - [`batching`]: continuous batching of many requests over one multi-sequence context.
+//! - [`server`]: the OpenAI- and Ollama-compatible HTTP server (feature `server`).
 //! - [`capi`]: the C ABI over all of the above (`include/kolibri.h`).
 
 // Unsafe operations inside an `unsafe fn` need their own block and its SAFETY comment, as
@@ -32,5 +33,7 @@ pub mod perplexity;
 pub mod quant;
 pub mod quantize;
 pub mod sampling;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod speculative;
 pub mod tokenizer;

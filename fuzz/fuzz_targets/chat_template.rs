@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
     let messages: Vec<ChatMessage> = texts
         .iter()
         .enumerate()
-        .map(|(i, content)| ChatMessage { role: roles[i % roles.len()], content })
+        .map(|(i, content)| ChatMessage {
+            role: roles[i % roles.len()],
+            content,
+        })
         .collect();
     let _ = template.render(&messages, true);
 });

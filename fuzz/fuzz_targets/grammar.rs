@@ -22,8 +22,14 @@ fn compiler() -> &'static GrammarCompiler {
         types.push(Value::I32(3));
         let mut w = GgufWriter::new();
         w.metadata("tokenizer.ggml.model", Value::String("llama".into()))
-            .metadata("tokenizer.ggml.tokens", Value::array(ValueType::String, pieces))
-            .metadata("tokenizer.ggml.token_type", Value::array(ValueType::I32, types))
+            .metadata(
+                "tokenizer.ggml.tokens",
+                Value::array(ValueType::String, pieces),
+            )
+            .metadata(
+                "tokenizer.ggml.token_type",
+                Value::array(ValueType::I32, types),
+            )
             .metadata("tokenizer.ggml.eos_token_id", Value::U32(n as u32 - 1));
         let gguf = GgufFile::from_bytes(w.to_bytes()).expect("a valid vocabulary");
         let tokenizer = Tokenizer::from_gguf(&gguf).expect("a valid vocabulary");
@@ -34,7 +40,10 @@ fn compiler() -> &'static GrammarCompiler {
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let _ = gbnf_to_lark(&text);
-    for spec in [ConstraintSpec::Gbnf(text.to_string()), ConstraintSpec::JsonSchema(text.to_string())] {
+    for spec in [
+        ConstraintSpec::Gbnf(text.to_string()),
+        ConstraintSpec::JsonSchema(text.to_string()),
+    ] {
         let Ok(mut constraint) = compiler().compile(&spec) else {
             continue;
         };

@@ -14,7 +14,11 @@ fn context() -> &'static Mutex<Context> {
     CTX.get_or_init(|| {
         let path = std::env::var("KOLIBRI_FUZZ_MODEL").expect("set KOLIBRI_FUZZ_MODEL");
         let model = Arc::new(Model::load(path).expect("the model loads"));
-        let params = ContextParams { n_ctx: 64, n_threads: 1, ..ContextParams::default() };
+        let params = ContextParams {
+            n_ctx: 64,
+            n_threads: 1,
+            ..ContextParams::default()
+        };
         Mutex::new(Context::new(model, &params).expect("a context"))
     })
 }
@@ -23,6 +27,10 @@ fuzz_target!(|data: &[u8]| {
     let mut ctx = context().lock().unwrap_or_else(|p| p.into_inner());
     let before = ctx.seq_len(0);
     if ctx.load_seq(0, &mut Cursor::new(data)).is_err() {
-        assert_eq!(ctx.seq_len(0), before, "a refused state changed the context");
+        assert_eq!(
+            ctx.seq_len(0),
+            before,
+            "a refused state changed the context"
+        );
     }
 });

@@ -37,21 +37,33 @@ fuzz_target!(|data: &[u8]| {
         .metadata("tokenizer.ggml.tokens", strings(&pieces))
         .metadata(
             "tokenizer.ggml.scores",
-            Value::array(ValueType::F32, (0..n).map(|i| Value::F32(-(i as f32))).collect()),
+            Value::array(
+                ValueType::F32,
+                (0..n).map(|i| Value::F32(-(i as f32))).collect(),
+            ),
         )
         .metadata(
             "tokenizer.ggml.token_type",
             Value::array(
                 ValueType::I32,
-                pieces.iter().map(|p| Value::I32(p.len() as i32 % 7)).collect(),
+                pieces
+                    .iter()
+                    .map(|p| Value::I32(p.len() as i32 % 7))
+                    .collect(),
             ),
         )
-        .metadata("tokenizer.ggml.bos_token_id", Value::U32(head as u32 % n as u32));
+        .metadata(
+            "tokenizer.ggml.bos_token_id",
+            Value::U32(head as u32 % n as u32),
+        );
     if !pre.is_empty() {
         w.metadata("tokenizer.ggml.pre", Value::String(pre.into()));
     }
     if model == "gpt2" {
-        let merges: Vec<String> = pieces.windows(2).map(|w| format!("{} {}", w[0], w[1])).collect();
+        let merges: Vec<String> = pieces
+            .windows(2)
+            .map(|w| format!("{} {}", w[0], w[1]))
+            .collect();
         w.metadata("tokenizer.ggml.merges", strings(&merges));
     }
     let Ok(gguf) = GgufFile::from_bytes(w.to_bytes()) else {

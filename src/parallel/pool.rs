@@ -51,6 +51,9 @@ struct Shared {
 pub struct Pool {
     shared: Arc<Shared>,
     n_workers: usize,
+    /// Joined on drop once the workers say they exited, so their thread-exit work (std's and
+    /// libc's thread-local destructors) is over before the pool is gone.
+    handles: Vec<std::thread::JoinHandle<()>>,
     contention: Contention,
 }
 
@@ -82,15 +85,17 @@ impl Pool {
         let mut pool = Pool {
             shared,
             n_workers: 0,
+            handles: Vec::new(),
             contention: Contention::new(),
         };
         for i in 1..n_threads.max(1) {
             let sh = Arc::clone(&pool.shared);
-            std::thread::Builder::new()
+            let handle = std::thread::Builder::new()
                 .name(format!("kolibri-{i}"))
                 .spawn(move || worker(&sh))?;
             // Counted as they start, so a failed spawn leaves a pool that drops cleanly.
             pool.n_workers += 1;
+            pool.handles.push(handle);
         }
         Ok(pool)
     }
@@ -272,8 +277,16 @@ impl Drop for Pool {
         }
         let exited = sh.exited.lock().unwrap_or_else(|e| e.into_inner());
         // Bounded: a worker stuck in a host callback must not hang the host's free call.
-        let _ = sh
+        let (exited, _) = sh
             .exited_cv
-            .wait_timeout_while(exited, Duration::from_secs(10), |n| *n < self.n_workers);
+            .wait_timeout_while(exited, Duration::from_secs(10), |n| *n < self.n_workers)
+            .unwrap_or_else(|e| e.into_inner());
+        let all_exited = *exited == self.n_workers;
+        drop(exited);
+        if all_exited {
+            // They have left their loops: joining waits only for their thread-exit work (a
+            // host may unload the library right after freeing its contexts).
+            self.handles.drain(..).for_each(|h| drop(h.join()));
+        }
     }
 }

@@ -617,6 +617,35 @@ def queue_full(s):
     assert outcomes.count(429) >= 1 and outcomes.count("length") >= 2, outcomes
 
 
+def streamed_tokens(s, prompt, max_tokens):
+    """One streamed completion; the number of tokens it generated (from its usage chunk)."""
+    usage = None
+    for chunk in s.client().completions.create(model="any", prompt=prompt, max_tokens=max_tokens,
+                                               temperature=0, stream=True,
+                                               stream_options={"include_usage": True}):
+        usage = chunk.usage or usage
+    return usage.completion_tokens
+
+
+@check("queued: --parallel 1, 8 clients: aggregate tokens/s within 15% of a lone client's")
+def queued_throughput(s):
+    prompts = [f"Write a short story about a {animal} who learns to sing." for animal in
+               ("fox", "crow", "mole", "hare", "wren", "newt", "lynx", "seal", "toad")]
+    streamed_tokens(s, "Warm up.", 4)
+
+    t = time.time()
+    lone_tokens = streamed_tokens(s, prompts[0], 48)
+    lone_rate = lone_tokens / (time.time() - t)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        t = time.time()
+        counts = list(pool.map(lambda p: streamed_tokens(s, p, 48), prompts[1:]))
+        queued_rate = sum(counts) / (time.time() - t)
+    print(f"     queued: lone {lone_rate:.1f} tokens/s, 8 queued clients {queued_rate:.1f} "
+          f"tokens/s ({queued_rate / lone_rate:.2f}x)", flush=True)
+    assert queued_rate >= 0.85 * lone_rate, (lone_rate, queued_rate)
+
+
 @check("load: 16 clients x 20 requests, 0 errors, RSS stays flat")
 def load(s):
     c = s.client()
@@ -940,6 +969,11 @@ def main():
     connection_cap(binary, chat_model)
     graceful_stop(binary, chat_model)
     hostile_templates(binary, chat_model)
+    single = Server(binary, chat_model, "--parallel", "1", key=KEY)
+    try:
+        queued_throughput(single)
+    finally:
+        single.stop()
     small = Server(binary, plain_model, "--parallel", "1", "--queue", "1", "--api-key", KEY)
     try:
         no_template(small)

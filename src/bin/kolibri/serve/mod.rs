@@ -1,44 +1,15 @@
-//! `kolibri serve`: an OpenAI-compatible HTTP server over the continuous-batching scheduler.
-//!
-//! Threads: the scheduler thread (with the context's compute workers) runs every forward pass;
-//! a small tokio runtime handles HTTP. Handlers only parse, tokenize, queue and relay events.
-//!
-//! Safe by default: binds 127.0.0.1, warns when bound elsewhere without a key, compares the key
-//! in constant time, limits body size, prompt length (the slot's context), waiting requests
-//! (429 with Retry-After) and time per request.
-
-mod api;
-mod embeddings;
-mod error;
-mod listener;
-mod logprobs;
-mod metrics;
-mod ollama;
-mod page;
-mod routes;
-mod slots;
-mod state;
-mod stream;
-mod tools;
+//! `kolibri serve`: the command line of [`kolibri::server`]. Binds 127.0.0.1 by default and
+//! warns when bound elsewhere without a key.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::middleware::{self, Next};
-use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use kolibri::batching::{Scheduler, SchedulerParams};
 use kolibri::chat::ChatTemplate;
+use kolibri::server::{listener, router, AppState};
 
 use crate::args::Args;
-use state::AppState;
-
-/// Identifies this build in responses (`system_fingerprint`).
-pub const FINGERPRINT: &str = concat!("kolibri-", env!("CARGO_PKG_VERSION"));
 
 pub const USAGE: &str =
     "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
@@ -220,53 +191,6 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     drop(runtime);
     drop(app);
     result
-}
-
-fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Router {
-    Router::new()
-        .route("/", get(page::index))
-        .route("/app.js", get(page::script))
-        .route("/app.css", get(page::style))
-        .route("/favicon.svg", get(page::icon))
-        .route("/favicon.ico", get(page::icon))
-        .route("/health", get(routes::health))
-        .route("/metrics", get(routes::metrics))
-        .route("/v1/models", get(routes::list_models))
-        .route("/v1/models/{id}", get(routes::get_model))
-        .route("/v1/completions", post(routes::completions))
-        .route("/v1/chat/completions", post(routes::chat_completions))
-        .route("/slots/{id}", post(slots::slot_action))
-        .route("/api/version", get(ollama::version))
-        .route("/api/tags", get(ollama::tags))
-        .route("/api/ps", get(ollama::ps))
-        .route("/api/show", post(ollama::show))
-        .route("/api/chat", post(ollama::chat))
-        .route("/api/generate", post(ollama::generate))
-        .route("/api/embed", post(embeddings::ollama_embed))
-        .route("/api/embeddings", post(embeddings::ollama_embeddings))
-        .route("/v1/embeddings", post(embeddings::openai))
-        .route("/tokenize", post(routes::tokenize))
-        .route("/detokenize", post(routes::detokenize))
-        .fallback(routes::not_found)
-        .method_not_allowed_fallback(routes::method_not_allowed)
-        .layer(DefaultBodyLimit::max(max_body))
-        .layer(middleware::from_fn(move |req, next| {
-            listener::body_in_time(read_timeout, max_body, req, next)
-        }))
-        .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
-        .with_state(app)
-}
-
-/// Counts requests and error responses for `/metrics`.
-async fn count(State(app): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    app.http_requests.fetch_add(1, Relaxed);
-    let response = next.run(req).await;
-    if response.status().is_client_error() {
-        app.http_client_errors.fetch_add(1, Relaxed);
-    } else if response.status().is_server_error() {
-        app.http_server_errors.fetch_add(1, Relaxed);
-    }
-    response
 }
 
 async fn shutdown_signal() {

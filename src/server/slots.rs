@@ -5,14 +5,14 @@
 
 use std::path::PathBuf;
 
+use crate::batching::{SlotAction, SlotError};
+use crate::model::ModelError;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use kolibri::batching::{SlotAction, SlotError};
-use kolibri::model::ModelError;
 use serde_json::{json, Value};
 
 use super::error::ApiError;

@@ -4,14 +4,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::batching::{Completion, Event, Failure, FinishReason, Request, SubmitError};
+use crate::tokenizer::TokenId;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use kolibri::batching::{Completion, Event, Failure, FinishReason, Request, SubmitError};
-use kolibri::tokenizer::TokenId;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::state::AppState;
 use super::stream::{self, ChannelSink, Flavor};
 use super::{logprobs, tools};
-use kolibri::grammar::{Constraint, ConstraintSpec};
+use crate::grammar::{Constraint, ConstraintSpec};
 
 pub type App = State<Arc<AppState>>;
 

@@ -8,8 +8,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-use kolibri::batching::{Completion, Event, EventSink, TokenLogprob};
-use kolibri::model::Model;
+use crate::batching::{Completion, Event, EventSink, TokenLogprob};
+use crate::model::Model;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use kolibri::batching::Stats;
+use crate::batching::Stats;
 
 use super::state::AppState;
 

@@ -2,8 +2,8 @@
 //! top_logprobs}]}` and the completions endpoint's `{tokens, token_logprobs, top_logprobs,
 //! text_offset}`.
 
-use kolibri::batching::TokenLogprob;
-use kolibri::tokenizer::{TokenId, Tokenizer};
+use crate::batching::TokenLogprob;
+use crate::tokenizer::{TokenId, Tokenizer};
 use serde_json::{json, Map, Value};
 
 use super::stream::Flavor;

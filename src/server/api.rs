@@ -2,8 +2,8 @@
 //! not know are ignored (as OpenAI-compatible servers do); features it lacks are refused with a
 //! 400 rather than silently dropped.
 
-use kolibri::batching::MAX_TOP_LOGPROBS;
-use kolibri::grammar::ConstraintSpec;
+use crate::batching::MAX_TOP_LOGPROBS;
+use crate::grammar::ConstraintSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -123,7 +123,7 @@ pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> {
 /// What a request asks for once its fields are checked.
 pub struct Checked {
     pub max_tokens: Option<usize>,
-    pub sampler: kolibri::sampling::SamplerParams,
+    pub sampler: crate::sampling::SamplerParams,
     pub stop: Vec<String>,
     pub stream: bool,
     pub include_usage: bool,
@@ -183,7 +183,7 @@ impl Sampling {
                 format!("at most 4 stop sequences, got {}", stop.len()),
             );
         }
-        let sampler = kolibri::sampling::SamplerParams {
+        let sampler = crate::sampling::SamplerParams {
             temperature,
             top_k: self.top_k.unwrap_or(40),
             top_p,

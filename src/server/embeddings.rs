@@ -6,14 +6,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::model::{Context, ContextParams, Pooling};
+use crate::tokenizer::TokenId;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use kolibri::model::{Context, ContextParams, Pooling};
-use kolibri::tokenizer::TokenId;
 use serde::Deserialize;
 use serde_json::{json, Value};
 

@@ -6,7 +6,7 @@
 //! `tool_choice` `required` or a named function the reply is constrained to such a call, so it
 //! always parses.
 
-use kolibri::grammar::ConstraintSpec;
+use crate::grammar::ConstraintSpec;
 use serde_json::{json, Map, Value};
 
 use super::error::ApiError;

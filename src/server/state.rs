@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::batching::Scheduler;
+use crate::chat::{ChatTemplate, ChatTemplateError};
+use crate::grammar::{Constraint, ConstraintSpec, GrammarCompiler, GrammarError};
+use crate::tokenizer::TokenId;
 use axum::http::{header, HeaderMap};
-use kolibri::batching::Scheduler;
-use kolibri::chat::{ChatTemplate, ChatTemplateError};
-use kolibri::grammar::{Constraint, ConstraintSpec, GrammarCompiler, GrammarError};
-use kolibri::tokenizer::TokenId;
 
 use super::error::ApiError;
 

@@ -6,15 +6,15 @@
 use std::convert::Infallible;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::batching::{Completion, Event};
+use crate::grammar::ConstraintSpec;
+use crate::sampling::SamplerParams;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use kolibri::batching::{Completion, Event};
-use kolibri::grammar::ConstraintSpec;
-use kolibri::sampling::SamplerParams;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -88,10 +88,7 @@ pub async fn show(
     check_model(&app, req.model.as_deref().or(req.name.as_deref()))?;
     let model = app.scheduler.model();
     let entry = model_entry(&app);
-    let template = model
-        .gguf
-        .get_str(kolibri::chat::TEMPLATE_KEY)
-        .unwrap_or("");
+    let template = model.gguf.get_str(crate::chat::TEMPLATE_KEY).unwrap_or("");
     let mut capabilities = vec!["completion"];
     if app.template.is_ok() && template.contains("tools") {
         capabilities.push("tools");
@@ -110,8 +107,8 @@ pub async fn show(
 
 /// The GGUF's metadata as Ollama shows it: every scalar; arrays (the vocabulary) only when
 /// `verbose`, else as empty lists.
-fn model_info(gguf: &kolibri::gguf::GgufFile, verbose: bool) -> Value {
-    use kolibri::gguf::Value as G;
+fn model_info(gguf: &crate::gguf::GgufFile, verbose: bool) -> Value {
+    use crate::gguf::Value as G;
     let mut info = Map::new();
     for (key, value) in gguf.metadata() {
         let v = match value {
@@ -128,8 +125,8 @@ fn model_info(gguf: &kolibri::gguf::GgufFile, verbose: bool) -> Value {
     Value::Object(info)
 }
 
-fn scalar(v: &kolibri::gguf::Value) -> Value {
-    use kolibri::gguf::Value as G;
+fn scalar(v: &crate::gguf::Value) -> Value {
+    use crate::gguf::Value as G;
     match v {
         G::Bool(b) => json!(b),
         G::String(s) => json!(s),
@@ -152,7 +149,7 @@ fn model_entry(app: &AppState) -> Value {
         .gguf
         .get_u64("general.file_type")
         .and_then(|id| u32::try_from(id).ok())
-        .and_then(kolibri::quantize::FileType::from_id)
+        .and_then(crate::quantize::FileType::from_id)
         .map_or("unknown", |t| t.name());
     json!({
         "name": app.model_id,
@@ -424,8 +421,8 @@ impl Reply {
         let map = v.as_object_mut().expect("an object");
         map.insert("done".into(), json!(true));
         let reason = match c.finish {
-            kolibri::batching::FinishReason::Stop => "stop",
-            kolibri::batching::FinishReason::Length => "length",
+            crate::batching::FinishReason::Stop => "stop",
+            crate::batching::FinishReason::Length => "length",
         };
         map.insert("done_reason".into(), json!(reason));
         map.insert("total_duration".into(), json!(ns(total)));
@@ -532,6 +529,6 @@ fn now() -> Duration {
 
 /// `2026-12-04T02:46:54.123456789Z`.
 fn rfc3339(t: Duration) -> String {
-    let secs = kolibri::chat::format_utc(t.as_secs(), "%Y-%m-%dT%H:%M:%S");
+    let secs = crate::chat::format_utc(t.as_secs(), "%Y-%m-%dT%H:%M:%S");
     format!("{secs}.{:09}Z", t.subsec_nanos())
 }
