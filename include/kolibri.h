@@ -214,6 +214,15 @@ typedef struct kolibri_model_params {
      * no files. Default NULL.
      */
     const char *repack_cache_dir;
+    /**
+     * Paged weights (appended in 0.2; older callers get the default): the weights stay in
+     * the mapped file and the forward pass streams them layer by layer (the next layers
+     * prefetched, finished ones released), so a model larger than the memory available runs
+     * with its RSS near a few layers' weights plus the KV cache, at the speed the file's
+     * pages arrive. Repacked copies are used only when `repack_cache_dir` holds them. Needs
+     * `use_mmap` and not `use_mlock` (INVALID_ARGUMENT otherwise). Default false.
+     */
+    bool paged_weights;
 } kolibri_model_params;
 
 /**
@@ -549,8 +558,8 @@ kolibri_status kolibri_sampler_clear_constraint(struct kolibri_sampler *sampler)
  * Call it as `kolibri_context_params_init(&params, sizeof params)`.
  *
  * **Ownership:** writes into the caller's struct; nothing to free.
- * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
- * first version of the struct).
+ * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than this
+ * version of the struct and not the size of an earlier one).
  * **Thread safety:** callable from any thread.
  *
  * # Safety
@@ -727,8 +736,8 @@ kolibri_status kolibri_system_info(char *buf, size_t capacity, size_t *len);
  * Call it as `kolibri_model_params_init(&params, sizeof params)`.
  *
  * **Ownership:** writes into the caller's struct; nothing to free.
- * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
- * first version of the struct).
+ * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than this
+ * version of the struct and not the size of an earlier one).
  * **Thread safety:** callable from any thread.
  *
  * # Safety
@@ -909,8 +918,8 @@ kolibri_status kolibri_model_chat_template(const struct kolibri_model *model,
  * Call it as `kolibri_sampler_params_init(&params, sizeof params)`.
  *
  * **Ownership:** writes into the caller's struct; nothing to free.
- * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
- * first version of the struct).
+ * **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than this
+ * version of the struct and not the size of an earlier one).
  * **Thread safety:** callable from any thread.
  *
  * # Safety

@@ -470,6 +470,27 @@ func TestProgress(t *testing.T) {
 	m.Close()
 }
 
+func TestPagedWeights(t *testing.T) {
+	path := os.Getenv("KOLIBRI_TEST_MODEL")
+	if path == "" {
+		t.Skip("KOLIBRI_TEST_MODEL is not set")
+	}
+	_, err := LoadModel(path, &ModelOptions{PagedWeights: true, Mlock: true})
+	wantStatus(t, err, StatusInvalidArgument)
+	m, err := LoadModel(path, &ModelOptions{PagedWeights: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	text, err := generate(m, "def add(a, b):\n    return", false, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "a + b") {
+		t.Errorf("paged greedy continuation %q does not contain \"a + b\"", text)
+	}
+}
+
 func TestCloseOrder(t *testing.T) {
 	path := os.Getenv("KOLIBRI_TEST_MODEL")
 	if path == "" {

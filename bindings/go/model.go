@@ -44,6 +44,9 @@ type ModelOptions struct {
 	NoMmap bool
 	// Mlock locks the model's memory so it is never paged out (needs RLIMIT_MEMLOCK).
 	Mlock bool
+	// PagedWeights leaves the weights in the mapped file and streams them layer by layer, for a
+	// model larger than the memory available (slower; cannot be combined with NoMmap or Mlock).
+	PagedWeights bool
 	// Progress, if set, is called on the loading goroutine with the fraction done in [0, 1];
 	// returning false cancels the load (LoadModel then fails with StatusCancelled).
 	Progress func(progress float32) bool
@@ -86,6 +89,7 @@ func LoadModel(path string, opts *ModelOptions) (*Model, error) {
 		params.n_threads = C.uint32_t(opts.Threads)
 		params.use_mmap = C.bool(!opts.NoMmap)
 		params.use_mlock = C.bool(opts.Mlock)
+		params.paged_weights = C.bool(opts.PagedWeights)
 		if opts.Progress != nil {
 			state = &progressState{fn: opts.Progress}
 			handle = cgo.NewHandle(state)

@@ -82,8 +82,8 @@ unsafe impl VersionedParams for kolibri_context_params {
 /// Call it as `kolibri_context_params_init(&params, sizeof params)`.
 ///
 /// **Ownership:** writes into the caller's struct; nothing to free.
-/// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
-/// first version of the struct).
+/// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than this
+/// version of the struct and not the size of an earlier one).
 /// **Thread safety:** callable from any thread.
 ///
 /// # Safety

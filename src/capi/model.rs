@@ -77,6 +77,13 @@ pub struct kolibri_model_params {
     /// be written only costs later loads their speed. NULL repacks at every load and writes
     /// no files. Default NULL.
     pub repack_cache_dir: *const c_char,
+    /// Paged weights (appended in 0.2; older callers get the default): the weights stay in
+    /// the mapped file and the forward pass streams them layer by layer (the next layers
+    /// prefetched, finished ones released), so a model larger than the memory available runs
+    /// with its RSS near a few layers' weights plus the KV cache, at the speed the file's
+    /// pages arrive. Repacked copies are used only when `repack_cache_dir` holds them. Needs
+    /// `use_mmap` and not `use_mlock` (INVALID_ARGUMENT otherwise). Default false.
+    pub paged_weights: bool,
 }
 
 // SAFETY: repr(C), starts with `struct_size: usize`, both bool fields listed.
@@ -85,8 +92,12 @@ unsafe impl VersionedParams for kolibri_model_params {
     const BOOL_FIELDS: &'static [usize] = &[
         offset_of!(kolibri_model_params, use_mmap),
         offset_of!(kolibri_model_params, use_mlock),
+        offset_of!(kolibri_model_params, paged_weights),
     ];
-    const FIRST_SIZE: usize = offset_of!(kolibri_model_params, repack_cache_dir);
+    const OLDER_SIZES: &'static [usize] = &[
+        offset_of!(kolibri_model_params, repack_cache_dir),
+        offset_of!(kolibri_model_params, paged_weights),
+    ];
     fn defaults() -> Self {
         kolibri_model_params {
             struct_size: std::mem::size_of::<Self>(),
@@ -96,6 +107,7 @@ unsafe impl VersionedParams for kolibri_model_params {
             progress_callback: None,
             progress_user_data: std::ptr::null_mut(),
             repack_cache_dir: std::ptr::null(),
+            paged_weights: false,
         }
     }
 }
@@ -105,8 +117,8 @@ unsafe impl VersionedParams for kolibri_model_params {
 /// Call it as `kolibri_model_params_init(&params, sizeof params)`.
 ///
 /// **Ownership:** writes into the caller's struct; nothing to free.
-/// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than the
-/// first version of the struct).
+/// **Errors:** INVALID_ARGUMENT (`params` is NULL, or `struct_size` is smaller than this
+/// version of the struct and not the size of an earlier one).
 /// **Thread safety:** callable from any thread.
 ///
 /// # Safety
@@ -162,7 +174,7 @@ pub unsafe extern "C" fn kolibri_model_load(
             use_mlock: p.use_mlock,
             progress: Some(&mut report),
             repack_cache,
-            paged: false,
+            paged: p.paged_weights,
         };
         let model = Model::load_with(&path, &mut opts)?;
         let default_threads = match p.n_threads {

@@ -16,14 +16,15 @@ use super::status::Failure;
 pub(crate) unsafe trait VersionedParams: Copy {
     const NAME: &'static str;
     const BOOL_FIELDS: &'static [usize];
-    /// `sizeof` the struct's first published version (the offset of the first field appended
-    /// since); callers built against it get the defaults for every later field.
-    const FIRST_SIZE: usize = size_of::<Self>();
+    /// `sizeof` each earlier published version of the struct, oldest first (each the offset of
+    /// the first field appended after it); callers built against one get the defaults for
+    /// every later field. Empty while the struct has only ever had one version.
+    const OLDER_SIZES: &'static [usize] = &[];
     fn defaults() -> Self;
 }
 
 /// Reads the caller's params (NULL means defaults). A caller built against an older version
-/// (down to [`VersionedParams::FIRST_SIZE`]) gets the defaults for the fields it does not
+/// (one of [`VersionedParams::OLDER_SIZES`]) gets the defaults for the fields it does not
 /// have; smaller sizes are refused. Larger ones are accepted when every byte this version does
 /// not know is zero (fields added later, left at their zero default).
 ///
@@ -36,13 +37,13 @@ pub(crate) unsafe fn read_params<T: VersionedParams>(ptr: *const T) -> FfiResult
     // SAFETY: every version of the struct starts with `size_t struct_size`.
     let declared = unsafe { ptr.cast::<usize>().read_unaligned() };
     let ours = size_of::<T>();
-    // This version's size or larger, or exactly the first version's (the only older one).
-    if declared < ours && declared != T::FIRST_SIZE {
+    // This version's size or larger, or exactly an earlier version's.
+    if declared < ours && !T::OLDER_SIZES.contains(&declared) {
         return Err(Failure::invalid(format!(
-            "{}.struct_size is {declared}, expected {ours} (or {} from the first version): \
-             initialise it with the matching _init function",
+            "{}.struct_size is {declared}, expected {ours}{}: initialise it with the matching \
+             _init function",
             T::NAME,
-            T::FIRST_SIZE
+            earlier_versions::<T>()
         )));
     }
     if declared > ours {
@@ -88,11 +89,11 @@ pub(crate) unsafe fn init_params<T: VersionedParams>(ptr: *mut T, size: usize) -
         return Err(Failure::invalid(format!("{} pointer is NULL", T::NAME)));
     }
     let ours = size_of::<T>();
-    if size < ours && size != T::FIRST_SIZE {
+    if size < ours && !T::OLDER_SIZES.contains(&size) {
         return Err(Failure::invalid(format!(
-            "struct_size {size} is smaller than {} ({} bytes)",
+            "struct_size {size} is not the size of {} ({ours} bytes{})",
             T::NAME,
-            T::FIRST_SIZE
+            earlier_versions::<T>()
         )));
     }
     let mut defaults = T::defaults();
@@ -107,4 +108,15 @@ pub(crate) unsafe fn init_params<T: VersionedParams>(ptr: *mut T, size: usize) -
         std::ptr::write_bytes(dst.add(n), 0, size - n);
     }
     Ok(())
+}
+
+/// ", or N, M from earlier versions" for an error message; empty for a struct of one version.
+fn earlier_versions<T: VersionedParams>() -> String {
+    match T::OLDER_SIZES {
+        [] => String::new(),
+        sizes => {
+            let list: Vec<String> = sizes.iter().map(usize::to_string).collect();
+            format!(", or {} from earlier versions", list.join(", "))
+        }
+    }
 }

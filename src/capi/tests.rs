@@ -109,6 +109,21 @@ fn params_versions_are_checked() {
     }
     let err = read(&future).err().expect("bad bool refused");
     assert!(err.message.contains("not 0 or 1"), "{}", err.message);
+    // Each earlier version: its fields read, the later ones at their defaults, even where the
+    // caller's memory past its struct holds anything.
+    for &size in kolibri_model_params::OLDER_SIZES {
+        let mut older = FutureParams {
+            current: ours,
+            added_later: 0,
+        };
+        older.current.struct_size = size;
+        older.current.use_mlock = true;
+        older.current.paged_weights = true;
+        let p = read(&older).unwrap_or_else(|e| panic!("size {size} refused: {}", e.message));
+        assert!(p.use_mlock && !p.paged_weights, "size {size}");
+    }
+    future.current.struct_size = kolibri_model_params::OLDER_SIZES[0] - 8;
+    assert!(read(&future).is_err(), "a size between versions");
 }
 
 #[test]

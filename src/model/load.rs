@@ -79,8 +79,8 @@ pub(super) fn open_gguf(
     }
     if opts.paged && (!opts.use_mmap || opts.use_mlock) {
         return Err(ModelError::InvalidArgument(
-            "paged weights stream from the mapped file: they cannot be used with --no-mmap or \
-             --mlock"
+            "paged weights stream from the mapped file: they need it mapped and not locked \
+             (--no-mmap and --mlock; use_mmap false or use_mlock true in the C API)"
                 .into(),
         ));
     }

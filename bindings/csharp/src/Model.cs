@@ -14,6 +14,9 @@ namespace Kolibri
         public bool UseMmap { get; set; } = true;
         /// <summary>Lock the model's memory so it is never paged out (needs RLIMIT_MEMLOCK).</summary>
         public bool UseMlock { get; set; }
+        /// <summary>Leave the weights in the mapped file and stream them layer by layer, for a
+        /// model larger than the memory available (slower; needs UseMmap, not UseMlock).</summary>
+        public bool PagedWeights { get; set; }
         /// <summary>Called on the loading thread with the fraction done; return false to
         /// cancel (Load then throws with <see cref="Status.Cancelled"/>).</summary>
         public Func<float, bool> Progress { get; set; }
@@ -83,6 +86,7 @@ namespace Kolibri
                 p.Threads = options.Threads;
                 p.UseMmap = options.UseMmap;
                 p.UseMlock = options.UseMlock;
+                p.PagedWeights = options.PagedWeights;
                 if (options.Progress != null)
                 {
                     state = new ProgressState { Fn = options.Progress };

@@ -140,8 +140,7 @@ namespace Kolibri
     }
 
     /// <summary>kolibri_model_params; internal because the callback fields are managed by Model.Load.
-    /// This is the struct's first version: the library defaults the fields appended since
-    /// (repack_cache_dir).</summary>
+    /// The struct's third version (repack_cache_dir and paged_weights appended).</summary>
     [StructLayout(LayoutKind.Sequential)]
     internal struct ModelParams
     {
@@ -151,6 +150,8 @@ namespace Kolibri
         [MarshalAs(UnmanagedType.I1)] public bool UseMlock;
         public IntPtr ProgressCallback;
         public IntPtr ProgressUserData;
+        public IntPtr RepackCacheDir;   // NULL: no repack cache
+        [MarshalAs(UnmanagedType.I1)] public bool PagedWeights;
     }
 
     /// <summary>kolibri_chat_message: two NUL-terminated UTF-8 strings in unmanaged memory.</summary>

@@ -112,6 +112,14 @@ static class Program
             Check("an exception in the progress callback reaches the caller", e.Message == "boom");
         }
 
+        ExpectStatus("paged weights cannot be locked", Status.InvalidArgument, "mapped",
+            () => Model.Load(modelPath, new ModelOptions { PagedWeights = true, UseMlock = true }));
+        using (var paged = Model.Load(modelPath, new ModelOptions { PagedWeights = true }))
+        {
+            var text = Generate(paged, "def add(a, b):\n    return", false, 8);
+            Check("paged weights generate the greedy continuation", text.Contains("a + b"), Quote(text));
+        }
+
         var sw = Stopwatch.StartNew();
         using (var model = Model.Load(modelPath, new ModelOptions { UseMmap = true }))
         {

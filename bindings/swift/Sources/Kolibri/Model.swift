@@ -47,6 +47,9 @@ public struct ModelOptions {
     public var useMmap = true
     /// Lock the model's memory so it is never paged out (needs RLIMIT_MEMLOCK).
     public var useMlock = false
+    /// Leave the weights in the mapped file and stream them layer by layer, for a model larger
+    /// than the memory available (slower; needs `useMmap` and not `useMlock`).
+    public var pagedWeights = false
     /// Called on the loading thread with the fraction done; return false to cancel (the load
     /// then throws `Status.cancelled`).
     public var progress: ((Float) -> Bool)?
@@ -74,6 +77,7 @@ public final class Model: @unchecked Sendable {
         params.n_threads = options.threads
         params.use_mmap = options.useMmap
         params.use_mlock = options.useMlock
+        params.paged_weights = options.pagedWeights
         var box: ProgressBox?
         if let fn = options.progress {
             let b = ProgressBox(fn)

@@ -40,6 +40,20 @@ final class KolibriTests: XCTestCase {
         XCTAssertTrue(text.contains("a + b"), text)
     }
 
+    func testPagedWeights() throws {
+        _ = try model()
+        let path = ProcessInfo.processInfo.environment["KOLIBRI_TEST_MODEL"]!
+        var options = ModelOptions()
+        options.pagedWeights = true
+        options.useMlock = true
+        XCTAssertThrowsError(try Model(path: path, options: options)) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .invalidArgument)
+        }
+        options.useMlock = false
+        let text = try generate(try Model(path: path, options: options), "def add(a, b):\n    return")
+        XCTAssertTrue(text.contains("a + b"), text)
+    }
+
     func testChatTemplate() throws {
         let m = try model()
         let prompt = try m.applyChatTemplate([ChatMessage(role: "user", content: "Hi")], addGenerationPrompt: true)
