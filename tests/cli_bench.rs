@@ -1,5 +1,6 @@
 //! `kolibri bench` at depth and with quantized KV caches: a row per (depth, test) naming both,
-//! and bad cache types or depths refused with a message.
+//! and bad cache types or depths refused with a message; the speculative mode against plain
+//! decoding.
 
 mod common;
 
@@ -61,4 +62,35 @@ fn bad_cache_types_and_depths_are_refused() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("40016") && err.contains("trained"), "{err}");
+}
+
+#[test]
+fn speculative_mode_compares_with_plain_decoding() {
+    // A prompt that repeats itself, so prompt lookup has something to find.
+    let text = "fn add(a: i32, b: i32) -> i32 { a + b }\n".repeat(6);
+    let file = std::env::temp_dir().join(format!("kolibri-bench-spec-{}.txt", std::process::id()));
+    std::fs::write(&file, &text).unwrap();
+    let out = bench(&["--lookup", "-f", file.to_str().unwrap(), "-n", "24"]);
+    std::fs::remove_file(&file).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("| lookup |"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    // | model | mode | threads | prompt | tg | plain | spec | speed-up | accepted | acc/pass | tok/pass | same |
+    assert_eq!(cells[5], "24", "{row}");
+    let tokens_per_pass: f64 = cells[11].parse().unwrap();
+    assert!(tokens_per_pass >= 1.0, "{row}");
+    assert_eq!(cells[12], "yes", "{row}");
+
+    // Random tokens never speculate: a real prompt is required.
+    let out = bench(&["--lookup", "-n", "8"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-f FILE"));
 }

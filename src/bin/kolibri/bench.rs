@@ -3,7 +3,8 @@
 //! after `depth` tokens already in the cache (filled once, untimed, and rewound to between
 //! runs); prompt processing (`pp N`) is one batch of N tokens, generation (`tg N`) is N tokens
 //! one at a time. Tokens are random ids (the speed does not depend on them). Reports mean and
-//! standard deviation of tokens/s.
+//! standard deviation of tokens/s. With `--draft MODEL` or `--lookup`, speculative decoding
+//! instead ([`crate::bench_spec`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -87,11 +88,14 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--output",
             "-d",
             "--n-depth",
+            "-f",
+            "--file",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
+        .chain(crate::speculate::FLAGS)
         .collect::<Vec<_>>(),
-        &crate::LOAD_SWITCHES,
+        &[&crate::LOAD_SWITCHES[..], &crate::speculate::SWITCHES].concat(),
     )?;
     let models: Vec<&str> = a.require(&["-m", "--model"])?.split(',').collect();
     let prompts = list(&a, &["-p", "--n-prompt"], "512")?;
@@ -115,6 +119,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     }
     if !matches!(output, "md" | "json") {
         return Err(format!("-o must be md or json, not {output:?}"));
+    }
+    if a.get(&["-md", "--draft"]).is_some() || a.has("--lookup") {
+        let n_gen = a.parse_or(&["-n", "--n-gen"], 128)?;
+        return crate::bench_spec::main(&a, &threads, reps, n_gen);
     }
 
     let mut rows = Vec::new();

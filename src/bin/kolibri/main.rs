@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod bench_spec;
 mod chat;
 mod constrain;
 mod info;
@@ -42,6 +43,9 @@ USAGE:
               [-ctk f16[,TYPE...]] [-ctv f16[,TYPE...]] [-r 5] [-o md|json] [--no-mmap] [--mlock]
   (KV cache TYPE: f16, q8_0 or q4_0; keys -ctk and values -ctv separately. --no-mmap reads
   the model into private memory instead of mapping it; --mlock keeps it in RAM)
+  kolibri bench -m MODEL (--draft MODEL | --lookup) -f PROMPT_FILE [-n 128] [-t 1,2] [-r 5]
+              [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
+  (speculative decoding against plain greedy decoding of the same prompt, both timed)
   kolibri info [-m MODEL]
 ";
 

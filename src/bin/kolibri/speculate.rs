@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kolibri::model::{Context, ContextParams};
+use kolibri::model::{Context, ContextParams, Model};
 use kolibri::speculative::{
     Drafter, LookupDrafter, LookupThenModel, ModelDrafter, SpecStats, Speculator,
 };
@@ -24,14 +24,35 @@ pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
 
 /// The speculation the options ask for, over `target` (None without `--draft`/`--lookup`).
 pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, String> {
-    let draft_path = a.get(&["-md", "--draft"]);
+    let draft = load_draft(a)?;
+    let n_threads = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
+    build(a, target, draft.as_ref(), n_threads)
+}
+
+/// The `--draft` model, if one is given.
+pub fn load_draft(a: &Args) -> Result<Option<Arc<Model>>, String> {
+    a.get(&["-md", "--draft"])
+        .map(|path| {
+            crate::load_model(path, a)
+                .map(Arc::new)
+                .map_err(|e| format!("--draft: {e}"))
+        })
+        .transpose()
+}
+
+/// A drafter over `target` (the `draft` model's, prompt lookup's, or lookup then the model's,
+/// as the options say) and its speculator; the draft context runs `n_threads` threads.
+pub fn build(
+    a: &Args,
+    target: &Context,
+    draft: Option<&Arc<Model>>,
+    n_threads: usize,
+) -> Result<Option<Speculation>, String> {
     let ngram = a.parse_or(&["--lookup-ngram"], 4usize)?;
-    let drafter: Box<dyn Drafter + Send> = if let Some(path) = draft_path {
-        let draft_model =
-            Arc::new(crate::load_model(path, a).map_err(|e| format!("--draft: {e}"))?);
+    let drafter: Box<dyn Drafter + Send> = if let Some(draft_model) = draft {
         let params = ContextParams {
             n_ctx: target.n_ctx(),
-            n_threads: a.parse_or(&["-t", "--threads"], crate::default_threads())?,
+            n_threads,
             ..ContextParams::default()
         };
         if params.n_ctx > draft_model.hparams.n_ctx_train {
@@ -40,7 +61,8 @@ pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, Stri
                 draft_model.hparams.n_ctx_train, params.n_ctx
             ));
         }
-        let ctx = Context::new(draft_model, &params).map_err(|e| format!("--draft: {e}"))?;
+        let ctx =
+            Context::new(Arc::clone(draft_model), &params).map_err(|e| format!("--draft: {e}"))?;
         let p_min = a.parse_or(&["--draft-p-min"], 0.5f32)?;
         let model = ModelDrafter::new(target, ctx, 0, p_min).map_err(|e| e.to_string())?;
         if a.has("--lookup") {
