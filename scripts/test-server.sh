@@ -4,13 +4,15 @@
 # output checked by jsonschema, tool calls, logprobs, embeddings, the ollama package on /api,
 # langchain-openai's structured output and tools, the chat page in headless Chromium
 # (screenshot in target/artifacts/chat-page.png), models, 401,
-# 400s, 413, 404/405, 429, cancellation, metrics, a 16 x 20 load test with an RSS check).
+# 400s, 413, 404/405, 429, cancellation, metrics, a 16 x 20 load test with an RSS check,
+# speculation with --lookup and --draft).
 # Prints "server: N passed, M failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-models=$(python3 scripts/fetch-models.py --path qwen2.5-coder-0.5b gemma-3-270m)
+models=$(python3 scripts/fetch-models.py --path qwen2.5-coder-0.5b gemma-3-270m qwen2.5-coder-1.5b)
 qwen=$(echo "$models" | sed -n 1p)
 gemma=$(echo "$models" | sed -n 2p)
+qwen_large=$(echo "$models" | sed -n 3p)
 cargo build --release --bin kolibri
 # The client library, unmodified from PyPI, installed beside the build (no virtualenv needed).
 deps=target/pydeps
@@ -33,7 +35,7 @@ if [ ! -d "$web/node_modules/playwright-core" ]; then
 fi
 export KOLIBRI_NODE_PATH="$PWD/$web/node_modules"
 status=0
-PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma" ||
+PYTHONPATH=$deps python3 tests/server/test_openai.py target/release/kolibri "$qwen" "$gemma" "$qwen_large" ||
   status=1
 # Three replicas behind nginx (deploy/nginx/kolibri-replicas.conf): affinity, failover.
 PYTHONPATH=$deps python3 tests/server/test_replicas.py target/release/kolibri "$qwen" || status=1

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kolibri::batching::{
     fit_prompt, Completion, Event, EventSink, FinishReason, Request, Scheduler, SchedulerParams,
-    SlotAction, SlotError, Stats, SubmitError, TokenLogprob,
+    SlotAction, SlotError, Speculation, Stats, SubmitError, TokenLogprob,
 };
 use kolibri::model::ModelError;
 use kolibri::model::{Context, ContextParams, KvType, Logits, Model};
@@ -44,7 +44,7 @@ fn scheduler_with(
             type_k: KvType::F16,
             type_v: KvType::F16,
             context_shift,
-            lookup: 0,
+            speculation: Default::default(),
         },
     )
     .unwrap()
@@ -518,7 +518,11 @@ fn prompt_lookup_drafts_per_slot_and_keeps_greedy_output() {
                 type_k: KvType::F16,
                 type_v: KvType::F16,
                 context_shift: None,
-                lookup,
+                speculation: Speculation {
+                    max_draft: lookup,
+                    lookup: lookup > 0,
+                    ..Speculation::default()
+                },
             },
         )
         .unwrap();
@@ -550,6 +554,98 @@ fn prompt_lookup_drafts_per_slot_and_keeps_greedy_output() {
         passes < plain_passes,
         "{passes} passes, {plain_passes} without lookup"
     );
+}
+
+/// A draft model in the scheduler (Qwen2.5-Coder 0.5B drafting for the 1.5B): three requests
+/// at once, one prompt longer than a batch (the draft catches it up over several steps);
+/// greedy output is what the scheduler gives without speculation, in fewer forward passes.
+#[test]
+fn a_shared_draft_model_keeps_greedy_output() {
+    let target = Arc::new(Model::load(common::model_path(TARGET_15B)).unwrap());
+    let draft = model();
+    let long = "Explain what this does, then write it in Rust:\n".to_string()
+        + &"def add(a, b):\n    return a + b\n\n".repeat(8);
+    let prompts = [
+        prompt(&target, &long),
+        prompt(&target, "fn fibonacci(n: u64) -> u64 {"),
+        prompt(&target, "The capital of France is"),
+    ];
+    assert!(
+        prompts[0].len() > 64,
+        "the first prompt fills more than a batch"
+    );
+    let run = |draft_model: Option<Arc<Model>>| {
+        let s = Scheduler::start(Arc::clone(&target), spec_params(3, draft_model, false)).unwrap();
+        let pending: Vec<Pending> = (prompts.iter())
+            .map(|p| submit(&s, p.clone(), 40, SamplerParams::greedy(), &[]).unwrap())
+            .collect();
+        let done: Vec<(String, Completion)> = pending.iter().map(|p| wait(p).unwrap()).collect();
+        let stats = s.stats();
+        let counts = [
+            Stats::get(&stats.forward_passes),
+            Stats::get(&stats.drafted_tokens),
+            Stats::get(&stats.accepted_tokens),
+        ];
+        (done, counts)
+    };
+    let (plain, [plain_passes, ..]) = run(None);
+    let (fast, [passes, drafted, accepted]) = run(Some(draft));
+    for ((pt, pc), (ft, fc)) in plain.iter().zip(&fast) {
+        assert_eq!(fc.tokens, pc.tokens);
+        assert_eq!(ft, pt);
+    }
+    assert!(
+        accepted > 0 && accepted <= drafted,
+        "{accepted} of {drafted}"
+    );
+    assert!(
+        passes < plain_passes,
+        "{passes} passes, {plain_passes} without a draft"
+    );
+}
+
+/// A draft model that cannot draft for the target is refused when the scheduler starts.
+#[test]
+fn an_unusable_draft_model_is_refused_at_start() {
+    let small = model();
+    let other_vocab = Arc::new(Model::load(common::model_path(GEMMA)).unwrap());
+    let refusal = |target: &Arc<Model>, draft: &Arc<Model>| {
+        let params = spec_params(2, Some(Arc::clone(draft)), true);
+        match Scheduler::start(Arc::clone(target), params) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!(
+                "{} drafting for {}",
+                draft.display_name(),
+                target.display_name()
+            ),
+        }
+    };
+    let e = refusal(&small, &other_vocab);
+    assert!(e.contains("vocabulary"), "{e}");
+    let e = refusal(&small, &small);
+    assert!(e.contains("a draft must be smaller"), "{e}");
+}
+
+const TARGET_15B: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
+
+fn spec_params(n_slots: usize, draft_model: Option<Arc<Model>>, lookup: bool) -> SchedulerParams {
+    SchedulerParams {
+        n_slots,
+        n_ctx: 256,
+        n_threads: common::threads(),
+        n_batch: 64,
+        max_queue: 4,
+        type_k: KvType::F16,
+        type_v: KvType::F16,
+        context_shift: None,
+        speculation: Speculation {
+            max_draft: 16,
+            lookup,
+            draft_model,
+            draft_p_min: 0.3,
+        },
+    }
 }
 
 #[test]

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use kolibri::model::{Context, ContextParams, Logits, Model, ModelError};
 use kolibri::sampling::{Sampler, SamplerParams};
 use kolibri::speculative::{
-    Drafter, LookupDrafter, LookupThenModel, ModelDrafter, SpecStats, Speculator,
+    DraftRequest, Drafter, LookupDrafter, LookupThenModel, ModelDrafter, SharedDrafter, SpecStats,
+    Speculator,
 };
 use serde_json::Value;
 
@@ -214,6 +215,71 @@ fn verified_tokens_keep_the_target_distribution() {
         stat > critical(df),
         "a trusting verifier passed: chi2 {stat}"
     );
+}
+
+/// A context of `n_seq` sequences evaluating at most 32 tokens per pass.
+fn small_batch_context(model: &Arc<Model>, n_seq: usize) -> Context {
+    let params = ContextParams {
+        n_ctx: 512,
+        n_seq,
+        n_batch: 32,
+        n_threads: common::threads(),
+        ..Default::default()
+    };
+    Context::new(Arc::clone(model), &params).unwrap()
+}
+
+/// What a lone drafter, in a fresh context, drafts after `history`.
+fn lone_draft(target: &Context, draft: &Arc<Model>, history: &[u32], max: usize) -> Vec<u32> {
+    let ctx = small_batch_context(draft, 1);
+    let mut lone = ModelDrafter::new(target, ctx, 0, 0.0).unwrap();
+    lone.draft(history, max).unwrap()
+}
+
+/// The shared drafter drafts for three sequences at once what a lone drafter drafts for each:
+/// first after a prompt longer than its batch (caught up over several calls, drafting
+/// nothing until then), then after the target kept two drafts and chose its own third.
+#[test]
+fn a_shared_drafter_drafts_what_a_lone_one_does() {
+    let (target, draft) = (load(QWEN_15B), load(QWEN_05B));
+    let target_ctx = small_batch_context(&target, 3);
+    let mut shared = SharedDrafter::new(&target_ctx, small_batch_context(&draft, 3), 0.0).unwrap();
+    let tokenize = |text: &str| target.tokenizer.encode(text, true, false);
+    let mut asks: Vec<DraftRequest> = [EDIT_PROMPT.repeat(2).as_str(), "fn main() {", "1, 2, 3,"]
+        .iter()
+        .enumerate()
+        .map(|(seq, text)| DraftRequest {
+            seq,
+            history: tokenize(text),
+            max: 6,
+            drafts: Vec::new(),
+        })
+        .collect();
+    assert!(asks[0].history.len() > 2 * 32);
+    let mut calls = 0;
+    while asks.iter().any(|a| a.drafts.is_empty()) {
+        shared.draft(&mut asks).unwrap();
+        calls += 1;
+        assert!(calls <= 8, "the prompts are never caught up");
+    }
+    assert!(
+        calls >= 3,
+        "a {}-token prompt caught up in {calls} calls",
+        asks[0].history.len()
+    );
+    for round in 0..2 {
+        for ask in &asks {
+            let lone = lone_draft(&target_ctx, &draft, &ask.history, 6);
+            assert_eq!(ask.drafts, lone, "round {round}, sequence {}", ask.seq);
+        }
+        for ask in asks.iter_mut() {
+            let kept = ask.drafts[..2].to_vec();
+            ask.history.extend(kept);
+            ask.history.push(ask.drafts[2] ^ 1);
+        }
+        shared.draft(&mut asks).unwrap();
+        assert!(asks.iter().all(|a| a.drafts.len() == 6));
+    }
 }
 
 #[test]

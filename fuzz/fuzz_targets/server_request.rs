@@ -63,7 +63,7 @@ fn server() -> &'static Server {
             type_k: KvType::F16,
             type_v: KvType::F16,
             context_shift: None,
-            lookup: 0,
+            speculation: Default::default(),
         };
         let scheduler = Scheduler::start(Arc::clone(&model), params).expect("a scheduler");
         let save_dir = std::env::temp_dir()

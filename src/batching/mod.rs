@@ -27,6 +27,7 @@ pub use stop::StopMatcher;
 
 use crate::model::{Context, ContextParams, KvType, Model, ModelError};
 use crate::sampling::{Sampler, SamplerParams};
+use crate::speculative::SharedDrafter;
 use crate::tokenizer::TokenId;
 
 /// One generation request.
@@ -130,9 +131,45 @@ pub struct SchedulerParams {
     /// they are full, the older half of what follows the first `n_keep` tokens is forgotten);
     /// `None` ends it there with [`FinishReason::Length`].
     pub context_shift: Option<usize>,
-    /// Prompt-lookup speculation: most tokens each generating slot drafts per step from its
-    /// own prompt and text, checked in the shared forward pass; 0 = off.
-    pub lookup: usize,
+    /// Speculative decoding, each generating slot drafting for itself (off by default).
+    pub speculation: Speculation,
+}
+
+/// Speculation in the scheduler: every generating slot drafts a few tokens per step, which
+/// the shared forward pass checks beside the other slots' tokens.
+#[derive(Clone, Default)]
+pub struct Speculation {
+    /// Most tokens a slot drafts per step (at most 32; 0 = off): fewer when acceptance or the
+    /// measured pass times say more would not pay.
+    pub max_draft: usize,
+    /// Prompt lookup: draft from the request's own prompt and text, and from what earlier
+    /// requests said.
+    pub lookup: bool,
+    /// A small model of the target's vocabulary (checked at start), drafting for all slots in
+    /// shared passes; with `lookup` too, it drafts where lookup finds nothing.
+    pub draft_model: Option<Arc<Model>>,
+    /// The draft model stops drafting at a token it gives less probability than this.
+    pub draft_p_min: f32,
+}
+
+impl std::fmt::Debug for Speculation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Speculation")
+            .field("max_draft", &self.max_draft)
+            .field("lookup", &self.lookup)
+            .field(
+                "draft_model",
+                &self.draft_model.as_ref().map(|m| m.display_name()),
+            )
+            .field("draft_p_min", &self.draft_p_min)
+            .finish()
+    }
+}
+
+impl Speculation {
+    fn is_on(&self) -> bool {
+        self.max_draft > 0 && (self.lookup || self.draft_model.is_some())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,13 +265,22 @@ impl Scheduler {
                 type_v: params.type_v,
             },
         )?;
+        let drafter = Self::draft_context(&ctx, &params)?;
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
         let worker_stats = Arc::clone(&stats);
-        let (shift, lookup) = (params.context_shift, params.lookup.min(32));
+        let setup = worker::Setup {
+            shift: params.context_shift,
+            max_draft: if params.speculation.is_on() {
+                params.speculation.max_draft.min(32)
+            } else {
+                0
+            },
+            lookup: params.speculation.lookup,
+        };
         let worker = std::thread::Builder::new()
             .name("kolibri-scheduler".into())
-            .spawn(move || worker::run(ctx, rx, worker_stats, shift, lookup))
+            .spawn(move || worker::run(ctx, drafter, rx, worker_stats, setup))
             .map_err(|e| ModelError::InvalidArgument(format!("cannot start a thread: {e}")))?;
         Ok(Scheduler {
             model,
@@ -243,6 +289,37 @@ impl Scheduler {
             queue: Some(tx),
             worker: Some(worker),
         })
+    }
+
+    /// The draft model's drafter, with a sequence per slot as long as the target's.
+    fn draft_context(
+        target: &Context,
+        params: &SchedulerParams,
+    ) -> Result<Option<SharedDrafter>, ModelError> {
+        let spec = &params.speculation;
+        let Some(draft) = spec.draft_model.as_ref().filter(|_| spec.is_on()) else {
+            return Ok(None);
+        };
+        let trained = draft.hparams.n_ctx_train;
+        if params.n_ctx > trained {
+            return Err(ModelError::InvalidArgument(format!(
+                "the draft model {} was trained for {trained} positions, a slot holds {}",
+                draft.display_name(),
+                params.n_ctx
+            )));
+        }
+        let ctx = Context::new(
+            Arc::clone(draft),
+            &ContextParams {
+                n_ctx: params.n_ctx,
+                n_seq: params.n_slots,
+                n_threads: params.n_threads,
+                n_batch: params.n_batch,
+                type_k: params.type_k,
+                type_v: params.type_v,
+            },
+        )?;
+        SharedDrafter::new(target, ctx, spec.draft_p_min).map(Some)
     }
 
     pub fn model(&self) -> &Arc<Model> {

@@ -12,7 +12,9 @@ use super::stop::StopMatcher;
 use super::{Completion, Event, Failure, FinishReason, Message, Queued, Request};
 use crate::model::{BatchToken, Context};
 use crate::sampling::Sampler;
-use crate::speculative::{DraftPolicy, Drafter, LookupDrafter, NgramPool};
+use crate::speculative::{
+    DraftPolicy, DraftRequest, Drafter, LookupDrafter, NgramPool, SharedDrafter,
+};
 use crate::tokenizer::{StreamDecoder, TokenId, Tokenizer};
 
 /// One sequence of the context (whose tokens `ctx.seq_tokens(slot)` holds) and the request
@@ -40,8 +42,8 @@ struct Job<'t> {
     first_token: Option<Instant>,
     decoder: StreamDecoder<'t>,
     stop: StopMatcher,
-    /// Prompt-lookup speculation over this request's text, when on.
-    lookup: Option<(LookupDrafter, DraftPolicy)>,
+    /// How this request speculates, when the scheduler does.
+    spec: Option<JobSpec>,
     /// Tokens drafted to follow `next` in the current step.
     drafts: Vec<TokenId>,
     /// Log-probabilities waiting for their text (requests with `logprobs`).
@@ -50,6 +52,44 @@ struct Job<'t> {
     leader: Option<usize>,
     /// A group's first choice: the slots waiting for its prompt.
     followers: Vec<usize>,
+}
+
+/// A request's speculation: its prompt-lookup drafter (with lookup on) and how many tokens
+/// drafting pays for it.
+struct JobSpec {
+    lookup: Option<LookupDrafter>,
+    policy: DraftPolicy,
+}
+
+/// The scheduler's settings, as the thread runs them.
+pub(super) struct Setup {
+    /// Context shift's `n_keep`, when on.
+    pub shift: Option<usize>,
+    /// Most tokens a slot drafts per step (0: no speculation).
+    pub max_draft: usize,
+    /// Prompt lookup on.
+    pub lookup: bool,
+}
+
+/// What every job's speculation is made from.
+struct SpecSetup {
+    max_draft: usize,
+    /// What finished requests said, for every slot's prompt lookup to draft from.
+    pool: Option<Arc<NgramPool>>,
+    /// Whether a draft model drafts too.
+    model: bool,
+}
+
+impl SpecSetup {
+    fn for_job(&self) -> Option<JobSpec> {
+        // Beside a draft model only lookup matches of 3+ tokens beat it.
+        let ngram_min = if self.model { 3 } else { 1 };
+        (self.max_draft > 0).then(|| JobSpec {
+            lookup: (self.pool.as_ref())
+                .map(|pool| LookupDrafter::new(ngram_min, 4).with_pool(Arc::clone(pool))),
+            policy: DraftPolicy::new(self.max_draft, !self.model),
+        })
+    }
 }
 
 enum Outcome {
@@ -61,11 +101,12 @@ enum Outcome {
 
 pub(super) fn run(
     mut ctx: Context,
+    mut drafter: Option<SharedDrafter>,
     queue: mpsc::Receiver<Message>,
     stats: Arc<Stats>,
-    shift: Option<usize>,
-    lookup: usize,
+    setup: Setup,
 ) {
+    let shift = setup.shift;
     let model = Arc::clone(ctx.model());
     let tokenizer = &model.tokenizer;
     let n_ctx = ctx.n_ctx();
@@ -75,8 +116,11 @@ pub(super) fn run(
             job: None,
         })
         .collect();
-    // What finished requests said, for every slot's prompt lookup to draft from.
-    let lookup_pool = (lookup > 0).then(|| Arc::new(NgramPool::new(3, 1 << 20)));
+    let spec = SpecSetup {
+        max_draft: setup.max_draft,
+        pool: (setup.lookup && setup.max_draft > 0).then(|| Arc::new(NgramPool::new(3, 1 << 20))),
+        model: drafter.is_some(),
+    };
     let mut waiting: VecDeque<Queued> = VecDeque::new();
     let mut slot_tasks: Vec<slot_files::SlotTask> = Vec::new();
     let mut open = true;
@@ -106,13 +150,12 @@ pub(super) fn run(
         drop_abandoned_waiting(&mut waiting, &stats);
         // With context shift a request may generate past its slot's positions.
         let room = if shift.is_some() { usize::MAX } else { n_ctx };
-        let lookup = lookup_pool.as_ref().map(|pool| (lookup, pool));
         admit(
             &mut ctx,
             &mut slots,
             &mut waiting,
             tokenizer,
-            (room, lookup),
+            (room, &spec),
             &stats,
         );
         if let Some(n_keep) = shift {
@@ -131,9 +174,10 @@ pub(super) fn run(
         }
         end_orphans(&mut slots, &stats);
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            step(&mut ctx, &mut slots, tokenizer, &stats)
+            step(&mut ctx, drafter.as_mut(), &mut slots, tokenizer, &stats)
         }));
         if stepped.is_err() {
+            drafter.as_mut().map(SharedDrafter::reset);
             recover_from_panic(&mut ctx, &mut slots, &stats);
         }
     }
@@ -208,7 +252,7 @@ fn admit<'t>(
     slots: &mut [Slot<'t>],
     waiting: &mut VecDeque<Queued>,
     tokenizer: &'t Tokenizer,
-    (room, lookup): (usize, Option<(usize, &Arc<NgramPool>)>),
+    (room, spec): (usize, &SpecSetup),
     stats: &Stats,
 ) {
     while !waiting.is_empty() {
@@ -238,13 +282,13 @@ fn admit<'t>(
         let keep = shared.min(req.prompt.len() - 1);
         ctx.truncate_seq(seq, keep);
         Stats::add(&stats.prompt_tokens_cached, keep as u64);
-        let mut leader = new_job(req, sampler, submitted, keep, (tokenizer, room, lookup));
+        let mut leader = new_job(req, sampler, submitted, keep, (tokenizer, room, spec));
         for (req, sampler) in followers {
             let f = (0..slots.len())
                 .find(|&i| i != seq && slots[i].job.is_none())
                 .expect("enough free slots were counted");
             let n = req.prompt.len();
-            let mut job = new_job(req, sampler, submitted, n, (tokenizer, room, lookup));
+            let mut job = new_job(req, sampler, submitted, n, (tokenizer, room, spec));
             // It waits, with nothing to evaluate, until the leader's prompt is in the cache.
             job.pending.clear();
             job.leader = Some(seq);
@@ -268,7 +312,7 @@ fn new_job<'t>(
     sampler: Sampler,
     submitted: Instant,
     keep: usize,
-    (tokenizer, room, lookup): (&'t Tokenizer, usize, Option<(usize, &Arc<NgramPool>)>),
+    (tokenizer, room, spec): (&'t Tokenizer, usize, &SpecSetup),
 ) -> Job<'t> {
     Job {
         pending: req.prompt[keep..].to_vec(),
@@ -280,10 +324,7 @@ fn new_job<'t>(
         first_token: None,
         decoder: StreamDecoder::new(tokenizer),
         stop: StopMatcher::new(&req.stop),
-        lookup: lookup.map(|(max, pool)| {
-            let drafter = LookupDrafter::new(1, 4).with_pool(Arc::clone(pool));
-            (drafter, DraftPolicy::new(max, true))
-        }),
+        spec: spec.for_job(),
         drafts: Vec::new(),
         logprobs: LogprobQueue::default(),
         leader: None,
@@ -323,21 +364,23 @@ fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
 
 /// One forward pass over every busy slot, then one sampled token for each slot that finished
 /// its prompt or is generating.
-fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &Stats) {
+fn step(
+    ctx: &mut Context,
+    drafter: Option<&mut SharedDrafter>,
+    slots: &mut [Slot],
+    tokenizer: &Tokenizer,
+    stats: &Stats,
+) {
     let n_batch = ctx.n_batch();
     let mut batch: Vec<BatchToken> = Vec::new();
     // Generating slots first: one token each keeps every stream moving; then their drafts
     // while the batch has room.
-    let n_generating = (slots.iter())
-        .filter(|s| s.job.as_ref().is_some_and(|j| j.next.is_some()))
-        .count();
-    let mut draft_room = n_batch.saturating_sub(n_generating);
+    draft_all(ctx, drafter, slots);
     for (seq, slot) in slots.iter_mut().enumerate() {
         let Some(job) = slot.job.as_mut() else {
             continue;
         };
         let Some(token) = job.next else { continue };
-        draft_for(ctx, seq, job, (n_generating, &mut draft_room));
         let row = std::iter::once(token).chain(job.drafts.iter().copied());
         batch.extend(row.map(|token| BatchToken {
             token,
@@ -368,8 +411,8 @@ fn step(ctx: &mut Context, slots: &mut [Slot], tokenizer: &Tokenizer, stats: &St
     let secs = started.elapsed().as_secs_f64();
     Stats::add(&stats.busy_micros, (secs * 1e6) as u64);
     for job in slots.iter_mut().filter_map(|s| s.job.as_mut()) {
-        if let Some((_, policy)) = &mut job.lookup {
-            policy.verified(batch.len(), secs);
+        if let Some(spec) = &mut job.spec {
+            spec.policy.verified(batch.len(), secs);
         }
     }
     Stats::add(&stats.forward_passes, 1);
@@ -476,30 +519,71 @@ fn end_orphans(slots: &mut [Slot], stats: &Stats) {
     }
 }
 
-/// Drafts by prompt lookup for a generating slot (one of `sharers` in this pass), within the
-/// positions and tokens left to it and the batch's room.
-fn draft_for(ctx: &Context, seq: usize, job: &mut Job, (sharers, batch_room): (usize, &mut usize)) {
-    job.drafts.clear();
-    let (Some((lookup, policy)), Some(next)) = (&mut job.lookup, job.next) else {
+/// Drafts for every generating slot that speculates, within the positions and tokens left to
+/// it and the batch's room: by prompt lookup first, then, where lookup finds nothing, by the
+/// draft model, in passes the slots share.
+fn draft_all(ctx: &Context, drafter: Option<&mut SharedDrafter>, slots: &mut [Slot]) {
+    let n_generating = (slots.iter())
+        .filter(|s| s.job.as_ref().is_some_and(|j| j.next.is_some()))
+        .count();
+    let mut room = ctx.n_batch().saturating_sub(n_generating);
+    let mut asks: Vec<DraftRequest> = Vec::new();
+    for (seq, slot) in slots.iter_mut().enumerate() {
+        let Some(job) = slot.job.as_mut() else {
+            continue;
+        };
+        job.drafts.clear();
+        let (Some(spec), Some(next)) = (&mut job.spec, job.next) else {
+            continue;
+        };
+        let held = ctx.seq_tokens(seq);
+        let positions = ctx.n_ctx().saturating_sub(held.len() + 1);
+        // The token sampled after the drafts counts too.
+        let tokens_left = job.max_tokens.saturating_sub(job.generated.len() + 1);
+        let want = (spec.policy.draft_len_shared(n_generating))
+            .min(positions)
+            .min(tokens_left)
+            .min(room);
+        if want == 0 {
+            continue;
+        }
+        let mut history = Vec::with_capacity(held.len() + 1);
+        history.extend_from_slice(held);
+        history.push(next);
+        if let Some(lookup) = &mut spec.lookup {
+            job.drafts = lookup.draft(&history, want).unwrap_or_default();
+            job.drafts.truncate(want);
+        }
+        if job.drafts.is_empty() && drafter.is_some() {
+            // Room is held for the model's drafts until they are known.
+            room -= want;
+            asks.push(DraftRequest {
+                seq,
+                history,
+                max: want,
+                drafts: Vec::new(),
+            });
+        } else {
+            room -= job.drafts.len();
+        }
+    }
+    let Some(drafter) = drafter.filter(|_| !asks.is_empty()) else {
         return;
     };
-    let held = ctx.seq_tokens(seq);
-    let positions = ctx.n_ctx().saturating_sub(held.len() + 1);
-    // The token sampled after the drafts counts too.
-    let tokens_left = job.max_tokens.saturating_sub(job.generated.len() + 1);
-    let want = (policy.draft_len_shared(sharers))
-        .min(positions)
-        .min(tokens_left)
-        .min(*batch_room);
-    if want == 0 {
+    // A draft that fails (it cannot, short of a bug) only costs this step its drafts.
+    if drafter.draft(&mut asks).is_err() {
         return;
     }
-    let mut history = Vec::with_capacity(held.len() + 1);
-    history.extend_from_slice(held);
-    history.push(next);
-    job.drafts = lookup.draft(&history, want).unwrap_or_default();
-    job.drafts.truncate(want);
-    *batch_room -= job.drafts.len();
+    let (passes, secs) = drafter.last_timing();
+    for ask in asks {
+        let Some(job) = slots[ask.seq].job.as_mut() else {
+            continue;
+        };
+        if let Some(spec) = &mut job.spec {
+            spec.policy.drafted(passes, secs);
+        }
+        job.drafts = ask.drafts;
+    }
 }
 
 /// Samples a generating slot's tokens from its rows (the row of its next token, then one per
@@ -530,8 +614,8 @@ fn verify(
         ctx.truncate_seq(seq, held_before + accepted);
         Stats::add(&stats.drafted_tokens, drafts.len() as u64);
         Stats::add(&stats.accepted_tokens, accepted as u64);
-        if let Some((_, policy)) = &mut job.lookup {
-            policy.accepted(drafts.len(), accepted);
+        if let Some(spec) = &mut job.spec {
+            spec.policy.accepted(drafts.len(), accepted);
         }
     }
     outcome
@@ -604,7 +688,7 @@ fn end_job(slot: &mut Slot, outcome: Outcome, stats: &Stats) {
     let Some(mut job) = slot.job.take() else {
         return;
     };
-    if let Some((lookup, _)) = &job.lookup {
+    if let Some(lookup) = job.spec.as_ref().and_then(|s| s.lookup.as_ref()) {
         lookup.share();
     }
     Stats::sub(&stats.slots_busy, 1);

@@ -133,7 +133,7 @@ pub fn render(app: &AppState) -> String {
     metric(
         "drafted_tokens_total",
         "counter",
-        "Tokens drafted by prompt lookup and checked by the model (--lookup).",
+        "Tokens drafted (--lookup, --draft) and checked by the model.",
         n(&s.drafted_tokens),
     );
     metric(

@@ -175,7 +175,7 @@ impl<C: BorrowMut<Context>> Drafter for ModelDrafter<C> {
 }
 
 /// The most likely token and its probability.
-fn top_token(logits: &[f32]) -> (TokenId, f32) {
+pub(super) fn top_token(logits: &[f32]) -> (TokenId, f32) {
     let best = crate::sampling::argmax(logits);
     let top = logits[best as usize];
     let sum: f64 = logits

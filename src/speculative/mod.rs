@@ -6,7 +6,8 @@
 //! ([`Drafter`]): a small draft model sharing the target's vocabulary ([`ModelDrafter`]), and
 //! prompt lookup ([`LookupDrafter`]), which proposes what followed the latest earlier
 //! occurrence of the text's last few tokens (edits and RAG answers repeat their input), and
-//! the two together ([`LookupThenModel`]).
+//! the two together ([`LookupThenModel`]); a server's slots share one draft model
+//! ([`SharedDrafter`]).
 //!
 //! Exactness: the target's logits of a token are the same bits in a verify batch as in a
 //! single-token pass (`tests/batch_invariance.rs`), so greedy output is token for token that of
@@ -17,12 +18,14 @@
 mod drafter;
 mod lookup;
 mod policy;
+mod shared_draft;
 
 use std::time::Instant;
 
 pub use drafter::{check_draft_model, Drafter, LookupThenModel, ModelDrafter};
 pub use lookup::{LookupDrafter, NgramPool};
 pub use policy::DraftPolicy;
+pub use shared_draft::{DraftRequest, SharedDrafter};
 
 use crate::model::{BatchToken, Context, ModelError};
 use crate::sampling::Sampler;

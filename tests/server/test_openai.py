@@ -944,8 +944,50 @@ def hostile_templates(binary, model):
                 assert s.stop() == 0, what
 
 
+EDIT_PROMPT = ("Rewrite this function to use a loop instead of recursion, keep the names:\n"
+               "def fibonacci(n):\n    if n <= 1:\n        return n\n"
+               "    return fibonacci(n - 1) + fibonacci(n - 2)\n\nAnswer:\n")
+SPEC_PROMPTS = [EDIT_PROMPT, "fn is_prime(n: u64) -> bool {", "The capital of France is"]
+
+
+def greedy_texts(s, prompts, max_tokens):
+    """Greedy completions of `prompts`, sent at once (the slots run side by side)."""
+    def one(p):
+        r = s.client().completions.create(model="m", prompt=p, max_tokens=max_tokens,
+                                          temperature=0)
+        return r.choices[0].text
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+        return list(pool.map(one, prompts))
+
+
+@check("speculation: --lookup and --draft keep greedy output; a bad draft is refused")
+def speculation(binary, target, draft, other_vocab):
+    """The 1.5B served plainly, with a 0.5B draft, and with prompt lookup: the same greedy text
+    for three requests at once, the drafts counted in /metrics."""
+    texts = {}
+    for name, extra in [("plain", []), ("draft", ["--draft", draft]), ("lookup", ["--lookup"])]:
+        s = Server(binary, target, "--parallel", "3", "-c", "512", *extra, key=KEY)
+        try:
+            texts[name] = greedy_texts(s, SPEC_PROMPTS, 40)
+            drafted, accepted = s.metric("drafted_tokens_total"), s.metric("accepted_tokens_total")
+            if name == "plain":
+                assert drafted == 0, drafted
+            else:
+                assert 0 < accepted <= drafted, (name, accepted, drafted)
+        finally:
+            assert s.stop() == 0
+    for name in ["draft", "lookup"]:
+        assert texts[name] == texts["plain"], (name, texts[name], texts["plain"])
+    for bad, why in [(other_vocab, "vocabulary"), (target, "must be smaller")]:
+        try:
+            Server(binary, draft, "--parallel", "1", "--draft", bad, key=KEY).stop()
+            raise AssertionError(f"--draft {bad} was accepted")
+        except RuntimeError as e:
+            assert why in str(e), str(e)
+
+
 def main():
-    binary, chat_model, plain_model = sys.argv[1:4]
+    binary, chat_model, plain_model, large_model = sys.argv[1:5]
     if os.environ.get("KOLIBRI_LONG_CHAT"):
         # The issue's scale (4k context, 6k tokens): minutes, so not part of the suite.
         chat_past_context(binary, chat_model, 4096, 6144)
@@ -969,6 +1011,7 @@ def main():
     connection_cap(binary, chat_model)
     graceful_stop(binary, chat_model)
     hostile_templates(binary, chat_model)
+    speculation(binary, large_model, chat_model, plain_model)
     single = Server(binary, chat_model, "--parallel", "1", key=KEY)
     try:
         queued_throughput(single)

@@ -40,10 +40,10 @@ impl AttentionShape {
     }
 }
 
-/// Batches of fewer queries than this attend query by query ([`per_query`] or [`streaming`]);
-/// larger ones in tiles. Below it llama.cpp's per-query kernel runs too, and following the
-/// same rule keeps our logits within llama.cpp's, which some models are sensitive to at the
-/// 0.1-nat level.
+/// A sequence with fewer queries than this in a batch attends query by query ([`per_query`]
+/// or [`streaming`]); one with more, in tiles. Below it llama.cpp's per-query kernel runs too,
+/// and following the same rule keeps our logits within llama.cpp's, which some models are
+/// sensitive to at the 0.1-nat level.
 const TILED_FROM: usize = 64;
 
 /// Rows per chunk of [`streaming`]; an f16 cache with no more visible rows than this takes
@@ -72,25 +72,95 @@ pub fn attention(
     let n_tokens = places.len();
     assert_eq!(q.len(), n_tokens * s.n_head * s.head_dim_k, "query rows");
     assert_eq!(out.len(), n_tokens * s.n_head * s.head_dim_v, "output rows");
-    if n_tokens >= TILED_FROM {
-        return tiled::attention(s, q, kv, layer, places, out);
+    // Chosen per sequence, so a token's result never depends on what other sequences have in
+    // its batch (a server's verify rows beside another slot's prompt chunk give the bits a
+    // single-token pass gives).
+    let prompt = prompt_queries(places);
+    split_queries(
+        s,
+        q,
+        places,
+        out,
+        |i| prompt[i],
+        |tiled, q, places, out| {
+            if tiled {
+                tiled::attention(s, q, kv, layer, places, out)
+            } else {
+                few_queries(s, q, kv, layer, places, out)
+            }
+        },
+    );
+}
+
+/// Whether each query belongs to a sequence with at least [`TILED_FROM`] queries in the batch.
+fn prompt_queries(places: &[QueryPlace]) -> Vec<bool> {
+    let mut counts: Vec<(usize, usize)> = Vec::new();
+    for p in places {
+        match counts.iter_mut().find(|(seq, _)| *seq == p.seq_row0) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((p.seq_row0, 1)),
+        }
     }
-    // Chosen per query, so a token's result never depends on what else is in its batch (a
-    // verify pass of speculative decoding must give the bits a single-token pass gives).
+    let count = |seq_row0| {
+        counts
+            .iter()
+            .find(|(s, _)| *s == seq_row0)
+            .map_or(0, |c| c.1)
+    };
+    places
+        .iter()
+        .map(|p| count(p.seq_row0) >= TILED_FROM)
+        .collect()
+}
+
+/// Queries attending one by one: over a short f16 cache with llama.cpp's per-query kernel,
+/// otherwise streaming. Chosen per query, like the tiles, for the same reason.
+fn few_queries(
+    s: &AttentionShape,
+    q: &[f32],
+    kv: &KvCache,
+    layer: usize,
+    places: &[QueryPlace],
+    out: &mut [f32],
+) {
     let f16_cache = kv.type_k() == KvType::F16 && kv.type_v() == KvType::F16;
     let short = |p: &QueryPlace| f16_cache && visible(s, *p).len() <= SPLIT_ROWS;
-    let n_short = places.iter().filter(|p| short(p)).count();
-    if n_short == n_tokens {
-        return per_query::attention(s, q, kv, layer, places, out);
-    }
-    if n_short == 0 {
-        return streaming::attention(s, q, kv, layer, places, out);
+    let short: Vec<bool> = places.iter().map(short).collect();
+    split_queries(
+        s,
+        q,
+        places,
+        out,
+        |i| short[i],
+        |short, q, places, out| {
+            if short {
+                per_query::attention(s, q, kv, layer, places, out)
+            } else {
+                streaming::attention(s, q, kv, layer, places, out)
+            }
+        },
+    );
+}
+
+/// Runs `kernel(true, ..)` on the queries `pick` selects and `kernel(false, ..)` on the rest,
+/// each part's query and output rows gathered (a part that is the whole batch runs in place,
+/// an empty one not at all).
+fn split_queries(
+    s: &AttentionShape,
+    q: &[f32],
+    places: &[QueryPlace],
+    out: &mut [f32],
+    pick: impl Fn(usize) -> bool,
+    mut kernel: impl FnMut(bool, &[f32], &[QueryPlace], &mut [f32]),
+) {
+    let n_tokens = places.len();
+    let n_picked = (0..n_tokens).filter(|&i| pick(i)).count();
+    if n_picked == n_tokens || n_picked == 0 {
+        return kernel(n_picked > 0, q, places, out);
     }
     let (q_width, out_width) = (s.n_head * s.head_dim_k, s.n_head * s.head_dim_v);
-    for want_short in [true, false] {
-        let idx: Vec<usize> = (0..n_tokens)
-            .filter(|&i| short(&places[i]) == want_short)
-            .collect();
+    for part in [true, false] {
+        let idx: Vec<usize> = (0..n_tokens).filter(|&i| pick(i) == part).collect();
         let sub_places: Vec<QueryPlace> = idx.iter().map(|&i| places[i]).collect();
         let sub_q: Vec<f32> = idx
             .iter()
@@ -98,11 +168,7 @@ pub fn attention(
             .copied()
             .collect();
         let mut sub_out = vec![0f32; idx.len() * out_width];
-        if want_short {
-            per_query::attention(s, &sub_q, kv, layer, &sub_places, &mut sub_out);
-        } else {
-            streaming::attention(s, &sub_q, kv, layer, &sub_places, &mut sub_out);
-        }
+        kernel(part, &sub_q, &sub_places, &mut sub_out);
         for (j, &i) in idx.iter().enumerate() {
             out[i * out_width..(i + 1) * out_width]
                 .copy_from_slice(&sub_out[j * out_width..(j + 1) * out_width]);

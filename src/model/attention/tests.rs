@@ -173,3 +173,36 @@ fn streaming_results_do_not_depend_on_threads() {
     };
     assert_eq!(run(1), run(4));
 }
+
+/// A sequence's few queries give the same bits whether or not another sequence's prompt
+/// chunk (tiled) shares their batch, and that chunk the bits it gets alone.
+#[test]
+fn a_query_does_not_depend_on_other_sequences_in_its_batch() {
+    let s = shape(0, 0.0);
+    let kv = cache(200, 200, KvType::F16, KvType::F16);
+    let places_of = |seq: usize, pos0: usize, n: usize| -> Vec<QueryPlace> {
+        let seq_row0 = kv.row(seq, 0);
+        (0..n)
+            .map(|t| QueryPlace {
+                seq_row0,
+                pos: pos0 + t,
+            })
+            .collect()
+    };
+    let width = N_HEAD * HK;
+    let run = |places: &[QueryPlace], q_offset: usize| {
+        let q: Vec<f32> = (0..places.len() * width).map(|i| r(i + q_offset)).collect();
+        let mut out = vec![f32::NAN; places.len() * N_HEAD * HV];
+        attention(&s, &q, &kv, 0, places, &mut out);
+        out
+    };
+    let (few, prompt) = (places_of(1, 150, 3), places_of(0, 10, TILED_FROM));
+    let mixed: Vec<QueryPlace> = few.iter().chain(&prompt).copied().collect();
+    // The queries of the mixed batch are those of the two alone, in the same order.
+    let alone_few = run(&few, 0);
+    let alone_prompt = run(&prompt, few.len() * width);
+    let together = run(&mixed, 0);
+    let split = few.len() * N_HEAD * HV;
+    assert_eq!(together[..split], alone_few[..]);
+    assert_eq!(together[split..], alone_prompt[..]);
+}

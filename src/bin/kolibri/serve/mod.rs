@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kolibri::batching::{Scheduler, SchedulerParams};
+use kolibri::batching::{Scheduler, SchedulerParams, Speculation};
 use kolibri::chat::ChatTemplate;
 use kolibri::server::{listener, router, AppState};
 
@@ -18,11 +18,15 @@ pub const USAGE: &str =
               [--chat-template-file FILE]
               [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
+              [--lookup] [--draft MODEL] [--draft-max 16] [--draft-p-min 0.5]
               (the key can also come from KOLIBRI_API_KEY;
               --context-shift lets a request generate past its slot's context, forgetting the
               older half of what follows its first N tokens each time the slot is full;
               --slot-save-path enables POST /slots/ID?action=save|restore|erase with
-              {\"filename\": NAME}: a slot's tokens and KV cache to DIR/NAME and back)
+              {\"filename\": NAME}: a slot's tokens and KV cache to DIR/NAME and back;
+              --lookup and --draft make each slot draft tokens, from its own and earlier
+              requests' text and from a small model of the same vocabulary, that the shared
+              forward pass checks: greedy output stays the same, only faster)
 ";
 
 pub fn main(raw: &[String]) -> Result<(), String> {
@@ -49,6 +53,9 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--batch-size",
             "--keep",
             "--draft-max",
+            "--draft-p-min",
+            "-md",
+            "--draft",
             "--slot-save-path",
             "--conn-timeout",
             "--max-connections",
@@ -126,7 +133,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 .has("--context-shift")
                 .then(|| a.parse_or(&["--keep"], 0))
                 .transpose()?,
-            lookup: lookup_draft_max(&a)?,
+            speculation: speculation(&a)?,
         },
     )
     .map_err(|e| e.to_string())?;
@@ -219,13 +226,24 @@ async fn shutdown_signal() {
     eprintln!("kolibri serve: shutting down");
 }
 
-/// `--lookup [--draft-max N]`: the most tokens a slot drafts per step (0 without `--lookup`).
-fn lookup_draft_max(a: &crate::args::Args) -> Result<usize, String> {
-    if !a.has("--lookup") {
-        return Ok(0);
+/// `--lookup`, `--draft MODEL`, `--draft-max N`, `--draft-p-min P`.
+fn speculation(a: &crate::args::Args) -> Result<Speculation, String> {
+    let draft_model = crate::speculate::load_draft(a)?;
+    if !a.has("--lookup") && draft_model.is_none() {
+        return Ok(Speculation::default());
     }
-    match a.parse_or(&["--draft-max"], 16usize)? {
-        n @ 1..=32 => Ok(n),
-        n => Err(format!("--draft-max {n} is not in 1..=32")),
+    let max_draft = match a.parse_or(&["--draft-max"], 16usize)? {
+        n @ 1..=32 => n,
+        n => return Err(format!("--draft-max {n} is not in 1..=32")),
+    };
+    let draft_p_min: f32 = a.parse_or(&["--draft-p-min"], 0.5)?;
+    if !(0.0..=1.0).contains(&draft_p_min) {
+        return Err(format!("--draft-p-min {draft_p_min} is not in 0..=1"));
     }
+    Ok(Speculation {
+        max_draft,
+        lookup: a.has("--lookup"),
+        draft_model,
+        draft_p_min,
+    })
 }

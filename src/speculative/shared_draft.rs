@@ -1,0 +1,181 @@
+//! A draft model drafting for many sequences at once (a server's slots): each draft step is
+//! one forward pass over every sequence still drafting, so the draft's weights are read once
+//! per step, not once per sequence.
+
+use std::time::Instant;
+
+use super::drafter::{check_draft_model, top_token};
+use crate::model::{BatchToken, Context, ModelError};
+use crate::tokenizer::TokenId;
+
+/// What one sequence asks of a [`SharedDrafter::draft`] call, and what it gets.
+#[derive(Clone, Debug, Default)]
+pub struct DraftRequest {
+    /// The sequence, in the draft context and the target's alike.
+    pub seq: usize,
+    /// Every token of the sequence, the last one not yet evaluated by the target.
+    pub history: Vec<TokenId>,
+    /// Most tokens to draft.
+    pub max: usize,
+    /// The tokens drafted (filled by the call; empty while the draft is still catching up).
+    pub drafts: Vec<TokenId>,
+}
+
+/// Greedy drafting with a small model, one sequence of its context per target sequence.
+/// Each call brings every asking sequence in line with its history (what the draft holds
+/// beyond their common prefix is dropped, what it lacks evaluated), at most `n_batch`
+/// catch-up tokens per call in all: a new long prompt is caught up over several calls, and
+/// its sequence drafts nothing until then, so no call stalls the others for long.
+pub struct SharedDrafter {
+    ctx: Context,
+    /// Drafting stops at a token the draft gives less probability than this.
+    p_min: f32,
+    /// Tokens the draft may propose: its logits beyond the target's vocabulary are padding.
+    n_vocab: usize,
+    passes: usize,
+    /// Passes of the last call that cost what a draft step costs, and their seconds.
+    timed: (usize, f64),
+}
+
+impl SharedDrafter {
+    /// A drafter for `target` over `draft`, a context of a model checked with
+    /// [`check_draft_model`] that holds as many sequences and positions as the target's.
+    pub fn new(target: &Context, draft: Context, p_min: f32) -> Result<Self, ModelError> {
+        check_draft_model(target.model(), draft.model())?;
+        if draft.n_ctx() < target.n_ctx() || draft.n_seq() < target.n_seq() {
+            return Err(ModelError::InvalidArgument(format!(
+                "the draft context holds {} sequences of {} positions, the target's {} of {}: \
+                 a draft context must hold as many",
+                draft.n_seq(),
+                draft.n_ctx(),
+                target.n_seq(),
+                target.n_ctx()
+            )));
+        }
+        let n_vocab = (target.model().hparams.n_vocab).min(draft.model().hparams.n_vocab);
+        Ok(SharedDrafter {
+            ctx: draft,
+            p_min,
+            n_vocab,
+            passes: 0,
+            timed: (0, 0.0),
+        })
+    }
+
+    /// Forward passes the last [`SharedDrafter::draft`] ran.
+    pub fn last_passes(&self) -> usize {
+        self.passes
+    }
+
+    /// The passes of the last call that drafted (not those that caught up a new prompt) and
+    /// their seconds: what a drafted token costs.
+    pub fn last_timing(&self) -> (usize, f64) {
+        self.timed
+    }
+
+    /// Forgets every sequence (after a failure that may have left the caches half-written).
+    pub fn reset(&mut self) {
+        for seq in 0..self.ctx.n_seq() {
+            self.ctx.truncate_seq(seq, 0);
+        }
+    }
+
+    /// Drafts for every request at once. On error the requests have no drafts and the draft
+    /// context is as the catch-up left it (the next call realigns it).
+    pub fn draft(&mut self, requests: &mut [DraftRequest]) -> Result<(), ModelError> {
+        self.passes = 0;
+        self.timed = (0, 0.0);
+        let (batch, mut active) = self.catch_up(requests);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // Realigning after a verify step takes a token or two per sequence: a draft step.
+        let drafting = batch.len() <= 2 * active.len();
+        let mut logits = self.eval(&batch, drafting)?;
+        let row_len = self.ctx.model().hparams.n_vocab;
+        while !active.is_empty() {
+            let mut next = Vec::with_capacity(active.len());
+            let mut batch = Vec::with_capacity(active.len());
+            for (row, &i) in logits.chunks(row_len).zip(&active) {
+                let r = &mut requests[i];
+                let (token, p) = top_token(&row[..self.n_vocab]);
+                if p < self.p_min {
+                    continue;
+                }
+                r.drafts.push(token);
+                // The last draft is not evaluated: the target checks it.
+                if r.drafts.len() < r.max {
+                    next.push(i);
+                    batch.push(BatchToken {
+                        token,
+                        seq: r.seq,
+                        logits: true,
+                    });
+                }
+            }
+            active = next;
+            if active.is_empty() {
+                break;
+            }
+            logits = self.eval(&batch, true).inspect_err(|_| clear(requests))?;
+        }
+        Ok(())
+    }
+
+    /// Realigns each request's sequence with its history and returns the batch evaluating
+    /// what the sequences lack (within `n_batch` tokens), and the requests whose history it
+    /// completes, in batch order: their last token's logits give their first draft.
+    fn catch_up(&mut self, requests: &mut [DraftRequest]) -> (Vec<BatchToken>, Vec<usize>) {
+        let n_ctx = self.ctx.n_ctx();
+        let mut budget = self.ctx.n_batch();
+        let (mut batch, mut ready) = (Vec::new(), Vec::new());
+        for (i, r) in requests.iter_mut().enumerate() {
+            r.drafts.clear();
+            // `max` drafts take the history's positions and `max - 1` more.
+            r.max = r.max.min((n_ctx + 1).saturating_sub(r.history.len()));
+            if r.history.is_empty() || r.max == 0 || r.seq >= self.ctx.n_seq() {
+                continue;
+            }
+            let held = self.ctx.seq_tokens(r.seq);
+            // The last history token is always evaluated here, for its logits.
+            let common = (held.iter().zip(&r.history))
+                .take_while(|(a, b)| a == b)
+                .count()
+                .min(r.history.len() - 1);
+            self.ctx.truncate_seq(r.seq, common);
+            let missing = &r.history[common..];
+            let take = missing.len().min(budget);
+            budget -= take;
+            let complete = take == missing.len();
+            batch.extend(
+                missing[..take]
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &token)| BatchToken {
+                        token,
+                        seq: r.seq,
+                        logits: complete && j + 1 == take,
+                    }),
+            );
+            if complete {
+                ready.push(i);
+            }
+        }
+        (batch, ready)
+    }
+
+    fn eval(&mut self, batch: &[BatchToken], timed: bool) -> Result<Vec<f32>, ModelError> {
+        self.passes += 1;
+        let started = Instant::now();
+        let logits = self.ctx.decode(batch)?;
+        if timed {
+            self.timed.0 += 1;
+            self.timed.1 += started.elapsed().as_secs_f64();
+        }
+        Ok(logits)
+    }
+}
+
+fn clear(requests: &mut [DraftRequest]) {
+    requests.iter_mut().for_each(|r| r.drafts.clear());
+}
