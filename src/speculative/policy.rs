@@ -3,14 +3,22 @@
 //!
 //! With per-token acceptance `a`, a step drafting `k` tokens yields `1 + a + ... + a^k`
 //! tokens in expectation, and costs one target pass over `k + 1` tokens plus `k` draft
-//! steps. Pass time is modelled as `t1 + slope * (n - 1)` (measured), draft time per token
-//! likewise. `k = 0` is a plain step; when it wins, a one-token draft is still tried every
-//! [`PROBE_EVERY`] steps, so a text that becomes predictable again is noticed.
+//! steps. Pass time is modelled as `t1 + slope * (n - 1)`, a line fitted to the passes seen
+//! (a server's passes never hold a single token, so `t1` cannot simply be measured); draft
+//! time per token likewise. `k = 0` is a plain step; when it wins, a one-token draft is still
+//! tried every [`PROBE_EVERY`] steps, so a text that becomes predictable again is noticed.
 
 /// Weight of a new observation in the running averages.
 const LEARN: f64 = 0.1;
 /// Plain steps between probes while drafting does not pay.
 const PROBE_EVERY: u32 = 8;
+/// Passes over more tokens (prompts) are not fitted: past this the cost per token is the
+/// compute-bound one, not what a few drafted tokens add.
+const FIT_MAX_TOKENS: usize = 64;
+/// Priors until measured, as fractions of a one-token pass: an extra token in a pass, and a
+/// draft model's step.
+const PRIOR_SLOPE: f64 = 0.05;
+const PRIOR_DRAFT: f64 = 0.1;
 
 #[derive(Clone, Debug)]
 pub struct DraftPolicy {
@@ -18,12 +26,11 @@ pub struct DraftPolicy {
     /// Running estimate of the chance that a drafted token is accepted (given the ones
     /// before it were).
     acceptance: f64,
-    /// Seconds of a one-token target pass, and per extra token in the pass.
-    pass_t1: Option<f64>,
-    pass_slope: f64,
-    /// Seconds per draft pass, one per drafted token (a fraction of a pass until measured).
-    draft_t: f64,
-    draft_measured: bool,
+    passes: PassFit,
+    /// Whether drafting costs nothing (prompt lookup).
+    free: bool,
+    /// Seconds per draft pass, one per drafted token, once measured.
+    draft_t: Option<f64>,
     plain_steps: u32,
 }
 
@@ -33,12 +40,9 @@ impl DraftPolicy {
         DraftPolicy {
             max,
             acceptance: 0.6,
-            pass_t1: None,
-            // Priors until measured: an extra token costs 5% of a pass; a draft token 10%
-            // (a draft model) or nothing (lookup). Only ratios matter.
-            pass_slope: 0.05,
-            draft_t: if free { 0.0 } else { 0.1 },
-            draft_measured: false,
+            passes: PassFit::default(),
+            free,
+            draft_t: None,
             plain_steps: 0,
         }
     }
@@ -51,17 +55,26 @@ impl DraftPolicy {
     /// Tokens to draft in the next step of a pass that `sharers` sequences share (a server's
     /// slots): each extra token slows all of them, so its cost counts that many times.
     pub fn draft_len_shared(&mut self, sharers: usize) -> usize {
-        let t1 = self.pass_t1.unwrap_or(1.0);
         // Before any measurement every figure is a fraction of a pass (t1 = 1).
-        let (slope, draft) = (self.pass_slope * sharers.max(1) as f64, self.draft_t);
+        let (t1, slope) = self.passes.line().unwrap_or((1.0, PRIOR_SLOPE));
+        let draft = match (self.free, self.draft_t) {
+            (true, _) => 0.0,
+            (false, Some(t)) => t,
+            (false, None) => PRIOR_DRAFT * t1,
+        };
+        let sharers = sharers.max(1) as f64;
+        // The pass the sharers take anyway (a token each); a drafted token slows every sharer,
+        // and each sharer drafting as much is the steady state.
+        let base = t1 + slope * (sharers - 1.0);
+        let per_draft = slope * sharers + draft;
         let a = self.acceptance;
-        let (mut best_k, mut best_rate) = (0, 1.0 / t1);
+        let (mut best_k, mut best_rate) = (0, 1.0 / base);
         let mut expected = 1.0;
         let mut a_pow = 1.0;
         for k in 1..=self.max {
             a_pow *= a;
             expected += a_pow;
-            let time = t1 + slope.max(0.0) * k as f64 + draft * k as f64;
+            let time = base + per_draft * k as f64;
             let rate = expected / time;
             if rate > best_rate {
                 (best_k, best_rate) = (k, rate);
@@ -79,39 +92,16 @@ impl DraftPolicy {
 
     /// A drafter ran `n` forward passes in `secs`.
     pub fn drafted(&mut self, n: usize, secs: f64) {
-        if n > 0 && self.draft_t > 0.0 {
-            self.draft_t = mix(self.draft_t, secs / n as f64, self.draft_measured);
-            self.draft_measured = true;
+        if n > 0 && !self.free {
+            let t = secs / n as f64;
+            self.draft_t = Some(self.draft_t.map_or(t, |old| mix(old, t)));
         }
     }
 
     /// A target pass over `n` tokens took `secs`.
     pub fn verified(&mut self, n: usize, secs: f64) {
-        match (n, self.pass_t1) {
-            (1, None) => {
-                // The priors were fractions of a pass; scale them to the first measured one.
-                self.pass_slope *= secs;
-                self.pass_t1 = Some(secs);
-                self.scale_draft_prior(secs);
-            }
-            (1, Some(t1)) => self.pass_t1 = Some(mix(t1, secs, true)),
-            (n, Some(t1)) => {
-                let slope = (secs - t1) / (n - 1) as f64;
-                self.pass_slope = mix(self.pass_slope, slope, true);
-            }
-            // A verify pass before any plain one: its time stands in for a plain pass.
-            (n, None) => {
-                let t1 = secs / (1.0 + self.pass_slope * (n - 1) as f64);
-                self.pass_slope *= t1;
-                self.pass_t1 = Some(t1);
-                self.scale_draft_prior(t1);
-            }
-        }
-    }
-
-    fn scale_draft_prior(&mut self, t1: f64) {
-        if !self.draft_measured {
-            self.draft_t *= t1;
+        if (1..=FIT_MAX_TOKENS).contains(&n) && secs > 0.0 {
+            self.passes.observe(n as f64, secs);
         }
     }
 
@@ -120,16 +110,53 @@ impl DraftPolicy {
         // Each accepted token, then the first rejected one, is one observation.
         for i in 0..drafted.min(accepted + 1) {
             let hit = if i < accepted { 1.0 } else { 0.0 };
-            self.acceptance = mix(self.acceptance, hit, true);
+            self.acceptance = mix(self.acceptance, hit);
         }
     }
 }
 
-fn mix(old: f64, new: f64, learn: bool) -> f64 {
-    if learn {
-        old + LEARN * (new - old)
-    } else {
-        new
+fn mix(old: f64, new: f64) -> f64 {
+    old + LEARN * (new - old)
+}
+
+/// Pass time against tokens in the pass: exponentially weighted sums for a least-squares line.
+#[derive(Clone, Debug, Default)]
+struct PassFit {
+    w: f64,
+    n: f64,
+    t: f64,
+    nn: f64,
+    nt: f64,
+}
+
+impl PassFit {
+    fn observe(&mut self, n: f64, t: f64) {
+        // The first observation counts in full; later ones move the fit by LEARN.
+        let keep = if self.w == 0.0 { 0.0 } else { 1.0 - LEARN };
+        self.w = self.w * keep + 1.0;
+        self.n = self.n * keep + n;
+        self.t = self.t * keep + t;
+        self.nn = self.nn * keep + n * n;
+        self.nt = self.nt * keep + n * t;
+    }
+
+    /// `(t1, slope)`: seconds of a one-token pass and per extra token; with passes of one size
+    /// only, the prior slope (as a fraction of t1) is assumed.
+    fn line(&self) -> Option<(f64, f64)> {
+        if self.w == 0.0 {
+            return None;
+        }
+        let (mean_n, mean_t) = (self.n / self.w, self.t / self.w);
+        let var = self.nn / self.w - mean_n * mean_n;
+        let slope = if var > 0.01 {
+            ((self.nt / self.w - mean_n * mean_t) / var).max(0.0)
+        } else {
+            mean_t * PRIOR_SLOPE / (1.0 + PRIOR_SLOPE * (mean_n - 1.0))
+        };
+        // A line through few points can put t1 near zero or below: a pass costs at least
+        // what its token share of the mean costs.
+        let t1 = (mean_t - slope * (mean_n - 1.0)).max(mean_t / mean_n);
+        Some((t1, slope))
     }
 }
 
@@ -176,6 +203,37 @@ mod tests {
         let alone = p.draft_len_shared(1);
         assert!(alone > 0);
         assert!(p.draft_len_shared(8) < alone);
+    }
+
+    /// A server's passes hold several tokens, never one: the fit still finds a one-token pass
+    /// (not the mean pass), so a draft model as dear as a token's share of the pass is off.
+    #[test]
+    fn a_fit_without_one_token_passes_still_prices_drafts() {
+        let mut p = DraftPolicy::new(16, false);
+        // 4 slots: 36 ms + 5 ms per extra token; a draft step costs 20 ms.
+        for n in [4, 6, 9, 4, 12, 5, 4, 8] {
+            p.verified(n, 0.036 + 0.005 * (n - 1) as f64);
+        }
+        let (t1, slope) = p.passes.line().unwrap();
+        assert!(
+            (t1 - 0.036).abs() < 1e-6 && (slope - 0.005).abs() < 1e-6,
+            "{t1} {slope}"
+        );
+        let mut free = p.clone();
+        free.free = true;
+        p.drafted(3, 0.060);
+        for q in [&mut p, &mut free] {
+            for _ in 0..30 {
+                q.accepted(3, 2);
+            }
+        }
+        // Acceptance 2/3: beside three other slots a 20 ms draft step does not pay; a free
+        // draft does.
+        assert_eq!(p.draft_len_shared(4), 0);
+        assert!(free.draft_len_shared(4) > 0);
+        // Prompt passes do not move the fit.
+        p.verified(400, 3.0);
+        assert_eq!(p.passes.line().unwrap(), (t1, slope));
     }
 
     #[test]
