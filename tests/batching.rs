@@ -506,40 +506,12 @@ fn prompt_lookup_drafts_per_slot_and_keeps_greedy_output() {
         prompt(&model, code),
         prompt(&model, "The capital of France is"),
     ];
-    let run = |lookup: usize| {
-        let s = Scheduler::start(
-            Arc::clone(&model),
-            SchedulerParams {
-                n_slots: 2,
-                n_ctx: 256,
-                n_threads: common::threads(),
-                n_batch: 64,
-                max_queue: 4,
-                type_k: KvType::F16,
-                type_v: KvType::F16,
-                context_shift: None,
-                speculation: Speculation {
-                    max_draft: lookup,
-                    lookup: lookup > 0,
-                    ..Speculation::default()
-                },
-            },
-        )
-        .unwrap();
-        let pending: Vec<Pending> = (prompts.iter())
-            .map(|p| submit(&s, p.clone(), 48, SamplerParams::greedy(), &[]).unwrap())
-            .collect();
-        let done: Vec<(String, Completion)> = pending.iter().map(|p| wait(p).unwrap()).collect();
-        let stats = s.stats();
-        let counts = [
-            Stats::get(&stats.forward_passes),
-            Stats::get(&stats.drafted_tokens),
-            Stats::get(&stats.accepted_tokens),
-        ];
-        (done, counts)
+    let run = |lookup: bool| {
+        let s = Scheduler::start(Arc::clone(&model), spec_params(2, None, lookup)).unwrap();
+        serve_all(&s, &prompts, 48)
     };
-    let (plain, [plain_passes, plain_drafted, _]) = run(0);
-    let (fast, [passes, drafted, accepted]) = run(16);
+    let (plain, [plain_passes, plain_drafted, _]) = run(false);
+    let (fast, [passes, drafted, accepted]) = run(true);
     assert_eq!(plain_drafted, 0);
     for ((pt, pc), (ft, fc)) in plain.iter().zip(&fast) {
         assert_eq!(fc.tokens, pc.tokens);
@@ -576,17 +548,7 @@ fn a_shared_draft_model_keeps_greedy_output() {
     );
     let run = |draft_model: Option<Arc<Model>>| {
         let s = Scheduler::start(Arc::clone(&target), spec_params(3, draft_model, false)).unwrap();
-        let pending: Vec<Pending> = (prompts.iter())
-            .map(|p| submit(&s, p.clone(), 40, SamplerParams::greedy(), &[]).unwrap())
-            .collect();
-        let done: Vec<(String, Completion)> = pending.iter().map(|p| wait(p).unwrap()).collect();
-        let stats = s.stats();
-        let counts = [
-            Stats::get(&stats.forward_passes),
-            Stats::get(&stats.drafted_tokens),
-            Stats::get(&stats.accepted_tokens),
-        ];
-        (done, counts)
+        serve_all(&s, &prompts, 40)
     };
     let (plain, [plain_passes, ..]) = run(None);
     let (fast, [passes, drafted, accepted]) = run(Some(draft));
@@ -628,6 +590,26 @@ fn an_unusable_draft_model_is_refused_at_start() {
 
 const TARGET_15B: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// Greedy completions of `prompts`, submitted at once, and the scheduler's forward passes,
+/// drafted and accepted tokens.
+fn serve_all(
+    s: &Scheduler,
+    prompts: &[Vec<TokenId>],
+    max_tokens: usize,
+) -> (Vec<(String, Completion)>, [u64; 3]) {
+    let pending: Vec<Pending> = (prompts.iter())
+        .map(|p| submit(s, p.clone(), max_tokens, SamplerParams::greedy(), &[]).unwrap())
+        .collect();
+    let done = pending.iter().map(|p| wait(p).unwrap()).collect();
+    let stats = s.stats();
+    let counts = [
+        Stats::get(&stats.forward_passes),
+        Stats::get(&stats.drafted_tokens),
+        Stats::get(&stats.accepted_tokens),
+    ];
+    (done, counts)
+}
 
 fn spec_params(n_slots: usize, draft_model: Option<Arc<Model>>, lookup: bool) -> SchedulerParams {
     SchedulerParams {

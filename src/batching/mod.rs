@@ -135,6 +135,20 @@ pub struct SchedulerParams {
     pub speculation: Speculation,
 }
 
+impl SchedulerParams {
+    /// The context: a sequence per slot (the draft model's alike).
+    fn context_params(&self) -> ContextParams {
+        ContextParams {
+            n_ctx: self.n_ctx,
+            n_seq: self.n_slots,
+            n_threads: self.n_threads,
+            n_batch: self.n_batch,
+            type_k: self.type_k,
+            type_v: self.type_v,
+        }
+    }
+}
+
 /// Speculation in the scheduler: every generating slot drafts a few tokens per step, which
 /// the shared forward pass checks beside the other slots' tokens.
 #[derive(Clone, Default)]
@@ -254,17 +268,7 @@ impl Scheduler {
                 "n_slots and max_queue must be > 0".into(),
             ));
         }
-        let ctx = Context::new(
-            Arc::clone(&model),
-            &ContextParams {
-                n_ctx: params.n_ctx,
-                n_seq: params.n_slots,
-                n_threads: params.n_threads,
-                n_batch: params.n_batch,
-                type_k: params.type_k,
-                type_v: params.type_v,
-            },
-        )?;
+        let ctx = Context::new(Arc::clone(&model), &params.context_params())?;
         let drafter = Self::draft_context(&ctx, &params)?;
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
@@ -308,17 +312,7 @@ impl Scheduler {
                 params.n_ctx
             )));
         }
-        let ctx = Context::new(
-            Arc::clone(draft),
-            &ContextParams {
-                n_ctx: params.n_ctx,
-                n_seq: params.n_slots,
-                n_threads: params.n_threads,
-                n_batch: params.n_batch,
-                type_k: params.type_k,
-                type_v: params.type_v,
-            },
-        )?;
+        let ctx = Context::new(Arc::clone(draft), &params.context_params())?;
         SharedDrafter::new(target, ctx, spec.draft_p_min).map(Some)
     }
 
