@@ -2,7 +2,9 @@
 
 use std::borrow::BorrowMut;
 
-use crate::model::{BatchToken, Context, Model, ModelError};
+use super::shared_draft::draft_greedy;
+use super::DraftRequest;
+use crate::model::{Context, Model, ModelError};
 use crate::tokenizer::TokenId;
 
 /// Proposes tokens to follow a text.
@@ -63,6 +65,12 @@ pub fn check_draft_model(target: &Model, draft: &Model) -> Result<(), ModelError
     Ok(())
 }
 
+/// Tokens a draft may propose for a target: the draft's logits beyond the target's vocabulary
+/// are padding.
+pub(super) fn draft_vocab(target: &Model, draft: &Model) -> usize {
+    target.hparams.n_vocab.min(draft.hparams.n_vocab)
+}
+
 /// Greedy drafting with a small model on sequence `seq` of its own context `C` (owned, or
 /// borrowed from a caller who keeps it). The context is brought in line with the history at
 /// each call: what it holds beyond their common prefix is dropped, what it lacks evaluated.
@@ -96,11 +104,7 @@ impl<C: BorrowMut<Context>> ModelDrafter<C> {
                 d.n_seq()
             )));
         }
-        let n_vocab = target
-            .model()
-            .hparams
-            .n_vocab
-            .min(d.model().hparams.n_vocab);
+        let n_vocab = draft_vocab(target.model(), d.model());
         Ok(Self::checked(draft, seq, p_min, n_vocab))
     }
 
@@ -120,70 +124,28 @@ impl<C: BorrowMut<Context>> ModelDrafter<C> {
     pub(crate) fn n_vocab(&self) -> usize {
         self.n_vocab
     }
-
-    fn eval(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>, ModelError> {
-        self.passes += tokens.len().div_ceil(self.ctx.borrow().n_batch());
-        let seq = self.seq;
-        let last = tokens.len() - 1;
-        let batch: Vec<BatchToken> = (tokens.iter().enumerate())
-            .map(|(i, &token)| BatchToken {
-                token,
-                seq,
-                logits: i == last,
-            })
-            .collect();
-        self.ctx.borrow_mut().decode(&batch)
-    }
 }
 
 impl<C: BorrowMut<Context>> Drafter for ModelDrafter<C> {
     fn draft(&mut self, history: &[TokenId], max: usize) -> Result<Vec<TokenId>, ModelError> {
         self.passes = 0;
-        if history.is_empty() || max == 0 {
-            return Ok(Vec::new());
-        }
+        let mut request = [DraftRequest {
+            seq: self.seq,
+            history: history.to_vec(),
+            max,
+            drafts: Vec::new(),
+        }];
         let ctx = self.ctx.borrow_mut();
-        // The last history token is always evaluated here, for its logits.
-        let common = (ctx.seq_tokens(self.seq).iter().zip(history))
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(history.len() - 1);
-        ctx.truncate_seq(self.seq, common);
-        // The last draft is not evaluated, so `max` drafts need `max - 1` positions.
-        let max = max.min((ctx.n_ctx() + 1).saturating_sub(history.len()));
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let mut logits = self.eval(&history[common..])?;
-        let mut drafts = Vec::with_capacity(max);
-        while drafts.len() < max {
-            let (tok, p) = top_token(&logits[..self.n_vocab]);
-            if p < self.p_min {
-                break;
-            }
-            drafts.push(tok);
-            if drafts.len() < max {
-                logits = self.eval(&[tok])?;
-            }
-        }
-        Ok(drafts)
+        // One sequence: its whole catch-up in this call.
+        let run = draft_greedy(ctx, &mut request, (self.p_min, self.n_vocab), usize::MAX)?;
+        self.passes = run.passes;
+        let [request] = request;
+        Ok(request.drafts)
     }
 
     fn last_passes(&self) -> usize {
         self.passes
     }
-}
-
-/// The most likely token and its probability.
-pub(super) fn top_token(logits: &[f32]) -> (TokenId, f32) {
-    let best = crate::sampling::argmax(logits);
-    let top = logits[best as usize];
-    let sum: f64 = logits
-        .iter()
-        .filter(|l| !l.is_nan())
-        .map(|&l| ((l - top) as f64).exp())
-        .sum();
-    (best, (1.0 / sum.max(1.0)) as f32)
 }
 
 /// Prompt lookup first, a draft model when lookup has nothing: edits and quotes are drafted

@@ -1,10 +1,11 @@
 //! A draft model drafting for many sequences at once (a server's slots): each draft step is
 //! one forward pass over every sequence still drafting, so the draft's weights are read once
-//! per step, not once per sequence.
+//! per step, not once per sequence. [`draft_greedy`] is the drafting itself, which the
+//! one-sequence [`super::ModelDrafter`] runs too.
 
 use std::time::Instant;
 
-use super::drafter::{check_draft_model, top_token};
+use super::drafter::{check_draft_model, draft_vocab};
 use crate::model::{BatchToken, Context, ModelError};
 use crate::tokenizer::TokenId;
 
@@ -52,7 +53,7 @@ impl SharedDrafter {
                 target.n_ctx()
             )));
         }
-        let n_vocab = (target.model().hparams.n_vocab).min(draft.model().hparams.n_vocab);
+        let n_vocab = draft_vocab(target.model(), draft.model());
         Ok(SharedDrafter {
             ctx: draft,
             p_min,
@@ -83,97 +84,146 @@ impl SharedDrafter {
     /// Drafts for every request at once. On error the requests have no drafts and the draft
     /// context is as the catch-up left it (the next call realigns it).
     pub fn draft(&mut self, requests: &mut [DraftRequest]) -> Result<(), ModelError> {
-        self.passes = 0;
-        self.timed = (0, 0.0);
-        let (batch, mut active) = self.catch_up(requests);
-        if batch.is_empty() {
-            return Ok(());
-        }
-        // Realigning after a verify step takes a token or two per sequence: a draft step.
-        let drafting = batch.len() <= 2 * active.len();
-        let mut logits = self.eval(&batch, drafting)?;
-        let row_len = self.ctx.model().hparams.n_vocab;
-        while !active.is_empty() {
-            let mut next = Vec::with_capacity(active.len());
-            let mut batch = Vec::with_capacity(active.len());
-            for (row, &i) in logits.chunks(row_len).zip(&active) {
-                let r = &mut requests[i];
-                let (token, p) = top_token(&row[..self.n_vocab]);
-                if p < self.p_min {
-                    continue;
-                }
-                r.drafts.push(token);
-                // The last draft is not evaluated: the target checks it.
-                if r.drafts.len() < r.max {
-                    next.push(i);
-                    batch.push(BatchToken {
-                        token,
-                        seq: r.seq,
-                        logits: true,
-                    });
-                }
-            }
-            active = next;
-            if active.is_empty() {
-                break;
-            }
-            logits = self.eval(&batch, true).inspect_err(|_| clear(requests))?;
-        }
+        (self.passes, self.timed) = (0, (0, 0.0));
+        let budget = self.ctx.n_batch();
+        let run = draft_greedy(&mut self.ctx, requests, (self.p_min, self.n_vocab), budget)?;
+        (self.passes, self.timed) = (run.passes, run.timed);
         Ok(())
     }
+}
 
-    /// Realigns each request's sequence with its history and returns the batch evaluating
-    /// what the sequences lack (within `n_batch` tokens), and the requests whose history it
-    /// completes, in batch order: their last token's logits give their first draft.
-    fn catch_up(&mut self, requests: &mut [DraftRequest]) -> (Vec<BatchToken>, Vec<usize>) {
-        let n_ctx = self.ctx.n_ctx();
-        let mut budget = self.ctx.n_batch();
-        let (mut batch, mut ready) = (Vec::new(), Vec::new());
-        for (i, r) in requests.iter_mut().enumerate() {
-            r.drafts.clear();
-            // `max` drafts take the history's positions and `max - 1` more.
-            r.max = r.max.min((n_ctx + 1).saturating_sub(r.history.len()));
-            if r.history.is_empty() || r.max == 0 || r.seq >= self.ctx.n_seq() {
+/// What a [`draft_greedy`] call ran: forward passes, and those that cost what a draft step
+/// costs (not a new prompt's catch-up) with their seconds.
+pub(super) struct DraftRun {
+    pub passes: usize,
+    pub timed: (usize, f64),
+}
+
+/// Greedy drafting on sequences of a draft context, every request at once: each sequence is
+/// realigned with its history (at most `catch_up_budget` tokens evaluated in all; a sequence
+/// not caught up drafts nothing), then drafts until `max` tokens or a token the draft gives
+/// less probability than `p_min`; only tokens below `n_vocab` are proposed.
+pub(super) fn draft_greedy(
+    ctx: &mut Context,
+    requests: &mut [DraftRequest],
+    (p_min, n_vocab): (f32, usize),
+    catch_up_budget: usize,
+) -> Result<DraftRun, ModelError> {
+    let mut run = DraftRun {
+        passes: 0,
+        timed: (0, 0.0),
+    };
+    let (batch, mut active) = catch_up(ctx, requests, catch_up_budget);
+    if batch.is_empty() {
+        return Ok(run);
+    }
+    // Realigning after a verify step takes a token or two per sequence: a draft step.
+    let drafting = batch.len() <= 2 * active.len();
+    let mut logits = run.eval(ctx, &batch, drafting)?;
+    let row_len = ctx.model().hparams.n_vocab;
+    while !active.is_empty() {
+        let mut next = Vec::with_capacity(active.len());
+        let mut batch = Vec::with_capacity(active.len());
+        for (row, &i) in logits.chunks(row_len).zip(&active) {
+            let r = &mut requests[i];
+            let (token, p) = top_token(&row[..n_vocab]);
+            if p < p_min {
                 continue;
             }
-            let held = self.ctx.seq_tokens(r.seq);
-            // The last history token is always evaluated here, for its logits.
-            let common = (held.iter().zip(&r.history))
-                .take_while(|(a, b)| a == b)
-                .count()
-                .min(r.history.len() - 1);
-            self.ctx.truncate_seq(r.seq, common);
-            let missing = &r.history[common..];
-            let take = missing.len().min(budget);
-            budget -= take;
-            let complete = take == missing.len();
-            batch.extend(
-                missing[..take]
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &token)| BatchToken {
-                        token,
-                        seq: r.seq,
-                        logits: complete && j + 1 == take,
-                    }),
-            );
-            if complete {
-                ready.push(i);
+            r.drafts.push(token);
+            // The last draft is not evaluated: the target checks it.
+            if r.drafts.len() < r.max {
+                next.push(i);
+                batch.push(BatchToken {
+                    token,
+                    seq: r.seq,
+                    logits: true,
+                });
             }
         }
-        (batch, ready)
+        active = next;
+        if active.is_empty() {
+            break;
+        }
+        logits = (run.eval(ctx, &batch, true)).inspect_err(|_| clear(requests))?;
     }
+    Ok(run)
+}
 
-    fn eval(&mut self, batch: &[BatchToken], timed: bool) -> Result<Vec<f32>, ModelError> {
-        self.passes += 1;
+/// Realigns each request's sequence with its history and returns the batch evaluating
+/// what the sequences lack (within `budget` tokens), and the requests whose history it
+/// completes, in batch order: their last token's logits give their first draft.
+fn catch_up(
+    ctx: &mut Context,
+    requests: &mut [DraftRequest],
+    mut budget: usize,
+) -> (Vec<BatchToken>, Vec<usize>) {
+    let n_ctx = ctx.n_ctx();
+    let (mut batch, mut ready) = (Vec::new(), Vec::new());
+    for (i, r) in requests.iter_mut().enumerate() {
+        r.drafts.clear();
+        // `max` drafts take the history's positions and `max - 1` more.
+        r.max = r.max.min((n_ctx + 1).saturating_sub(r.history.len()));
+        if r.history.is_empty() || r.max == 0 || r.seq >= ctx.n_seq() {
+            continue;
+        }
+        let held = ctx.seq_tokens(r.seq);
+        // The last history token is always evaluated here, for its logits.
+        let common = (held.iter().zip(&r.history))
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(r.history.len() - 1);
+        ctx.truncate_seq(r.seq, common);
+        let missing = &r.history[common..];
+        let take = missing.len().min(budget);
+        budget -= take;
+        let complete = take == missing.len();
+        batch.extend(
+            missing[..take]
+                .iter()
+                .enumerate()
+                .map(|(j, &token)| BatchToken {
+                    token,
+                    seq: r.seq,
+                    logits: complete && j + 1 == take,
+                }),
+        );
+        if complete {
+            ready.push(i);
+        }
+    }
+    (batch, ready)
+}
+
+impl DraftRun {
+    fn eval(
+        &mut self,
+        ctx: &mut Context,
+        batch: &[BatchToken],
+        timed: bool,
+    ) -> Result<Vec<f32>, ModelError> {
+        // The context splits a batch longer than its n_batch into passes.
+        self.passes += batch.len().div_ceil(ctx.n_batch());
         let started = Instant::now();
-        let logits = self.ctx.decode(batch)?;
+        let logits = ctx.decode(batch)?;
         if timed {
             self.timed.0 += 1;
             self.timed.1 += started.elapsed().as_secs_f64();
         }
         Ok(logits)
     }
+}
+
+/// The most likely token and its probability.
+fn top_token(logits: &[f32]) -> (TokenId, f32) {
+    let best = crate::sampling::argmax(logits);
+    let top = logits[best as usize];
+    let sum: f64 = logits
+        .iter()
+        .filter(|l| !l.is_nan())
+        .map(|&l| ((l - top) as f64).exp())
+        .sum();
+    (best, (1.0 / sum.max(1.0)) as f32)
 }
 
 fn clear(requests: &mut [DraftRequest]) {
