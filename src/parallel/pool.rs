@@ -50,9 +50,9 @@ struct Shared {
 /// `n_threads - 1` worker threads plus the thread that runs the loops.
 pub struct Pool {
     shared: Arc<Shared>,
-    n_workers: usize,
-    /// Joined on drop once the workers say they exited, so their thread-exit work (std's and
-    /// libc's thread-local destructors) is over before the pool is gone.
+    /// The worker threads (the caller's thread is the pool's other member). Joined on drop
+    /// once the workers say they exited, so their thread-exit work (std's and libc's
+    /// thread-local destructors) is over before the pool is gone.
     handles: Vec<std::thread::JoinHandle<()>>,
     contention: Contention,
 }
@@ -84,7 +84,6 @@ impl Pool {
         });
         let mut pool = Pool {
             shared,
-            n_workers: 0,
             handles: Vec::new(),
             contention: Contention::new(),
         };
@@ -94,7 +93,6 @@ impl Pool {
                 .name(format!("kolibri-{i}"))
                 .spawn(move || worker(&sh))?;
             // Counted as they start, so a failed spawn leaves a pool that drops cleanly.
-            pool.n_workers += 1;
             pool.handles.push(handle);
         }
         Ok(pool)
@@ -102,7 +100,7 @@ impl Pool {
 
     /// Threads that run a loop (the workers and the caller).
     pub fn threads(&self) -> usize {
-        self.n_workers + 1
+        self.handles.len() + 1
     }
 
     /// Whether loops run on the calling thread alone just now.
@@ -126,7 +124,11 @@ impl Pool {
     /// `f(i)` for every `i` in `0..n`, spread over the pool; returns when all are done.
     pub(super) fn run(&self, n: usize, f: JobFn<'_>) {
         let sh = &*self.shared;
-        if self.n_workers == 0 || n <= 1 || self.contention.solo() || sh.busy.swap(true, Acquire) {
+        if self.handles.is_empty()
+            || n <= 1
+            || self.contention.solo()
+            || sh.busy.swap(true, Acquire)
+        {
             (0..n).for_each(f);
             return;
         }
@@ -269,7 +271,7 @@ impl Drop for Pool {
     /// Stops the workers and waits for them to exit, so no pool thread outlives the pool
     /// (a host may unload the library after freeing its contexts).
     fn drop(&mut self) {
-        let sh = &*self.shared;
+        let (sh, n_workers) = (&*self.shared, self.handles.len());
         sh.stop.store(true, Release);
         {
             let _g = sh.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -279,9 +281,9 @@ impl Drop for Pool {
         // Bounded: a worker stuck in a host callback must not hang the host's free call.
         let (exited, _) = sh
             .exited_cv
-            .wait_timeout_while(exited, Duration::from_secs(10), |n| *n < self.n_workers)
+            .wait_timeout_while(exited, Duration::from_secs(10), |n| *n < n_workers)
             .unwrap_or_else(|e| e.into_inner());
-        let all_exited = *exited == self.n_workers;
+        let all_exited = *exited == n_workers;
         drop(exited);
         if all_exited {
             // They have left their loops: joining waits only for their thread-exit work (a
