@@ -102,11 +102,7 @@ fn generate(
     speculation: Option<crate::speculate::Speculation>,
 ) -> Result<Generation, String> {
     ctx.truncate(0);
-    let mut sampler = Sampler::new(SamplerParams {
-        temperature: 0.0,
-        ..SamplerParams::default()
-    })
-    .map_err(|e| e.to_string())?;
+    let mut sampler = Sampler::new(SamplerParams::greedy()).map_err(|e| e.to_string())?;
     let logits = ctx.eval(prompt, Logits::Last).map_err(|e| e.to_string())?;
     let mut out = vec![sampler.sample(&logits)];
     sampler.accept(out[0]);
