@@ -86,7 +86,7 @@ pub struct kolibri_model_params {
     pub paged_weights: bool,
 }
 
-// SAFETY: repr(C), starts with `struct_size: usize`, both bool fields listed.
+// SAFETY: repr(C), starts with `struct_size: usize`, every bool field listed.
 unsafe impl VersionedParams for kolibri_model_params {
     const NAME: &'static str = "kolibri_model_params";
     const BOOL_FIELDS: &'static [usize] = &[
