@@ -109,6 +109,7 @@ impl Model {
         let tokenizer = tokenizer.map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         let (hparams, (weights, repacked_from_cache)) = rest?;
         let paging = paged.then(|| paging::Paging::new(&weights, &gguf));
+        load::release_freed_heap();
         Ok(Model {
             arch,
             hparams,

@@ -8,7 +8,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::error::TokenizerError;
-use super::fast_hash::{fast_map, FastMap, IdTable};
+use super::fast_hash::{FastMap, IdTable};
+use super::merge_table::{Merge, MergeTable};
 use super::vocab::Vocab;
 use super::TokenId;
 use crate::gguf::GgufFile;
@@ -19,14 +20,7 @@ const KEY_MERGES: &str = "tokenizer.ggml.merges";
 pub(crate) struct BpeMerges {
     /// Interned ids of the single-character parts (the only ones looked up by text).
     part_ids: FastMap<Box<str>, u32>,
-    pairs: FastMap<(u32, u32), MergeEntry>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct MergeEntry {
-    rank: u32,
-    /// Interned id of the merged text when that text is itself the part of some merge.
-    result: Option<u32>,
+    pairs: MergeTable,
 }
 
 impl BpeMerges {
@@ -69,23 +63,22 @@ impl BpeMerges {
             .iter()
             .map(|p| p.map(|(l, r)| (id_of(l), id_of(r))))
             .collect();
-        let mut pairs = fast_map(parsed.len());
         let mut joined = String::new();
-        for (rank, (&(l, r), &pair)) in parsed
+        let pairs: Vec<(u32, u32, Merge)> = parsed
             .iter()
             .zip(&pair_ids)
             .enumerate()
             .filter_map(|(i, (p, ids))| Some((i, (p.as_ref()?, ids.as_ref()?))))
-        {
-            joined.clear();
-            joined.push_str(l);
-            joined.push_str(r);
-            let result = ids.get(&joined, |id| parts[id as usize]);
-            pairs.entry(pair).or_insert(MergeEntry {
-                rank: rank as u32,
-                result,
-            });
-        }
+            .map(|(rank, (&(l, r), &(left, right)))| {
+                joined.clear();
+                joined.push_str(l);
+                joined.push_str(r);
+                let result = ids.get(&joined, |id| parts[id as usize]);
+                let rank = rank as u32;
+                (left, right, Merge { rank, result })
+            })
+            .collect();
+        let pairs = MergeTable::new(parts.len(), pairs);
         // A word starts as single characters and merges carry their results' ids, so only
         // single-character parts are ever looked up by text: owning the other ~150k part
         // strings cost a third of the tokenizer's load time.
@@ -98,8 +91,8 @@ impl BpeMerges {
         BpeMerges { part_ids, pairs }
     }
 
-    fn merge(&self, left: Option<u32>, right: Option<u32>) -> Option<MergeEntry> {
-        self.pairs.get(&(left?, right?)).copied()
+    fn merge(&self, left: Option<u32>, right: Option<u32>) -> Option<Merge> {
+        self.pairs.get(left?, right?)
     }
 
     /// Merges one byte-level word (already mapped through the GPT-2 byte table) and appends

@@ -62,10 +62,6 @@ impl Hasher for FxHasher {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
-pub(crate) fn fast_map<K, V>(capacity: usize) -> FastMap<K, V> {
-    FastMap::with_capacity_and_hasher(capacity, Default::default())
-}
-
 /// Ids of distinct strings, found by text, for strings the caller already stores (the
 /// vocabulary's token texts, the merge list's parts): open addressing over 4-byte slots. A
 /// `HashMap<String, u32>` would copy every text (a heap block each) into 32-byte entries:

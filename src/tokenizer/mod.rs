@@ -12,6 +12,7 @@ mod byte_map;
 mod decode;
 mod error;
 mod fast_hash;
+mod merge_table;
 mod pretokenize;
 mod special;
 mod spm;
