@@ -81,5 +81,59 @@ namespace Kolibri
                 return (int)capacity.ToUInt64();
             }
         }
+
+        /// <summary>The tokens the context holds, in position order (after
+        /// <see cref="LoadState"/>: the saved ones).</summary>
+        public int[] Tokens()
+        {
+            UIntPtr held, capacity;
+            Native.Check(Native.kolibri_context_size(Handle, out held, out capacity));
+            var tokens = new int[checked((int)held.ToUInt64() + 1)]; // one spare: never an empty buffer
+            Native.Check(Native.kolibri_context_tokens(Handle, tokens, new UIntPtr((ulong)tokens.Length), out held));
+            Array.Resize(ref tokens, (int)held.ToUInt64());
+            return tokens;
+        }
+
+        /// <summary>The context's state: its tokens, KV cache and last logits. The bytes name
+        /// the model and the format version and carry a checksum; <see cref="LoadState"/> on a
+        /// context of the same model and KV cache types continues exactly where this one is.</summary>
+        public byte[] SaveState()
+        {
+            UIntPtr size, written;
+            Native.Check(Native.kolibri_context_state_size(Handle, out size));
+            var state = new byte[checked((int)size.ToUInt64())];
+            Native.Check(Native.kolibri_context_state_save(Handle, state, size, out written));
+            if (written.ToUInt64() < (ulong)state.Length)
+                Array.Resize(ref state, (int)written.ToUInt64());
+            return state;
+        }
+
+        /// <summary>Replaces the context's contents (tokens, KV cache, logits) with a state from
+        /// <see cref="SaveState"/>.</summary>
+        /// <exception cref="KolibriException">BadState for a state that does not fit (truncated,
+        /// corrupted, another model's or KV cache type's); the context is then unchanged.</exception>
+        public void LoadState(byte[] state)
+        {
+            if (state == null) throw new ArgumentNullException("state");
+            Native.Check(Native.kolibri_context_state_load(Handle, state, new UIntPtr((ulong)state.Length)));
+        }
+
+        /// <summary>Writes <see cref="SaveState"/>'s bytes to the file at <paramref name="path"/>
+        /// (beside it, then renamed into place: whole or not at all).</summary>
+        /// <exception cref="KolibriException">Io if the file cannot be written.</exception>
+        public void SaveStateFile(string path)
+        {
+            var cpath = Native.ToUtf8Z(path, "path");
+            Native.Check(Native.kolibri_context_state_save_file(Handle, cpath));
+        }
+
+        /// <summary><see cref="LoadState"/> from a file written by <see cref="SaveStateFile"/>.</summary>
+        /// <exception cref="KolibriException">Io if the file cannot be read; BadState as for
+        /// <see cref="LoadState"/> (the context is then unchanged).</exception>
+        public void LoadStateFile(string path)
+        {
+            var cpath = Native.ToUtf8Z(path, "path");
+            Native.Check(Native.kolibri_context_state_load_file(Handle, cpath));
+        }
     }
 }

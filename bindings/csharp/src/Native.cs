@@ -38,6 +38,9 @@ namespace Kolibri
         Internal = 13,
         /// <summary>An internal panic was caught; the handle involved is disabled.</summary>
         Panic = 14,
+        /// <summary>Saved state that does not fit this context: truncated, corrupted, another
+        /// model's or KV cache type's, or another format version. The context is unchanged.</summary>
+        BadState = 15,
     }
 
     /// <summary>The special tokens a model may define (kolibri_special_token).</summary>
@@ -213,6 +216,12 @@ namespace Kolibri
         [DllImport(Lib)] internal static extern Status kolibri_context_logits(ContextHandle ctx, out IntPtr logits, out UIntPtr nVocab);
         [DllImport(Lib)] internal static extern Status kolibri_context_rewind(ContextHandle ctx, UIntPtr nKeep);
         [DllImport(Lib)] internal static extern Status kolibri_context_size(ContextHandle ctx, out UIntPtr nTokens, out UIntPtr nCtx);
+        [DllImport(Lib)] internal static extern Status kolibri_context_tokens(ContextHandle ctx, [Out] int[] buf, UIntPtr capacity, out UIntPtr count);
+        [DllImport(Lib)] internal static extern Status kolibri_context_state_size(ContextHandle ctx, out UIntPtr size);
+        [DllImport(Lib)] internal static extern Status kolibri_context_state_save(ContextHandle ctx, [Out] byte[] buf, UIntPtr capacity, out UIntPtr size);
+        [DllImport(Lib)] internal static extern Status kolibri_context_state_load(ContextHandle ctx, byte[] buf, UIntPtr size);
+        [DllImport(Lib)] internal static extern Status kolibri_context_state_save_file(ContextHandle ctx, byte[] path);
+        [DllImport(Lib)] internal static extern Status kolibri_context_state_load_file(ContextHandle ctx, byte[] path);
 
         [DllImport(Lib)] internal static extern Status kolibri_sampler_new(ref SamplerParams p, out SamplerHandle sampler);
         [DllImport(Lib)] internal static extern void kolibri_sampler_free(IntPtr sampler);

@@ -3,6 +3,7 @@
 // (or KOLIBRI_TEST_MODEL / KOLIBRI_TEST_MODEL_NO_TEMPLATE).
 using System;
 using System.Diagnostics;
+using System.IO;
 using System.Runtime.InteropServices;
 using System.Text;
 using System.Threading;
@@ -56,6 +57,97 @@ static class Program
                 ctx.Eval(tok);
             }
             return Encoding.UTF8.GetString(bytes.ToArray());
+        }
+    }
+
+    /// <summary>Null if the two arrays hold the same floats bit for bit, else where they differ.</summary>
+    static string BitDiff(float[] got, float[] want)
+    {
+        if (got.Length != want.Length) return string.Format("{0} logits, want {1}", got.Length, want.Length);
+        var g = new int[got.Length];
+        var w = new int[want.Length];
+        Buffer.BlockCopy(got, 0, g, 0, got.Length * 4);
+        Buffer.BlockCopy(want, 0, w, 0, want.Length * 4);
+        for (int i = 0; i < g.Length; i++)
+            if (g[i] != w[i]) return string.Format("logit {0}: {1:R}, want {2:R}", i, got[i], want[i]);
+        return null;
+    }
+
+    static bool SameTokens(int[] a, int[] b)
+    {
+        if (a.Length != b.Length) return false;
+        for (int i = 0; i < a.Length; i++)
+            if (a[i] != b[i]) return false;
+        return true;
+    }
+
+    /// <summary>Saved state, as Go's TestSaveAndLoadState: a context loaded from another's state
+    /// (bytes or file) continues bit for bit as the saving one does; a bad state is refused
+    /// with BadState and changes nothing.</summary>
+    static void CheckSavedState(Model model)
+    {
+        var cp = ContextParams.Default();
+        cp.NCtx = 64;
+        cp.TypeK = KvType.Q8_0;
+        var dir = Path.Combine(Path.GetTempPath(), "kolibri-cs-state-" + Guid.NewGuid().ToString("N"));
+        Directory.CreateDirectory(dir);
+        try
+        {
+            using (var a = new Context(model, cp))
+            {
+                var toks = model.Tokenize("The capital of France is", true, false);
+                a.Eval(toks);
+                var savedLogits = a.GetLogits();
+                var state = a.SaveState();
+                var path = Path.Combine(dir, "prompt.state");
+                a.SaveStateFile(path);
+                var fileBytes = File.ReadAllBytes(path);
+                Check("state saved to bytes and to a file", state.Length > 0 && fileBytes.Length == state.Length,
+                    string.Format("{0} bytes, file {1} bytes", state.Length, fileBytes.Length));
+                Check("Tokens() lists the tokens evaluated", SameTokens(a.Tokens(), toks), toks.Length + " tokens");
+                a.Eval(1000);
+                var want = a.GetLogits();
+
+                var loads = new[]
+                {
+                    Tuple.Create("bytes", (Action<Context>)(c => c.LoadState(state))),
+                    Tuple.Create("file", (Action<Context>)(c => c.LoadStateFile(path))),
+                };
+                foreach (var load in loads)
+                {
+                    using (var b = new Context(model, cp))
+                    {
+                        Check("a fresh context holds no tokens", b.Tokens().Length == 0);
+                        load.Item2(b);
+                        var held = b.Tokens();
+                        Check("state loaded from " + load.Item1 + " holds the saved tokens", SameTokens(held, toks), held.Length + " tokens");
+                        var diff = BitDiff(b.GetLogits(), savedLogits);
+                        Check("state loaded from " + load.Item1 + " has the saved logits", diff == null, diff ?? "");
+                        b.Eval(1000);
+                        diff = BitDiff(b.GetLogits(), want);
+                        Check("state loaded from " + load.Item1 + " continues bit for bit", diff == null, diff ?? "");
+                    }
+                }
+
+                // A corrupted state is refused; the context keeps what it held.
+                var bad = (byte[])state.Clone();
+                bad[bad.Length / 2] ^= 1;
+                ExpectStatus("a corrupted state is refused", Status.BadState, null, () => a.LoadState(bad));
+                var truncated = Path.Combine(dir, "truncated.state");
+                var half = new byte[fileBytes.Length / 2];
+                Array.Copy(fileBytes, half, half.Length);
+                File.WriteAllBytes(truncated, half);
+                ExpectStatus("a truncated state file is refused", Status.BadState, null, () => a.LoadStateFile(truncated));
+                ExpectStatus("a missing state file", Status.Io, null, () => a.LoadStateFile(Path.Combine(dir, "missing.state")));
+                var after = a.Tokens();
+                var afterDiff = BitDiff(a.GetLogits(), want);
+                Check("refused loads leave the context as it was", after.Length == toks.Length + 1 && afterDiff == null,
+                    string.Format("{0} tokens, want {1}{2}", after.Length, toks.Length + 1, afterDiff == null ? "" : "; " + afterDiff));
+            }
+        }
+        finally
+        {
+            Directory.Delete(dir, true);
         }
     }
 
@@ -172,6 +264,8 @@ static class Program
                 ctx.Rewind(2);
                 Check("rewind", ctx.TokenCount == 2);
             }
+
+            CheckSavedState(model);
 
             // Two contexts on one model, on two threads, give the same greedy text.
             var outs = new string[2];

@@ -87,4 +87,53 @@ public final class Context {
         try check(kolibri_context_size(ptr, &held, &capacity))
         return (held, capacity)
     }
+
+    /// The tokens the context holds, in position order (after `loadState`: the saved ones).
+    public func tokens() throws -> [Token] {
+        var n = 0
+        try check(kolibri_context_size(ptr, &n, nil))
+        var tokens = [Token](repeating: 0, count: n + 1) // one spare: never an empty buffer
+        try tokens.withUnsafeMutableBufferPointer {
+            try check(kolibri_context_tokens(ptr, $0.baseAddress, $0.count, &n))
+        }
+        return Array(tokens[..<n])
+    }
+
+    /// The context's state: its tokens, KV cache and last logits. The bytes name the model and
+    /// the format version and carry a checksum; `loadState` on a context of the same model and
+    /// KV cache types continues exactly where this one is.
+    public func saveState() throws -> [UInt8] {
+        var size = 0
+        try check(kolibri_context_state_size(ptr, &size))
+        var state = [UInt8](repeating: 0, count: size)
+        var written = 0
+        try state.withUnsafeMutableBufferPointer {
+            try check(kolibri_context_state_save(ptr, $0.baseAddress, $0.count, &written))
+        }
+        if written < state.count { state.removeLast(state.count - written) }
+        return state
+    }
+
+    /// Replaces the context's contents (tokens, KV cache, logits) with a state from
+    /// `saveState`. A state that does not fit (truncated, corrupted, another model's or KV
+    /// cache type's) throws `Status.badState` and leaves the context as it was.
+    public func loadState(_ state: [UInt8]) throws {
+        try state.withUnsafeBufferPointer {
+            try check(kolibri_context_state_load(ptr, $0.baseAddress, $0.count))
+        }
+    }
+
+    /// Writes `saveState`'s bytes to the file at `path` (beside it, then renamed into place:
+    /// whole or not at all). Throws `Status.io` if the file cannot be written.
+    public func saveStateFile(_ path: String) throws {
+        try requireNoNUL(path, "path")
+        try check(kolibri_context_state_save_file(ptr, path))
+    }
+
+    /// `loadState` from a file written by `saveStateFile`. Throws `Status.io` if the file
+    /// cannot be read, `Status.badState` as `loadState` does (the context is then unchanged).
+    public func loadStateFile(_ path: String) throws {
+        try requireNoNUL(path, "path")
+        try check(kolibri_context_state_load_file(ptr, path))
+    }
 }

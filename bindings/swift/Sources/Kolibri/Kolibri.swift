@@ -41,6 +41,9 @@ public struct Status: RawRepresentable, Hashable, CustomStringConvertible {
     public static let `internal` = Status(rawValue: 13)
     /// An internal panic was caught; the handle involved is disabled.
     public static let panic = Status(rawValue: 14)
+    /// Saved state that does not fit this context: truncated, corrupted, another model's or KV
+    /// cache type's, or another format version. The context is unchanged.
+    public static let badState = Status(rawValue: 15)
 
     /// The library's English name for the status ("invalid argument", ...).
     public var description: String { String(cString: kolibri_status_string(rawValue)) }

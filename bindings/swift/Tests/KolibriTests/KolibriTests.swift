@@ -67,4 +67,64 @@ final class KolibriTests: XCTestCase {
             XCTAssertEqual((error as? KolibriError)?.status, .invalidToken)
         }
     }
+
+    /// Where two logit arrays differ bit for bit, or nil if they do not.
+    func bitDiff(_ got: [Float], _ want: [Float]) -> String? {
+        if got.count != want.count { return "\(got.count) logits, want \(want.count)" }
+        guard let i = (0..<got.count).first(where: { got[$0].bitPattern != want[$0].bitPattern }) else { return nil }
+        return "logit \(i): \(got[i]), want \(want[i])"
+    }
+
+    /// As Go's TestSaveAndLoadState: a context loaded from another's state (bytes or file)
+    /// continues bit for bit as the saving one does; a bad state is refused with `badState`
+    /// and changes nothing.
+    func testSaveAndLoadState() throws {
+        let m = try model()
+        let options = ContextOptions(nCtx: 64, typeK: .q8_0)
+        let a = try Context(model: m, options: options)
+        let toks = try m.tokenize("The capital of France is", addSpecial: true, parseSpecial: false)
+        try a.eval(toks)
+        let savedLogits = try a.logits()
+        let state = try a.saveState()
+        XCTAssertFalse(state.isEmpty)
+        XCTAssertEqual(try a.tokens(), toks)
+
+        let dir = FileManager.default.temporaryDirectory
+            .appendingPathComponent("kolibri-swift-state-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("prompt.state").path
+        try a.saveStateFile(path)
+        try a.eval([1000])
+        let want = try a.logits()
+
+        let loads: [(String, (Context) throws -> Void)] = [
+            ("bytes", { try $0.loadState(state) }),
+            ("file", { try $0.loadStateFile(path) }),
+        ]
+        for (how, load) in loads {
+            let b = try Context(model: m, options: options)
+            XCTAssertEqual(try b.tokens(), [])
+            try load(b)
+            XCTAssertEqual(try b.tokens(), toks, "loaded from \(how)")
+            XCTAssertNil(bitDiff(try b.logits(), savedLogits), "saved logits, loaded from \(how)")
+            try b.eval([1000])
+            XCTAssertNil(bitDiff(try b.logits(), want), "continuing, loaded from \(how)")
+        }
+
+        // A corrupted state is refused; the context keeps what it held.
+        var bad = state
+        bad[bad.count / 2] ^= 1
+        XCTAssertThrowsError(try a.loadState(bad)) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .badState)
+        }
+        XCTAssertThrowsError(try a.loadState(Array(state[..<(state.count / 2)]))) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .badState)
+        }
+        XCTAssertThrowsError(try a.loadStateFile(dir.appendingPathComponent("missing.state").path)) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .io)
+        }
+        XCTAssertEqual(try a.tokens().count, toks.count + 1)
+        XCTAssertNil(bitDiff(try a.logits(), want))
+    }
 }
