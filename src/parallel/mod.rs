@@ -6,8 +6,8 @@
 //! store rather than a futex wake; after a few milliseconds without work they park. Work is
 //! handed out as chunk indices from one atomic counter; the calling thread works too, and
 //! waits only for the workers that joined the loop (`pool`). A machine whose other programs
-//! keep taking the workers' cores makes the pool run solo for a while (`contention`), so a
-//! second thread never makes a pass slower than one.
+//! keep taking the workers' cores makes the pool run with half its workers (or solo) for a
+//! while (`contention`), so a second thread never makes a pass slower than one.
 //!
 //! [`for_each`] runs on the pool the calling thread has entered with [`Pool::install`], and
 //! on rayon's pool otherwise (tests, benches, the loader), so kernels need not know which.
@@ -228,6 +228,42 @@ mod tests {
             })
         });
         assert!(seen_solo, "no loop ran solo after a stalled worker");
+    }
+
+    /// With more workers a stall halves the team: the loops right after it take at most half
+    /// the workers (a try counts when its loop starts within the spell).
+    #[test]
+    fn a_stalled_worker_halves_a_larger_team() {
+        let pool = Pool::new(5).unwrap();
+        let caller = std::thread::current().id();
+        let mut in_spell = 0;
+        for _ in 0..20 {
+            let workers = pool.install(|| {
+                let stalled = AtomicUsize::new(0);
+                while stalled.load(Relaxed) == 0 {
+                    for_each(64, |_| {
+                        if std::thread::current().id() != caller && stalled.swap(1, Relaxed) == 0 {
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                        }
+                    });
+                }
+                if pool.team() != 2 {
+                    return None;
+                }
+                let ids = std::sync::Mutex::new(std::collections::HashSet::new());
+                for_each(64, |_| {
+                    ids.lock().unwrap().insert(std::thread::current().id());
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                });
+                let ids = ids.into_inner().unwrap();
+                Some(ids.len() - usize::from(ids.contains(&caller)))
+            });
+            if let Some(w) = workers {
+                assert!(w <= 2, "{w} of 4 workers joined a loop during a spell of 2");
+                in_spell += 1;
+            }
+        }
+        assert!(in_spell > 0, "no loop started within a spell");
     }
 
     /// Every row of both matrices gets its own call with its own index, in the serial

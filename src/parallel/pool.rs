@@ -32,6 +32,8 @@ struct Shared {
     /// The owner waits for those only, never for a worker that has not joined: one that is
     /// off the CPU when a job starts is skipped, and the running threads take its chunks.
     gate: AtomicUsize,
+    /// Most workers the current job takes (fewer while workers stall: `contention`).
+    team: AtomicUsize,
     /// Workers parked (or about to park) on `wake`.
     sleeping: AtomicUsize,
     stop: AtomicBool,
@@ -73,6 +75,7 @@ impl Pool {
             n: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
             gate: AtomicUsize::new(0),
+            team: AtomicUsize::new(0),
             sleeping: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             busy: AtomicBool::new(false),
@@ -106,7 +109,13 @@ impl Pool {
     /// Whether loops run on the calling thread alone just now.
     #[cfg(test)]
     pub(super) fn runs_solo(&self) -> bool {
-        self.contention.solo()
+        self.team() == 0
+    }
+
+    /// Workers that may join a loop just now.
+    #[cfg(test)]
+    pub(super) fn team(&self) -> usize {
+        self.contention.team(self.handles.len())
     }
 
     /// Runs `op` on this thread with [`super::for_each`] served by this pool.
@@ -124,11 +133,8 @@ impl Pool {
     /// `f(i)` for every `i` in `0..n`, spread over the pool; returns when all are done.
     pub(super) fn run(&self, n: usize, f: JobFn<'_>) {
         let sh = &*self.shared;
-        if self.handles.is_empty()
-            || n <= 1
-            || self.contention.solo()
-            || sh.busy.swap(true, Acquire)
-        {
+        let team = self.contention.team(self.handles.len());
+        if team == 0 || n <= 1 || sh.busy.swap(true, Acquire) {
             (0..n).for_each(f);
             return;
         }
@@ -144,6 +150,7 @@ impl Pool {
         sh.job.store(&f as *const JobFn as *mut (), Relaxed);
         sh.n.store(n, Relaxed);
         sh.next.store(0, Relaxed);
+        sh.team.store(team, Relaxed);
         sh.gate.store(OPEN, Release);
         sh.epoch.fetch_add(1, SeqCst);
         if sh.sleeping.load(SeqCst) > 0 {
@@ -198,8 +205,10 @@ fn work(sh: &Shared, f: JobFn<'_>, n: usize) -> usize {
 /// cannot rewrite the job while it runs. A job opened after the epoch this worker saw is
 /// joined just the same (chunks are claimed one by one, so joining a job twice is harmless).
 fn join(sh: &Shared) -> bool {
-    let mut g = sh.gate.load(Relaxed);
-    while g & OPEN != 0 {
+    let mut g = sh.gate.load(Acquire);
+    // The team size read here may be the last job's if this job opened meanwhile: it only
+    // sizes the team, the gate alone decides whether the job is open.
+    while g & OPEN != 0 && g & !OPEN < sh.team.load(Relaxed) {
         match sh.gate.compare_exchange_weak(g, g + 1, Acquire, Relaxed) {
             Ok(_) => return true,
             Err(now) => g = now,
