@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Every cargo-fuzz target in fuzz/ for a short time (FUZZ_SECONDS each, default 20), from its
+# Every cargo-fuzz target in fuzz/ for a short time (FUZZ_SECONDS each, default 12), from its
 # committed seeds (fuzz/seeds/TARGET) and whatever corpus earlier runs left: a crash, a panic,
 # an AddressSanitizer report, a leak or a timeout fails it. The long runs are done by hand
 # (fuzz/README.md). cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP=1 allows them on stable.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-seconds=${FUZZ_SECONDS:-20}
+seconds=${FUZZ_SECONDS:-12}
 # The targets that need a model get the small synthetic Qwen3 (its tokenizer and template are
 # real; its weights are tiny, so a fuzzed request that generates still finishes quickly).
 export KOLIBRI_FUZZ_MODEL=${KOLIBRI_FUZZ_MODEL:-$(ls "${KOLIBRI_MODEL_DIR:-$HOME/.cache/kolibri/models}"/synthetic/qwen3-tiny-v*.gguf | head -1)}
