@@ -179,16 +179,12 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-# Set by build() for a model whose weights may come from numpy's own generator.
-FAST_WEIGHTS = False
-
-
-def uniform(seed: int, stream: str, shape, std: float) -> np.ndarray:
-    """Uniform values of standard deviation `std`, a pure function of (seed, stream, index);
-    with FAST_WEIGHTS, of (seed, stream) and the numpy version (PCG64: 20x faster)."""
-    key = int.from_bytes(hashlib.sha256(f"{seed}/{stream}".encode()).digest()[:8], "little")
+def uniform(s: Spec, stream: str, shape, std: float) -> np.ndarray:
+    """Uniform values of standard deviation `std`, a pure function of (model seed, stream,
+    index); with `s.fast_weights`, of (seed, stream) and the numpy version (PCG64: 5x faster)."""
+    key = int.from_bytes(hashlib.sha256(f"{s.seed}/{stream}".encode()).digest()[:8], "little")
     n = int(np.prod(shape))
-    if FAST_WEIGHTS:
+    if s.fast_weights:
         u = np.random.default_rng(key).random(n, dtype=np.float32)
         return ((2.0 * u - 1.0) * np.float32(std * np.sqrt(3.0))).reshape(shape)
     with np.errstate(over="ignore"):
@@ -231,12 +227,12 @@ def add_matrix(w, name: str, values: np.ndarray, ty: str) -> None:
 
 def add_norm(w, s: Spec, name: str, n: int, scale: float = 1.0) -> None:
     # Near `scale` (RMSNorm weights), each one different so a misplaced norm shows.
-    w.add_tensor(name, (scale * (1.0 + uniform(s.seed, name, (n,), 0.1))).astype(np.float32))
+    w.add_tensor(name, (scale * (1.0 + uniform(s, name, (n,), 0.1))).astype(np.float32))
 
 
 def add_linear(w, s: Spec, name: str, rows: int, k: int, out_std: float = 1.0) -> None:
     """A [rows, k] matrix whose outputs have about `out_std` for unit-rms inputs."""
-    add_matrix(w, name, uniform(s.seed, name, (rows, k), out_std / np.sqrt(k)), s.matrix_type)
+    add_matrix(w, name, uniform(s, name, (rows, k), out_std / np.sqrt(k)), s.matrix_type)
 
 
 def write_metadata(w, s: Spec, a: str) -> None:
@@ -289,7 +285,7 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     if a == "phi3":
         # One matrix, Q rows then K then V (each part drawn as its own matrix would be).
         add_matrix(w, n("attn_qkv.weight"), np.concatenate(
-            [uniform(s.seed, n(f"attn_{p}.weight"), (rows, e), 1.0 / np.sqrt(e))
+            [uniform(s, n(f"attn_{p}.weight"), (rows, e), 1.0 / np.sqrt(e))
              for p, rows in (("q", q_dim), ("k", kv_dim), ("v", kv_dim))]), s.matrix_type)
     else:
         add_linear(w, s, n("attn_q.weight"), q_dim, e)
@@ -307,7 +303,7 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
         # Biases of about a tenth of the projections' outputs.
         for part, size in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
             name = n(f"attn_{part}.bias")
-            w.add_tensor(name, uniform(s.seed, name, (size,), 0.1))
+            w.add_tensor(name, uniform(s, name, (size,), 0.1))
     if s.arch in ("qwen3", "qwen3moe"):
         add_norm(w, s, n("attn_q_norm.weight"), hd)
         add_norm(w, s, n("attn_k_norm.weight"), hd)
@@ -320,7 +316,7 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     if a == "phi3":
         # Gate rows first, then up.
         add_matrix(w, n("ffn_up.weight"), np.concatenate(
-            [uniform(s.seed, n(f"ffn_{p}.weight"), (s.n_ff, e), 1.0 / np.sqrt(e))
+            [uniform(s, n(f"ffn_{p}.weight"), (s.n_ff, e), 1.0 / np.sqrt(e))
              for p in ("gate", "up")]), s.matrix_type)
         add_linear(w, s, n("ffn_down.weight"), e, s.n_ff, out_std=2.0)
         return
@@ -333,17 +329,17 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     # The router: logits of a few units, so the top-k choice is clear (ties would make the
     # reference arbitrary) but not one-hot.
     w.add_tensor(n("ffn_gate_inp.weight"),
-                 uniform(s.seed, n("ffn_gate_inp.weight"), (s.n_expert, e), 2.0 / np.sqrt(e)))
+                 uniform(s, n("ffn_gate_inp.weight"), (s.n_expert, e), 2.0 / np.sqrt(e)))
     f = s.n_ff_exp
     for part, rows, k, std in (("gate", f, e, 1.0), ("up", f, e, 1.0), ("down", e, f, 2.0)):
         name = n(f"ffn_{part}_exps.weight")
-        add_matrix(w, name, uniform(s.seed, name, (s.n_expert, rows, k), std / np.sqrt(k)),
+        add_matrix(w, name, uniform(s, name, (s.n_expert, rows, k), std / np.sqrt(k)),
                    s.matrix_type)
     if "shared_ff" in s.extra:
         f = s.extra["shared_ff"]
         name = n("ffn_gate_inp_shexp.weight")
         # A gate logit of about one unit: the shared expert's share varies token by token.
-        w.add_tensor(name, uniform(s.seed, name, (e,), 1.0 / np.sqrt(e)))
+        w.add_tensor(name, uniform(s, name, (e,), 1.0 / np.sqrt(e)))
         add_linear(w, s, n("ffn_gate_shexp.weight"), f, e)
         add_linear(w, s, n("ffn_up_shexp.weight"), f, e)
         add_linear(w, s, n("ffn_down_shexp.weight"), e, f, out_std=2.0)
@@ -388,8 +384,6 @@ def long_rope_factors(s: Spec) -> dict:
 def build(name: str, out: Path, a: str) -> None:
     """Writes model `name` as architecture `a` (its own, or its reference twin's)."""
     s = MODELS[name]
-    global FAST_WEIGHTS
-    FAST_WEIGHTS = s.fast_weights
     tmp = out.with_suffix(".partial")
     w = gguf.GGUFWriter(tmp, a)
     write_metadata(w, s, a)
@@ -401,7 +395,7 @@ def build(name: str, out: Path, a: str) -> None:
     # norm.
     embd_std = 1.0 / np.sqrt(s.n_embd) if s.arch.startswith("gemma") else 1.0
     add_matrix(w, "token_embd.weight",
-               uniform(s.seed, "token_embd", (n_vocab, s.n_embd), embd_std), s.matrix_type)
+               uniform(s, "token_embd", (n_vocab, s.n_embd), embd_std), s.matrix_type)
     head_scale = 4.0 / (embd_std * np.sqrt(s.n_embd)) if s.tied_output else 1.0
     add_norm(w, s, "output_norm.weight", s.n_embd, head_scale)
     if not s.tied_output:

@@ -68,7 +68,7 @@ impl BpeMerges {
             .iter()
             .zip(&pair_ids)
             .enumerate()
-            .filter_map(|(i, (p, ids))| Some((i, (p.as_ref()?, ids.as_ref()?))))
+            .filter_map(|(i, (texts, pair))| Some((i, (texts.as_ref()?, pair.as_ref()?))))
             .map(|(rank, (&(l, r), &(left, right)))| {
                 joined.clear();
                 joined.push_str(l);
