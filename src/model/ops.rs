@@ -147,19 +147,27 @@ impl Rope {
         let mut out = v.to_vec();
         self.rotation(0.0, self.attn_factor)
             .apply(&mut [&mut out], head_dim);
-        let half = self.n_rot / 2;
+        let turning = self.turning_pairs(n_positions);
         for head in out.chunks_exact_mut(head_dim) {
-            for (i, f) in self.inv_freq.iter().enumerate() {
-                if f * n_positions as f32 > 0.25 {
-                    let (a, b) = match self.style {
-                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                        RopeStyle::NeoX => (i, i + half),
-                    };
-                    (head[a], head[b]) = (0.0, 0.0);
-                }
+            for &(a, b) in &turning {
+                (head[a], head[b]) = (0.0, 0.0);
             }
         }
         out
+    }
+
+    /// The pairs of dimensions (indices within a head) that turn more than a quarter radian at
+    /// some position below `n_positions`: over a context, each of their two dimensions holds
+    /// half of the pair's energy.
+    pub fn turning_pairs(&self, n_positions: usize) -> Vec<(usize, usize)> {
+        let half = self.n_rot / 2;
+        (self.inv_freq.iter().enumerate())
+            .filter(|(_, f)| *f * n_positions as f32 > 0.25)
+            .map(|(i, _)| match self.style {
+                RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                RopeStyle::NeoX => (i, i + half),
+            })
+            .collect()
     }
 
     fn rotation(&self, pos: f32, scale: f32) -> Rotation<'_> {

@@ -8,34 +8,27 @@
 //! for every key of a sequence (fixed per model: the bias and the RoPE frequencies over the
 //! trained context), and no score softcap (tanh is not shift-invariant).
 
-use super::Context;
+use super::balance::Balance;
+use super::{Context, LayerRopes};
 use crate::model::kv_cache::KvCache;
 use crate::model::ops::{self, Rope};
 use crate::model::{KvType, Model};
 
-/// Per layer, the vector subtracted from its stored keys (in the cache's Hadamard basis), or
-/// `None` where keys are stored as computed (f16 caches, no key bias, QK-norm, softcap).
+/// Per layer, the vector subtracted from its stored keys (in the cache's basis: balanced, then
+/// Hadamard-rotated), or `None` where keys are stored as computed (f16 caches, no key bias,
+/// QK-norm, softcap).
 pub(super) fn key_centers(
     model: &Model,
     kv: &KvCache,
-    rope_global: &Rope,
-    rope_local: &Rope,
+    ropes: &LayerRopes,
+    balances: &[Option<Balance>],
 ) -> Vec<Option<Vec<f32>>> {
-    let hp = &model.hparams;
-    let applies = kv.type_k() != KvType::F16 && hp.attn_softcap == 0.0;
-    (0..hp.n_layer)
+    (0..model.hparams.n_layer)
         .map(|il| {
-            let lw = &model.weights.layers[il];
-            let bias = lw
-                .bk
-                .as_deref()
-                .filter(|_| applies && lw.k_norm.is_none())?;
-            let rope = if hp.is_sliding(il) {
-                rope_local
-            } else {
-                rope_global
-            };
-            let mut c = rope.still_part(bias, hp.head_dim_k, hp.n_ctx_train);
+            let mut c = raw_center(model, kv, il, ropes.of(&model.hparams, il))?;
+            if let Some(b) = &balances[il] {
+                b.scale_keys(&mut c);
+            }
             if let Some(n) = kv.rotation_k() {
                 ops::hadamard_inplace(&mut c, n);
             }
@@ -44,12 +37,29 @@ pub(super) fn key_centers(
         .collect()
 }
 
+/// Layer `il`'s center as computed keys hold it (before the balance and the rotation), or
+/// `None` where its keys are not centered.
+pub(super) fn raw_center(model: &Model, kv: &KvCache, il: usize, rope: &Rope) -> Option<Vec<f32>> {
+    let hp = &model.hparams;
+    let lw = &model.weights.layers[il];
+    let applies = kv.type_k() != KvType::F16 && hp.attn_softcap == 0.0 && lw.k_norm.is_none();
+    let bias = lw.bk.as_deref().filter(|_| applies)?;
+    Some(rope.still_part(bias, hp.head_dim_k, hp.n_ctx_train))
+}
+
 impl Context {
-    /// A checksum of the key centers, for saved state: a state is only loaded where its keys
-    /// were centered alike.
-    pub(super) fn centers_checksum(&self) -> u32 {
+    /// A checksum of the key centers and balances, for saved state: a state is only loaded
+    /// where its keys were stored alike.
+    pub(super) fn key_basis_checksum(&self) -> u32 {
         let mut sum = crate::model::checksum::Checksum::new();
-        for c in self.key_center.iter().flatten() {
+        let balances = self.key_balance.iter().flatten().map(Balance::key_scales);
+        for c in self
+            .key_center
+            .iter()
+            .flatten()
+            .map(Vec::as_slice)
+            .chain(balances)
+        {
             c.iter().for_each(|x| sum.update(&x.to_le_bytes()));
         }
         sum.finish() as u32

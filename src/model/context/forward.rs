@@ -63,13 +63,10 @@ impl Context {
                 }
             }
             let (rotate_k, rotate_v) = (self.kv.rotation_k(), self.kv.rotation_v());
+            let key_balance = self.key_balance[il].as_ref();
             let key_center = self.key_center[il].as_deref();
             let sliding = hp.is_sliding(il);
-            let rope = if sliding {
-                &self.rope_local
-            } else {
-                &self.rope_global
-            };
+            let rope = self.ropes.of(hp, il);
             // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
             // rounding of small query values in its attention kernel depends on it).
             let q_scale = model
@@ -85,6 +82,9 @@ impl Context {
                 rope.apply(&mut [&mut *q_t, &mut *k_t], hp.head_dim_k, places[t].pos);
                 if let Some(s) = q_scale {
                     q_t.iter_mut().for_each(|v| *v *= s);
+                }
+                if let Some(b) = key_balance {
+                    b.apply(q_t, k_t);
                 }
                 if let Some(n) = rotate_k {
                     ops::hadamard_inplace(q_t, n);

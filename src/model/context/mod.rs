@@ -9,6 +9,7 @@
 //! norm → FFN (dense, or a mixture of experts) → (post-norm) → residual; final norm and the
 //! output head (see `forward.rs` and `ffn.rs`).
 
+mod balance;
 mod centering;
 mod ffn;
 pub(crate) use ffn::DENSE_CHUNK_BYTES;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use super::attention::QueryPlace;
 use super::error::ModelError;
+use super::hparams::HParams;
 use super::kv_cache::{KvCache, KvShape, KvType};
 use super::ops::{Rope, RopeParams};
 use super::scratch::Scratch;
@@ -83,19 +85,34 @@ pub struct Context {
     tokens: Vec<Vec<TokenId>>,
     n_batch: usize,
     pool: Arc<Workers>,
-    /// RoPE tables for global layers and (Gemma 3) sliding-window layers.
-    rope_global: Rope,
-    rope_local: Rope,
+    ropes: LayerRopes,
     /// Asked before every layer whether to stop the forward pass (see [`Context::set_abort`]).
     abort: Option<AbortCallback>,
     /// The forward pass's activation buffers, kept between layers and passes.
     scratch: Scratch,
-    /// Per layer, what is subtracted from keys before a quantized cache stores them
-    /// ([`centering`]).
+    /// Per layer, how a quantized cache's keys are scaled against the queries ([`balance`])
+    /// and what is then subtracted from them ([`centering`]).
+    key_balance: Vec<Option<balance::Balance>>,
     key_center: Vec<Option<Vec<f32>>>,
     /// The forward pass returns the final normed hidden states instead of logits
     /// ([`Context::embed`]).
     hidden_out: bool,
+}
+
+/// A context's RoPE tables: global layers', and (Gemma 3) sliding-window layers'.
+struct LayerRopes {
+    global: Rope,
+    local: Rope,
+}
+
+impl LayerRopes {
+    fn of(&self, hp: &HParams, il: usize) -> &Rope {
+        if hp.is_sliding(il) {
+            &self.local
+        } else {
+            &self.global
+        }
+    }
 }
 
 /// Returns `true` to stop the forward pass in progress.
@@ -126,8 +143,10 @@ impl Context {
             factors,
             attn_factor: hp.rope_attn_factor,
         };
-        let rope_global = Rope::new(&rope(hp.rope_base, hp.rope_freq_scale));
-        let rope_local = Rope::new(&rope(hp.rope_base_swa, hp.rope_freq_scale_swa));
+        let ropes = LayerRopes {
+            global: Rope::new(&rope(hp.rope_base, hp.rope_freq_scale)),
+            local: Rope::new(&rope(hp.rope_base_swa, hp.rope_freq_scale_swa)),
+        };
         let kv = KvCache::new(&KvShape {
             n_layer: hp.n_layer,
             n_ctx: params.n_ctx,
@@ -138,16 +157,17 @@ impl Context {
             type_k: params.type_k,
             type_v: params.type_v,
         })?;
-        let key_center = centering::key_centers(&model, &kv, &rope_global, &rope_local);
+        let key_balance = pool.install(|| balance::key_balances(&model, &kv, &ropes));
+        let key_center = centering::key_centers(&model, &kv, &ropes, &key_balance);
         Ok(Context {
             kv,
+            key_balance,
             key_center,
             model,
             tokens: vec![Vec::new(); params.n_seq],
             n_batch: params.n_batch,
             pool: Arc::new(pool),
-            rope_global,
-            rope_local,
+            ropes,
             abort: None,
             scratch: Scratch::default(),
             hidden_out: false,

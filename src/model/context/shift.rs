@@ -1,7 +1,7 @@
 //! Context shift: when a sequence has filled its positions, forget a run of old tokens and move
 //! the later ones down, so generation continues (llama.cpp's `--context-shift`). Values move as
 //! stored; keys carry their position in their RoPE rotation, so each moved key is rotated back
-//! by the distance it moved (widened, un-rotated from the cache's Hadamard basis where it is
+//! by the distance it moved (widened and taken back to the basis it was computed in where it is
 //! quantized, re-rotated, stored again).
 
 use super::Context;
@@ -33,11 +33,8 @@ impl Context {
         let hadamard = self.kv.rotation_k();
         let mut k = vec![0f32; hp.k_dim()];
         for (layer, center) in self.key_center.iter().enumerate() {
-            let rope = if hp.is_sliding(layer) {
-                &self.rope_local
-            } else {
-                &self.rope_global
-            };
+            let balance = self.key_balance[layer].as_ref();
+            let rope = self.ropes.of(hp, layer);
             let back = rope.shift(-(n_discard as f32));
             for pos in n_keep + n_discard..len {
                 let (src, dst) = (row0 + pos, row0 + pos - n_discard);
@@ -49,7 +46,13 @@ impl Context {
                 if let Some(n) = hadamard {
                     ops::hadamard_inplace(&mut k, n);
                 }
+                if let Some(b) = balance {
+                    b.unscale_keys(&mut k);
+                }
                 back.apply(&mut [&mut k], hp.head_dim_k);
+                if let Some(b) = balance {
+                    b.scale_keys(&mut k);
+                }
                 if let Some(n) = hadamard {
                     ops::hadamard_inplace(&mut k, n);
                 }

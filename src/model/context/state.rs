@@ -6,7 +6,7 @@
 //! - `KLBSTATE`, the version (u32), the model's fingerprint (u64: its metadata and tensor
 //!   index, see [`Model::fingerprint`]), its name (u32 length + UTF-8);
 //! - the cache layout (9 × u32: layers, KV heads, key and value head sizes, key and value
-//!   types, their Hadamard blocks, a checksum of the key centers), the token count and logit
+//!   types, their Hadamard blocks, a checksum of the key centers and balances), the token count and logit
 //!   count (u32 each);
 //! - the tokens (u32 each), the logits (f32 each);
 //! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
@@ -274,10 +274,11 @@ impl Context {
         })
     }
 
-    /// The cache layout a state must match: the cache's, and how its keys are centered.
+    /// The cache layout a state must match: the cache's, and how its keys are balanced and
+    /// centered.
     fn layout(&self) -> [u32; 9] {
         let [a, b, c, d, e, f, g, h] = self.kv.layout();
-        [a, b, c, d, e, f, g, h, self.centers_checksum()]
+        [a, b, c, d, e, f, g, h, self.key_basis_checksum()]
     }
 
     fn check_seq(&self, seq: usize) -> Result<(), ModelError> {

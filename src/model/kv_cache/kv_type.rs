@@ -4,8 +4,8 @@ use half::f16;
 
 use crate::kernels;
 use crate::quant::activation::quantize_row_q8_0;
-use crate::quant::blocks::{cast_blocks, cast_blocks_mut, BlockQ8_0};
-use crate::quant::encode::quantize_row;
+use crate::quant::blocks::{cast_blocks, cast_blocks_mut, BlockQ4_0, BlockQ8_0};
+use crate::quant::encode::quantize_row_q4_0_fitted;
 use crate::quant::GgmlType;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -67,7 +67,7 @@ impl KvType {
     }
 
     /// Writes `x` into `out` ([`KvType::row_bytes`] of `x.len()`). Q8_0 rounds as ggml's x86
-    /// activation quantizer (what llama.cpp stores a Q8_0 cache with), Q4_0 as its reference.
+    /// activation quantizer (what llama.cpp stores a Q8_0 cache with), Q4_0 with fitted scales.
     pub fn encode(self, x: &[f32], out: &mut [u8]) {
         let fits = "KV row bytes fit their values (checked when the cache is made)";
         match self {
@@ -78,7 +78,9 @@ impl KvType {
                     .convert_from_f32_slice(x)
             }
             KvType::Q8_0 => quantize_row_q8_0(x, cast_blocks_mut::<BlockQ8_0>(out).expect(fits)),
-            KvType::Q4_0 => quantize_row(GgmlType::Q4_0, x, out).expect(fits),
+            KvType::Q4_0 => {
+                quantize_row_q4_0_fitted(x, cast_blocks_mut::<BlockQ4_0>(out).expect(fits))
+            }
         }
     }
 

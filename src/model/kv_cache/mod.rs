@@ -167,7 +167,7 @@ impl KvCache {
     /// Qwen's keys) over the block before it is quantized; the queries are rotated alike, so
     /// their dot products are the same. llama.cpp does the same; without it a Q8_0 cache of
     /// Qwen2.5-0.5B loses 6.6% perplexity instead of 3.3% (0.8% with the keys also centered,
-    /// see `context::centering`).
+    /// 0.2% also balanced: see `context::centering` and `context::balance`).
     pub fn rotation_k(&self) -> Option<usize> {
         self.k.rotation
     }

@@ -109,6 +109,15 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), Quant
     Ok(())
 }
 
+/// Q4_0 blocks of `x` with fitted scales (less error than [`quantize_row`]'s reference
+/// rounding; for KV caches). `x` holds 32 values per block of `out`.
+pub fn quantize_row_q4_0_fitted(x: &[f32], out: &mut [crate::quant::blocks::BlockQ4_0]) {
+    assert_eq!(x.len(), out.len() * 32, "32 values per Q4_0 block");
+    for (x, o) in x.chunks_exact(32).zip(out) {
+        *o = legacy::q4_0_fitted(x.try_into().expect("32 values"));
+    }
+}
+
 /// One element per "block" (the float types).
 fn encode_elems<E: Block>(x: &[f32], out: &mut [u8], f: impl Fn(f32) -> E) {
     let size = std::mem::size_of::<E>();

@@ -141,3 +141,29 @@ fn bad_shapes_and_types_are_errors() {
     );
     assert!(quantize_row(GgmlType::Q4_0, &x[..32], &mut out[..18]).is_ok());
 }
+
+/// The fitted Q4_0 (for KV caches) has less error than the reference rounding, and its blocks
+/// dequantize as Q4_0 does (an all-zero block to zeros).
+#[test]
+fn fitted_q4_0_beats_the_reference_rounding() {
+    use crate::quant::blocks::{block_bytes, BlockQ4_0};
+    let mut x = weights(32 * 64, 5);
+    x[32..64].fill(0.0);
+    let mut blocks = vec![
+        BlockQ4_0 {
+            d: half::f16::ZERO,
+            qs: [0; 16]
+        };
+        64
+    ];
+    quantize_row_q4_0_fitted(&x, &mut blocks);
+    let mut y = vec![0f32; x.len()];
+    dequantize_row(GgmlType::Q4_0, block_bytes(&blocks), &mut y).unwrap();
+    assert!(y[32..64].iter().all(|&v| v == 0.0), "a zero block");
+    let err = |y: &[f32]| -> f64 { x.iter().zip(y).map(|(a, b)| f64::from(a - b).powi(2)).sum() };
+    let (fitted, reference) = (err(&y), err(&round_trip(GgmlType::Q4_0, &x)));
+    assert!(
+        fitted < 0.95 * reference,
+        "fitted {fitted} against the reference's {reference}"
+    );
+}
