@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use kolibri::model::budget::{fit, BudgetRequest};
+use kolibri::model::budget::{fit, fit_with_draft, BudgetRequest};
 use kolibri::model::{Context, ContextParams, KvType, Model};
 
 fn request(budget: u64) -> BudgetRequest {
@@ -73,4 +73,39 @@ fn budgets_choose_what_fits() {
     assert!(e.contains("not enough for 32768 tokens"), "{e}");
     let e = fit(&model, &request(100 << 20)).unwrap_err().to_string();
     assert!(e.contains("does not hold the model"), "{e}");
+}
+
+/// With a draft model, the budget holds both models and both caches (the draft's context has
+/// the target's positions and types): a shorter context than alone, by the same formulas.
+#[test]
+fn a_draft_model_is_counted() {
+    let model = Arc::new(
+        Model::load(common::model_path(
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        ))
+        .unwrap(),
+    );
+    let budget = 1200 << 20;
+    let alone = fit(&model, &request(budget)).unwrap();
+    let both = fit_with_draft(&model, Some(&model), &request(budget)).unwrap();
+    assert!(both.with_draft && !alone.with_draft);
+    assert!(both.kv_bytes + both.fixed_bytes <= budget, "{both:?}");
+    assert!(both.fixed_bytes > alone.fixed_bytes, "{both:?} {alone:?}");
+    assert!(
+        both.n_ctx < alone.n_ctx || both.type_k != alone.type_k,
+        "{both:?} {alone:?}"
+    );
+    let params = ContextParams {
+        n_ctx: both.n_ctx,
+        type_k: both.type_k,
+        type_v: both.type_v,
+        n_threads: 1,
+        ..Default::default()
+    };
+    let ctx = Context::new(Arc::clone(&model), &params).unwrap();
+    assert_eq!(2 * ctx.kv_bytes() as u64, both.kv_bytes);
+    assert!(both.to_string().contains("draft"), "{both}");
+    // What only one model fits is refused with both.
+    let e = fit_with_draft(&model, Some(&model), &request(alone.fixed_bytes + (8 << 20)));
+    assert!(e.is_err(), "{e:?}");
 }

@@ -39,13 +39,15 @@ pub struct Fit {
     pub fixed_bytes: u64,
     /// Whether the model's weights are paged.
     pub paged: bool,
+    /// Whether a draft model's weights and cache are counted too.
+    pub with_draft: bool,
 }
 
 impl std::fmt::Display for Fit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "context {} tokens, KV cache {}/{} ({} MiB), {} and scratch about {} MiB",
+            "context {} tokens, KV cache {}/{} ({} MiB), {} and scratch about {} MiB{}",
             self.n_ctx,
             self.type_k,
             self.type_v,
@@ -55,7 +57,12 @@ impl std::fmt::Display for Fit {
             } else {
                 "weights"
             },
-            self.fixed_bytes >> 20
+            self.fixed_bytes >> 20,
+            if self.with_draft {
+                " (the target's and the draft model's)"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -74,18 +81,27 @@ pub fn needs_paging(file_bytes: u64, budget: u64) -> bool {
 /// most precise KV type (f16, then q8_0; keys and values alike unless fixed) that fit the
 /// budget. An error says what does not fit.
 pub fn fit(model: &Model, req: &BudgetRequest) -> Result<Fit, ModelError> {
+    fit_with_draft(model, None, req)
+}
+
+/// [`fit`] for a model and the draft model that speculates for it: both models' weights and
+/// scratch, and a KV cache for each of the same positions and types (as `kolibri run` and
+/// `serve` make the draft's context), up to the shorter trained context.
+pub fn fit_with_draft(
+    model: &Model,
+    draft: Option<&Model>,
+    req: &BudgetRequest,
+) -> Result<Fit, ModelError> {
     let hp = &model.hparams;
-    // Paged: two layers (one running, one read ahead) and the output head.
-    let weights = match &model.paging {
-        Some(p) => (2 * p.largest_layer_bytes() + p.output_bytes()) as u64,
-        None => model.gguf.file_bytes().len() as u64,
+    let models = || std::iter::once(model).chain(draft);
+    let fixed: u64 = models()
+        .map(|m| resident_weights(m) + scratch_bytes(m, req.n_batch))
+        .sum();
+    let what = match (model.paging.is_some(), draft.is_some()) {
+        (true, false) => "paged weights (two layers and the output head)",
+        (false, false) => "weights",
+        (_, true) => "weights (with the draft model's)",
     };
-    let what = if model.paging.is_some() {
-        "paged weights (two layers and the output head)"
-    } else {
-        "weights"
-    };
-    let fixed = weights + scratch_bytes(model, req.n_batch);
     let left = req
         .budget
         .checked_sub(fixed + PROCESS_BYTES)
@@ -100,24 +116,31 @@ pub fn fit(model: &Model, req: &BudgetRequest) -> Result<Fit, ModelError> {
         })?;
     let types: Vec<(KvType, KvType)> = match req.types {
         Some(t) => vec![t],
-        // Q4_0 only when asked for: it breaks some models (Qwen2.5-1.5B's perplexity, with
-        // llama.cpp's Q4_0 cache too, goes from 1.9 to 1200).
+        // Q4_0 only when asked for: it costs some models a lot (Qwen2.5-0.5B's perplexity
+        // +12%; llama.cpp's Q4_0 cache takes the 1.5B's from 1.8 to 1200).
         None => vec![(KvType::F16, KvType::F16), (KvType::Q8_0, KvType::Q8_0)],
     };
     let kv_bytes = |n_ctx: usize, (type_k, type_v): (KvType, KvType)| {
-        let shape = KvShape {
-            n_layer: hp.n_layer,
-            n_ctx,
-            n_seq: req.n_seq,
-            n_head_kv: hp.n_head_kv,
-            head_dim_k: hp.head_dim_k,
-            head_dim_v: hp.head_dim_v,
-            type_k,
-            type_v,
-        };
-        shape.bytes().map_or(u64::MAX, |b| b as u64)
+        models()
+            .map(|m| {
+                let hp = &m.hparams;
+                let shape = KvShape {
+                    n_layer: hp.n_layer,
+                    n_ctx,
+                    n_seq: req.n_seq,
+                    n_head_kv: hp.n_head_kv,
+                    head_dim_k: hp.head_dim_k,
+                    head_dim_v: hp.head_dim_v,
+                    type_k,
+                    type_v,
+                };
+                shape.bytes().map_or(u64::MAX, |b| b as u64)
+            })
+            .fold(0u64, u64::saturating_add)
     };
-    let want = req.n_ctx.unwrap_or(hp.n_ctx_train).min(hp.n_ctx_train);
+    let trained = models().map(|m| m.hparams.n_ctx_train).min();
+    let trained = trained.unwrap_or(hp.n_ctx_train);
+    let want = req.n_ctx.unwrap_or(trained).min(trained);
     // Per type, the most positions that fit (KV bytes grow linearly with n_ctx).
     let best = types
         .iter()
@@ -151,6 +174,7 @@ pub fn fit(model: &Model, req: &BudgetRequest) -> Result<Fit, ModelError> {
             kv_bytes: kv_bytes(n_ctx, t),
             fixed_bytes: fixed + PROCESS_BYTES,
             paged: model.paging.is_some(),
+            with_draft: draft.is_some(),
         }),
         _ => Err(ModelError::OutOfMemory(format!(
             "a budget of {} MiB leaves {} MiB for the KV cache after the weights and scratch: \
@@ -168,6 +192,15 @@ pub fn fit(model: &Model, req: &BudgetRequest) -> Result<Fit, ModelError> {
                 None => "any KV cache type".into(),
             }
         ))),
+    }
+}
+
+/// The weights a model keeps in memory: its file, or paged, two layers (one running, one read
+/// ahead) and the output head.
+fn resident_weights(model: &Model) -> u64 {
+    match &model.paging {
+        Some(p) => (2 * p.largest_layer_bytes() + p.output_bytes()) as u64,
+        None => model.gguf.file_bytes().len() as u64,
     }
 }
 

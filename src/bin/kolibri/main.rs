@@ -222,11 +222,12 @@ pub const BUDGET_FLAGS: [&str; 1] = ["--mem-budget"];
 pub const BUDGET_SWITCHES: [&str; 1] = ["--fit"];
 
 /// `--mem-budget SIZE` or `--fit` (the memory available now): the largest context (or the
-/// `-c` given) and KV type (or the `-ctk`/`-ctv` given) that fit, said on stderr; `None`
-/// without either option.
+/// `-c` given) and KV type (or the `-ctk`/`-ctv` given) that fit beside the model (and the
+/// `--draft` model, with its own cache), said on stderr; `None` without either option.
 pub fn budget_fit(
     a: &args::Args,
     model: &kolibri::model::Model,
+    draft: Option<&kolibri::model::Model>,
     n_seq: usize,
     n_batch: usize,
 ) -> Result<Option<kolibri::model::budget::Fit>, String> {
@@ -246,7 +247,7 @@ pub fn budget_fit(
             .map_err(|_| "bad value for -c/--ctx-size".to_string())?,
         types: given(&KV_TYPE_FLAGS).then(|| kv_types(a)).transpose()?,
     };
-    let fit = budget::fit(model, &request).map_err(|e| e.to_string())?;
+    let fit = budget::fit_with_draft(model, draft, &request).map_err(|e| e.to_string())?;
     eprintln!("memory budget {} MiB: {fit}", budget >> 20);
     Ok(Some(fit))
 }

@@ -56,7 +56,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let n_ctx_default = (tokens.len() + n_predict)
         .max(512)
         .min(model.hparams.n_ctx_train);
-    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, 1, 512)? {
+    let draft = crate::speculate::load_draft(&a)?;
+    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, draft.as_deref(), 1, 512)? {
         Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
         None => (
             a.parse_or(&["-c", "--ctx-size"], n_ctx_default)?,
@@ -73,7 +74,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
     crate::constrain::apply(&a, &model, &mut sampler)?;
-    let mut speculator = crate::speculate::from_args(&a, &ctx)?;
+    let mut speculator = crate::speculate::build(&a, &ctx, draft.as_ref(), n_threads)?;
     let load_s = t_load.elapsed().as_secs_f64();
     if tokens.is_empty() {
         return Err("the prompt tokenized to nothing".into());

@@ -22,13 +22,6 @@ pub const SWITCHES: [&str; 1] = ["--lookup"];
 /// A drafter, and the speculator over it.
 pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
 
-/// The speculation the options ask for, over `target` (None without `--draft`/`--lookup`).
-pub fn from_args(a: &Args, target: &Context) -> Result<Option<Speculation>, String> {
-    let draft = load_draft(a)?;
-    let n_threads = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
-    build(a, target, draft.as_ref(), n_threads)
-}
-
 /// The `--draft` model, if one is given.
 pub fn load_draft(a: &Args) -> Result<Option<Arc<Model>>, String> {
     a.get(&["-md", "--draft"])
@@ -41,7 +34,8 @@ pub fn load_draft(a: &Args) -> Result<Option<Arc<Model>>, String> {
 }
 
 /// A drafter over `target` (the `draft` model's, prompt lookup's, or lookup then the model's,
-/// as the options say) and its speculator; the draft context runs `n_threads` threads.
+/// as the options say; None without `--draft`/`--lookup`) and its speculator; the draft
+/// context runs `n_threads` threads with the target's positions and KV cache types.
 pub fn build(
     a: &Args,
     target: &Context,
@@ -53,6 +47,8 @@ pub fn build(
         let params = ContextParams {
             n_ctx: target.n_ctx(),
             n_threads,
+            type_k: target.type_k(),
+            type_v: target.type_v(),
             ..ContextParams::default()
         };
         if params.n_ctx > draft_model.hparams.n_ctx_train {

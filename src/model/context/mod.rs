@@ -193,6 +193,16 @@ impl Context {
         self.kv.n_ctx
     }
 
+    /// How the KV cache stores keys.
+    pub fn type_k(&self) -> KvType {
+        self.kv.type_k()
+    }
+
+    /// How the KV cache stores values.
+    pub fn type_v(&self) -> KvType {
+        self.kv.type_v()
+    }
+
     /// Most tokens in one forward pass.
     pub fn n_batch(&self) -> usize {
         self.n_batch

@@ -106,7 +106,9 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     }
 
     let model = Arc::new(crate::load_model(path, &a)?);
-    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, n_slots, n_batch)? {
+    let speculation = speculation(&a)?;
+    let draft = speculation.draft_model.as_deref();
+    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, draft, n_slots, n_batch)? {
         Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
         None => (
             a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?,
@@ -133,7 +135,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 .has("--context-shift")
                 .then(|| a.parse_or(&["--keep"], 0))
                 .transpose()?,
-            speculation: speculation(&a)?,
+            speculation,
         },
     )
     .map_err(|e| e.to_string())?;
