@@ -168,6 +168,73 @@ fn large_f32_arrays_of_a_mapped_file_read_back_in_place_and_exactly() {
     assert_ne!(mapped.get("scores"), Some(&differs));
 }
 
+/// A merge list (read once at load) stays in the mapping: every string reads back (at each
+/// position between the anchors), and a list holding invalid UTF-8 is copied, made valid.
+#[test]
+fn merge_lists_of_a_mapped_file_stay_in_place_and_read_back() {
+    let merges: Vec<String> = (0..10_001)
+        .map(|i| match i % 5 {
+            0 => String::new(),
+            1 => format!("Ġ{i} é"),
+            2 => "x".repeat(i % 300),
+            3 => "MARK".into(),
+            _ => format!("{i} {}", i * 7),
+        })
+        .collect();
+    let file = |merges: &[String]| {
+        let mut w = GgufWriter::new();
+        w.metadata("general.architecture", Value::String("odd".into()))
+            .metadata(
+                "tokenizer.ggml.merges",
+                Value::array(
+                    ValueType::String,
+                    merges.iter().map(|m| Value::String(m.clone())).collect(),
+                ),
+            )
+            .metadata("after", Value::U32(7));
+        w.to_bytes()
+    };
+    let bytes = file(&merges);
+    let path = std::env::temp_dir().join(format!("kolibri-merges-{}.gguf", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let mapped = GgufFile::open(&path).unwrap();
+    let copied = GgufFile::from_bytes(bytes.clone()).unwrap();
+    assert!(mapped
+        .get_array("tokenizer.ggml.merges")
+        .unwrap()
+        .is_in_file());
+    assert!(!copied
+        .get_array("tokenizer.ggml.merges")
+        .unwrap()
+        .is_in_file());
+    for f in [&mapped, &copied] {
+        let a = f.get_array("tokenizer.ggml.merges").unwrap();
+        assert_eq!(a.len(), merges.len());
+        for (i, m) in merges.iter().enumerate() {
+            assert_eq!(a.str(i), Some(m.as_str()), "string {i}");
+        }
+        assert_eq!(a.str(merges.len()), None);
+        assert_eq!(f.get("after"), Some(&Value::U32(7)));
+    }
+    assert_eq!(
+        mapped.get("tokenizer.ggml.merges"),
+        copied.get("tokenizer.ggml.merges")
+    );
+
+    // One string's bytes made invalid UTF-8: the list is copied, that string made valid.
+    let mut bad = bytes;
+    let at = bad.windows(4).position(|w| w == b"MARK").unwrap();
+    bad[at] = 0xFF;
+    std::fs::write(&path, &bad).unwrap();
+    let mapped = GgufFile::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let a = mapped.get_array("tokenizer.ggml.merges").unwrap();
+    assert!(!a.is_in_file());
+    assert_eq!(a.str(3), Some("\u{FFFD}ARK"));
+    assert_eq!(a.str(8), Some("MARK"));
+    assert_eq!(a.str(10_000), Some(""));
+}
+
 #[test]
 fn version_2_is_read() {
     let mut bytes = sample_file();

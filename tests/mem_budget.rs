@@ -106,6 +106,10 @@ fn a_draft_model_is_counted() {
     assert_eq!(2 * ctx.kv_bytes() as u64, both.kv_bytes);
     assert!(both.to_string().contains("draft"), "{both}");
     // What only one model fits is refused with both.
-    let e = fit_with_draft(&model, Some(&model), &request(alone.fixed_bytes + (8 << 20)));
+    let e = fit_with_draft(
+        &model,
+        Some(&model),
+        &request(alone.fixed_bytes + (8 << 20)),
+    );
     assert!(e.is_err(), "{e:?}");
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::error::GgufError;
-use super::value::{Array, Value, ValueType};
+use super::value::{Array, FileStrings, Value, ValueType};
 use crate::quant::GgmlType;
 
 const MAGIC: &[u8; 4] = b"GGUF";
@@ -50,6 +50,11 @@ enum Backing {
 /// than copied: a vocabulary's scores (1 MB for 262k tokens) are read a few at a time while
 /// encoding, so after the header's pages are released only those stay in memory.
 const FILE_ARRAY_MIN: u64 = 4096;
+
+/// String arrays left in a mapped file (at least [`FILE_ARRAY_MIN`] long) rather than copied:
+/// read once at load (the tokenizer builds its merge table from them), after which their pages
+/// are released with the rest of the header.
+const STRINGS_IN_FILE: [&str; 1] = ["tokenizer.ggml.merges"];
 
 /// A parsed GGUF file. Tensor data is borrowed from the mapping, never copied.
 pub struct GgufFile {
@@ -125,6 +130,11 @@ impl GgufFile {
     /// Byte offset of the data section within the file.
     pub fn data_offset(&self) -> u64 {
         self.data_offset
+    }
+
+    /// Whether the file is a mapping (its pages can be dropped and read again), not a copy.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.backing, Backing::Mapped(_))
     }
 
     /// All metadata in file order.
@@ -424,19 +434,17 @@ fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Va
             let n = count as usize;
             // The vocabulary's arrays are read straight into packed storage.
             let array = match elem {
-                ValueType::String => {
-                    let mut strings = Array::strings_with_capacity(n);
-                    for _ in 0..n {
-                        if !strings.push_str(&c.str(&what)?) {
-                            return Err(GgufError::CountTooLarge {
-                                what: format!("{} (over 4 GiB of text)", what()),
-                                count,
-                            });
-                        }
+                ValueType::String if count >= FILE_ARRAY_MIN && STRINGS_IN_FILE.contains(&key) => {
+                    match c
+                        .map
+                        .map(|map| strings_in_file(c, map, n, &what))
+                        .transpose()?
+                    {
+                        Some(Some(array)) => array,
+                        _ => read_strings(c, n, &what)?,
                     }
-                    strings.shrink_to_fit();
-                    strings
                 }
+                ValueType::String => read_strings(c, n, &what)?,
                 ValueType::I32 => Array::from_i32s(
                     (0..n)
                         .map(|_| Ok(i32::from_le_bytes(c.array(&what)?)))
@@ -465,6 +473,42 @@ fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Va
             Value::Array(array)
         }
     })
+}
+
+/// `n` strings into packed storage.
+fn read_strings(c: &mut Cursor, n: usize, what: &dyn Fn() -> String) -> Result<Array, GgufError> {
+    let mut strings = Array::strings_with_capacity(n);
+    for _ in 0..n {
+        if !strings.push_str(&c.str(what)?) {
+            return Err(GgufError::CountTooLarge {
+                what: format!("{} (over 4 GiB of text)", what()),
+                count: n as u64,
+            });
+        }
+    }
+    strings.shrink_to_fit();
+    Ok(strings)
+}
+
+/// `n` strings left where they are in `map`, checked; `None` (the cursor where it was) when
+/// one is not valid UTF-8 or they span over 4 GiB: the caller packs them instead.
+fn strings_in_file(
+    c: &mut Cursor,
+    map: &Arc<memmap2::Mmap>,
+    n: usize,
+    what: &dyn Fn() -> String,
+) -> Result<Option<Array>, GgufError> {
+    let at = c.pos;
+    let mut strings = FileStrings::new(Arc::clone(map), at, n);
+    for i in 0..n {
+        let fits = strings.note(i, c.pos - at);
+        let len = c.u64(what)?;
+        if !fits || std::str::from_utf8(c.take(len, what)?).is_err() {
+            c.pos = at;
+            return Ok(None);
+        }
+    }
+    Ok(Some(Array::strings_in_file(strings)))
 }
 
 /// The fewest bytes one value of this type can occupy in the file.

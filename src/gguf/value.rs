@@ -220,6 +220,8 @@ enum Items {
     F32(Vec<f32>),
     /// Little-endian f32 elements left in a file mapping (see [`Array::f32s_in_file`]).
     FileF32(FileF32s),
+    /// GGUF strings left in a file mapping (see [`Array::strings_in_file`]).
+    FileStrings(FileStrings),
     /// Any other element type, one value each.
     Values(Vec<Value>),
 }
@@ -239,6 +241,60 @@ impl FileF32s {
         }
         let b = self.map.get(self.at + 4 * i..self.at + 4 * i + 4)?;
         Some(f32::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
+/// `len` GGUF strings (u64 length, then UTF-8 bytes) from byte `at` of a mapping, with the
+/// offset from `at` of every [`FILE_STRINGS_ANCHOR`]th string.
+#[derive(Clone, Debug)]
+pub(crate) struct FileStrings {
+    map: Arc<memmap2::Mmap>,
+    at: usize,
+    len: usize,
+    anchors: Vec<u32>,
+}
+
+/// Strings per anchor of [`FileStrings`]: string `i` is found past at most this many - 1.
+pub(crate) const FILE_STRINGS_ANCHOR: usize = 8;
+
+impl FileStrings {
+    /// Starts a list at byte `at` of `map`; [`FileStrings::push`] each string's offset.
+    pub(crate) fn new(map: Arc<memmap2::Mmap>, at: usize, len: usize) -> FileStrings {
+        FileStrings {
+            map,
+            at,
+            len,
+            anchors: Vec::with_capacity(len.div_ceil(FILE_STRINGS_ANCHOR)),
+        }
+    }
+
+    /// Notes string `i` at byte `offset` from the start (every string in order); false past
+    /// 4 GiB of strings.
+    pub(crate) fn note(&mut self, i: usize, offset: usize) -> bool {
+        if i.is_multiple_of(FILE_STRINGS_ANCHOR) {
+            let Ok(offset) = u32::try_from(offset) else {
+                return false;
+            };
+            self.anchors.push(offset);
+        }
+        true
+    }
+
+    fn get(&self, i: usize) -> Option<&str> {
+        if i >= self.len {
+            return None;
+        }
+        let mut at = self.at + *self.anchors.get(i / FILE_STRINGS_ANCHOR)? as usize;
+        let mut read = || -> Option<&[u8]> {
+            let len = u64::from_le_bytes(self.map.get(at..at + 8)?.try_into().ok()?);
+            let start = at + 8;
+            at = start.checked_add(usize::try_from(len).ok()?)?;
+            self.map.get(start..at)
+        };
+        for _ in 0..i % FILE_STRINGS_ANCHOR {
+            read()?;
+        }
+        std::str::from_utf8(read()?).ok()
     }
 }
 
@@ -332,6 +388,16 @@ impl Array {
         }
     }
 
+    /// A string array left in its file mapping (strings the reader checked are there and
+    /// valid UTF-8): for an array read once at load (a BPE merge list, 1.9 MB for Qwen2.5's
+    /// 151k merges), whose pages are released afterwards.
+    pub(crate) fn strings_in_file(strings: FileStrings) -> Array {
+        Array {
+            elem: ValueType::String,
+            items: Arc::new(Items::FileStrings(strings)),
+        }
+    }
+
     pub fn elem_type(&self) -> ValueType {
         self.elem
     }
@@ -343,6 +409,7 @@ impl Array {
             Items::I32AsI8(v) => v.len(),
             Items::F32(v) => v.len(),
             Items::FileF32(v) => v.len,
+            Items::FileStrings(v) => v.len,
             Items::Values(v) => v.len(),
         }
     }
@@ -354,7 +421,9 @@ impl Array {
     /// Element `i`: borrowed where it is stored as a [`Value`], built otherwise.
     pub fn get(&self, i: usize) -> Option<Cow<'_, Value>> {
         Some(match &*self.items {
-            Items::Strings(_) => Cow::Owned(Value::String(self.str(i)?.to_owned())),
+            Items::Strings(_) | Items::FileStrings(_) => {
+                Cow::Owned(Value::String(self.str(i)?.to_owned()))
+            }
             Items::I32(v) => Cow::Owned(Value::I32(*v.get(i)?)),
             Items::I32AsI8(v) => Cow::Owned(Value::I32(*v.get(i)? as i32)),
             Items::F32(v) => Cow::Owned(Value::F32(*v.get(i)?)),
@@ -367,9 +436,16 @@ impl Array {
     pub fn str(&self, i: usize) -> Option<&str> {
         match &*self.items {
             Items::Strings(strings) => strings.get(i),
+            Items::FileStrings(strings) => strings.get(i),
             Items::Values(v) => v.get(i)?.as_str(),
             _ => None,
         }
+    }
+
+    /// Whether the elements are read from the file's mapping where they are (memory the
+    /// process holds only while their pages are resident), not copied.
+    pub fn is_in_file(&self) -> bool {
+        matches!(&*self.items, Items::FileF32(_) | Items::FileStrings(_))
     }
 
     /// Whether every element is an f32, held packed (so [`Array::f32`] is cheap).

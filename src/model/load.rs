@@ -89,9 +89,7 @@ pub(super) fn open_gguf(
         // fault, as with every mmap-based loader. We never write through it.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", e))?;
         let gguf = GgufFile::from_mmap(map)?;
-        // The metadata and tensor index are parsed into owned values; nothing reads their
-        // pages again (a 262k-token vocabulary: 6 MB of them).
-        release_pages(&gguf.file_bytes()[..gguf.data_offset() as usize]);
+        release_header(&gguf);
         if opts.use_mlock {
             lock(gguf.file_bytes()).map_err(|e| io_err(LOCK, e))?;
         }
@@ -166,6 +164,15 @@ fn in_place_ranges(gguf: &GgufFile) -> Vec<std::ops::Range<usize>> {
         ranges.push(at..len);
     }
     ranges
+}
+
+/// Drops a mapped file's header pages: the metadata and tensor index are parsed into owned
+/// values (a 262k-token vocabulary: 6 MB of pages), and what stays in the file (a merge list,
+/// scores) is read at load, or a few pages at a time later.
+pub(super) fn release_header(gguf: &GgufFile) {
+    if gguf.is_mapped() {
+        release_pages(&gguf.file_bytes()[..gguf.data_offset() as usize]);
+    }
 }
 
 /// Drops the whole pages inside `bytes` from this process's memory (a file mapping re-reads

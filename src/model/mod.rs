@@ -109,6 +109,8 @@ impl Model {
         let tokenizer = tokenizer.map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         let (hparams, (weights, repacked_from_cache)) = rest?;
         let paging = paged.then(|| paging::Paging::new(&weights, &gguf));
+        // The tokenizer read the merge list from the file's header pages.
+        load::release_header(&gguf);
         load::release_freed_heap();
         Ok(Model {
             arch,
