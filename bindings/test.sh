@@ -8,7 +8,9 @@
 # PREFIX is where Kolibri is installed (PREFIX/lib/libkolibri.so, PREFIX/lib/pkgconfig);
 # MODEL is Qwen2.5-Coder-0.5B-Instruct (q4_k_m) GGUF: the tests check its greedy output and
 # chat template. The optional third model, one without a chat template (gemma-3-270m), adds
-# the NOT_FOUND checks. Swift is built and tested only where a Swift toolchain exists.
+# the NOT_FOUND checks. KOLIBRI_TEST_MODEL_LARGE, if set (Qwen2.5-Coder-1.5B-Instruct), adds the
+# speculators' draft-model checks (the 0.5B drafting for it). Swift is built and tested only
+# where a Swift toolchain exists.
 set -euo pipefail
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then

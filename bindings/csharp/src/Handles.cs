@@ -35,4 +35,15 @@ namespace Kolibri
         /// <summary>Frees the native sampler.</summary>
         protected override bool ReleaseHandle() { Native.kolibri_sampler_free(handle); return true; }
     }
+
+    /// <summary>Owns a kolibri_speculator*; released with kolibri_speculator_free.</summary>
+    public sealed class SpeculatorHandle : SafeHandle
+    {
+        /// <summary>Creates an invalid handle (the marshaller fills it in).</summary>
+        public SpeculatorHandle() : base(IntPtr.Zero, true) { }
+        /// <summary>True while no native speculator is owned.</summary>
+        public override bool IsInvalid { get { return handle == IntPtr.Zero; } }
+        /// <summary>Frees the native speculator (its contexts stay the caller's).</summary>
+        protected override bool ReleaseHandle() { Native.kolibri_speculator_free(handle); return true; }
+    }
 }

@@ -126,6 +126,51 @@ namespace Kolibri
         }
     }
 
+    /// <summary>
+    /// How to speculate (kolibri_speculator_params). Start from <see cref="Default"/>: the
+    /// library's defaults are not all zero, and zero MaxDraft or LookupNgram is refused.
+    /// </summary>
+    [StructLayout(LayoutKind.Sequential)]
+    public struct SpeculatorParams
+    {
+        internal UIntPtr StructSize;
+        /// <summary>Most tokens drafted per step, 1..32 (fewer when they do not pay). Default 16.</summary>
+        public uint MaxDraft;
+        /// <summary>A draft model's draft ends at a token it gives less probability than this, 0..1. Default 0.5.</summary>
+        public float DraftPMin;
+        /// <summary>Prompt lookup matches the last 1..LookupNgram tokens, 1..16. Default 4.</summary>
+        public uint LookupNgram;
+
+        /// <summary>The library's defaults (kolibri_speculator_params_init).</summary>
+        public static SpeculatorParams Default()
+        {
+            var p = new SpeculatorParams();
+            Native.Check(Native.kolibri_speculator_params_init(ref p, (UIntPtr)Marshal.SizeOf(typeof(SpeculatorParams))));
+            Native.CheckLayout(p.StructSize, typeof(SpeculatorParams));
+            return p;
+        }
+    }
+
+    /// <summary>What speculation achieved so far (kolibri_speculator_stats).</summary>
+    [StructLayout(LayoutKind.Sequential)]
+    public struct SpeculatorStats
+    {
+        /// <summary>Tokens drafted and checked by the target.</summary>
+        public ulong Drafted;
+        /// <summary>Of those, the ones the target agreed with.</summary>
+        public ulong Accepted;
+        /// <summary>Target forward passes (one per step).</summary>
+        public ulong TargetPasses;
+        /// <summary>Tokens returned by the steps.</summary>
+        public ulong Generated;
+
+        /// <summary>"drafted D, accepted A, target passes P, generated G".</summary>
+        public override string ToString()
+        {
+            return string.Format("drafted {0}, accepted {1}, target passes {2}, generated {3}", Drafted, Accepted, TargetPasses, Generated);
+        }
+    }
+
     /// <summary>A model's scalar facts (kolibri_model_dims).</summary>
     [StructLayout(LayoutKind.Sequential)]
     public struct ModelDims
@@ -185,6 +230,7 @@ namespace Kolibri
         [DllImport(Lib)] internal static extern Status kolibri_model_params_init(ref ModelParams p, UIntPtr structSize);
         [DllImport(Lib)] internal static extern Status kolibri_context_params_init(ref ContextParams p, UIntPtr structSize);
         [DllImport(Lib)] internal static extern Status kolibri_sampler_params_init(ref SamplerParams p, UIntPtr structSize);
+        [DllImport(Lib)] internal static extern Status kolibri_speculator_params_init(ref SpeculatorParams p, UIntPtr structSize);
 
         [DllImport(Lib)] internal static extern Status kolibri_model_load(byte[] path, ref ModelParams p, out ModelHandle model);
         [DllImport(Lib)] internal static extern void kolibri_model_free(IntPtr model);
@@ -228,6 +274,23 @@ namespace Kolibri
         [DllImport(Lib)] internal static extern Status kolibri_sampler_sample(SamplerHandle s, ContextHandle ctx, out int token);
         [DllImport(Lib)] internal static extern Status kolibri_sampler_accept(SamplerHandle s, int token);
         [DllImport(Lib)] internal static extern Status kolibri_sampler_reset(SamplerHandle s);
+
+        // A SafeHandle argument cannot be null: the draft context is a ContextHandle, or
+        // IntPtr.Zero (NULL, prompt lookup) through the *_lookup entry points.
+        [DllImport(Lib)]
+        internal static extern Status kolibri_speculator_new(ContextHandle target, ContextHandle draft, ref SpeculatorParams p,
+            out SpeculatorHandle speculator);
+        [DllImport(Lib, EntryPoint = "kolibri_speculator_new")]
+        internal static extern Status kolibri_speculator_new_lookup(ContextHandle target, IntPtr draft, ref SpeculatorParams p,
+            out SpeculatorHandle speculator);
+        [DllImport(Lib)] internal static extern void kolibri_speculator_free(IntPtr speculator);
+        [DllImport(Lib)]
+        internal static extern Status kolibri_speculator_step(SpeculatorHandle s, ContextHandle target, ContextHandle draft,
+            SamplerHandle sampler, int pending, [Out] int[] tokens, UIntPtr capacity, out UIntPtr nTokens);
+        [DllImport(Lib, EntryPoint = "kolibri_speculator_step")]
+        internal static extern Status kolibri_speculator_step_lookup(SpeculatorHandle s, ContextHandle target, IntPtr draft,
+            SamplerHandle sampler, int pending, [Out] int[] tokens, UIntPtr capacity, out UIntPtr nTokens);
+        [DllImport(Lib)] internal static extern Status kolibri_speculator_get_stats(SpeculatorHandle s, out SpeculatorStats stats);
 
         /// <summary>Throws for a failed status. Call it right after the P/Invoke, on the same
         /// thread: kolibri_last_error is thread-local and overwritten by the next failure.</summary>

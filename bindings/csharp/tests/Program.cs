@@ -151,6 +151,229 @@ static class Program
         }
     }
 
+    /// <summary>A prompt that repeats itself: prompt lookup finds drafts in it.</summary>
+    const string RepeatingPrompt = "def f1(x):\n    return x + 1\n\ndef f2(x):\n    return x + 2\n\n" +
+        "def f3(x):\n    return x + 3\n\ndef f4(x):\n    return x + 4\n\ndef f5(x):\n";
+
+    /// <summary>Plain greedy decoding (Sampler.Sample, Context.Eval) of n tokens after the
+    /// prompt, stopping after an end-of-generation token (kept).</summary>
+    static int[] PlainGreedy(Model model, int[] prompt, int n)
+    {
+        var cp = ContextParams.Default();
+        cp.NCtx = 512;
+        using (var ctx = new Context(model, cp))
+        using (var sampler = Sampler.Greedy())
+        {
+            ctx.Eval(prompt);
+            var outTokens = new System.Collections.Generic.List<int>();
+            while (outTokens.Count < n)
+            {
+                int tok = sampler.Sample(ctx);
+                outTokens.Add(tok);
+                if (model.IsEog(tok)) break;
+                ctx.Eval(tok);
+            }
+            return outTokens.ToArray();
+        }
+    }
+
+    /// <summary>The same through a speculator on target (draft null: prompt lookup): the first
+    /// token sampled, then steps until n tokens or an end-of-generation token. Checks each
+    /// step's size, the target's tokens afterwards and the stats' bookkeeping; returns the
+    /// tokens (cut at n or after the end-of-generation token).</summary>
+    static int[] SpeculativeGreedy(string what, Context target, Context draft, SpeculatorParams? p, int[] prompt, int n,
+        out SpeculatorStats stats)
+    {
+        var model = target.Model;
+        using (var sampler = Sampler.Greedy())
+        {
+            target.Eval(prompt);
+            int pending = sampler.Sample(target);
+            using (var spec = new Speculator(target, draft, p))
+            {
+                var got = new System.Collections.Generic.List<int> { pending };
+                int steps = 0, returned = 0, eogAt = -1;
+                bool sizesOk = true;
+                while (got.Count < n && eogAt < 0)
+                {
+                    var toks = spec.Step(sampler, pending);
+                    steps++;
+                    returned += toks.Length;
+                    if (toks.Length < 1 || toks.Length > spec.MaxDraft + 1) { sizesOk = false; break; }
+                    for (int i = 0; i < toks.Length; i++)
+                        if (model.IsEog(toks[i]) && eogAt < 0) eogAt = got.Count + i;
+                    got.AddRange(toks);
+                    pending = toks[toks.Length - 1];
+                }
+                Check(what + ": each step returns 1..MaxDraft+1 tokens", sizesOk, steps + " steps");
+                var want = new System.Collections.Generic.List<int>(prompt);
+                want.AddRange(got.GetRange(0, got.Count - 1));
+                var held = target.Tokens();
+                Check(what + ": the target holds the prompt and the tokens but the pending one", SameTokens(held, want.ToArray()),
+                    string.Format("{0} tokens, want {1}", held.Length, want.Count));
+                ExpectStatus(what + ": no logits while a token is pending", Status.InvalidState, null, () => target.GetLogits());
+                stats = spec.Stats;
+                Console.WriteLine("# {0}: {1} steps, {2}", what, steps, stats);
+                Check(what + ": stats count the steps and tokens",
+                    stats.TargetPasses == (ulong)steps && stats.Generated == (ulong)returned
+                    && stats.Accepted <= stats.Drafted && stats.Generated == stats.Accepted + stats.TargetPasses, stats.ToString());
+                target.Eval(pending);
+                Check(what + ": plain decoding continues after the pending token", target.GetLogits().Length == model.Dims.NVocab);
+                if (eogAt >= 0) got.RemoveRange(eogAt + 1, got.Count - eogAt - 1);
+                if (got.Count > n) got.RemoveRange(n, got.Count - n);
+                return got.ToArray();
+            }
+        }
+    }
+
+    /// <summary>Speculative decoding, as Go's TestSpeculator*: greedy output through prompt
+    /// lookup (and a draft model where KOLIBRI_TEST_MODEL_LARGE names a larger model of the
+    /// same vocabulary) is plain greedy decoding's; misuse throws with a message.</summary>
+    static void CheckSpeculator(Model model, string plainPath)
+    {
+        var dp = SpeculatorParams.Default();
+        Check("speculator defaults", dp.MaxDraft == 16 && dp.DraftPMin == 0.5f && dp.LookupNgram == 4,
+            string.Format("MaxDraft {0}, DraftPMin {1}, LookupNgram {2}", dp.MaxDraft, dp.DraftPMin, dp.LookupNgram));
+
+        const int n = 32;
+        var prompt = model.Tokenize(RepeatingPrompt, true, false);
+        var want = PlainGreedy(model, prompt, n);
+        Console.WriteLine("# plain greedy: {0}", Quote(model.Detokenize(want, false)));
+        Check("plain greedy gives 32 tokens", want.Length == n, want.Length + " tokens");
+        var small = SpeculatorParams.Default();
+        small.MaxDraft = 4;
+        small.LookupNgram = 2;
+        foreach (var p in new SpeculatorParams?[] { null, small })
+        {
+            var what = p == null ? "lookup (defaults)" : "lookup (MaxDraft 4, LookupNgram 2)";
+            var cp = ContextParams.Default();
+            cp.NCtx = 512;
+            using (var ctx = new Context(model, cp))
+            {
+                SpeculatorStats st;
+                var got = SpeculativeGreedy(what, ctx, null, p, prompt, n, out st);
+                Check(what + ": greedy tokens are plain greedy's", SameTokens(got, want), Quote(model.Detokenize(got, false)));
+                Check(what + ": drafts were made and accepted", st.Drafted > 0 && st.Accepted > 0 && st.Accepted <= st.Drafted, st.ToString());
+                Check(what + ": fewer target passes than tokens", st.TargetPasses < n, st.ToString());
+            }
+        }
+
+        var largePath = Environment.GetEnvironmentVariable("KOLIBRI_TEST_MODEL_LARGE");
+        if (!string.IsNullOrEmpty(largePath))
+        {
+            using (var large = Model.Load(largePath))
+            {
+                var lprompt = large.Tokenize(RepeatingPrompt, true, false);
+                var lwant = PlainGreedy(large, lprompt, n);
+                var cp = ContextParams.Default();
+                cp.NCtx = 512;
+                using (var target = new Context(large, cp))
+                using (var draft = new Context(model, cp))
+                {
+                    ExpectStatus("a larger model cannot draft", Status.InvalidArgument, "smaller", () => new Speculator(draft, target));
+                    var p = SpeculatorParams.Default();
+                    p.MaxDraft = 8;
+                    p.DraftPMin = 0.3f;
+                    SpeculatorStats st;
+                    var got = SpeculativeGreedy("draft model", target, draft, p, lprompt, n, out st);
+                    Check("draft model: greedy tokens are plain greedy's", SameTokens(got, lwant), Quote(large.Detokenize(got, false)));
+                    Check("draft model: drafts were made and accepted", st.Drafted > 0 && st.Accepted > 0, st.ToString());
+                }
+            }
+        }
+        else
+        {
+            Console.WriteLine("# skipped the draft-model check: KOLIBRI_TEST_MODEL_LARGE is not set");
+        }
+
+        // Misuse.
+        var cp64 = ContextParams.Default();
+        cp64.NCtx = 64;
+        using (var ctx = new Context(model, cp64))
+        using (var sampler = Sampler.Greedy())
+        {
+            foreach (var bad in new[]
+            {
+                Tuple.Create(0u, 0.5f, 4u, "max_draft"), Tuple.Create(33u, 0.5f, 4u, "max_draft"),
+                Tuple.Create(16u, 0.5f, 0u, "lookup_ngram"), Tuple.Create(16u, 0.5f, 17u, "lookup_ngram"),
+                Tuple.Create(16u, 1.5f, 4u, "draft_p_min"),
+            })
+            {
+                var p = SpeculatorParams.Default();
+                p.MaxDraft = bad.Item1;
+                p.DraftPMin = bad.Item2;
+                p.LookupNgram = bad.Item3;
+                ExpectStatus(string.Format("speculator params MaxDraft {0}, DraftPMin {1}, LookupNgram {2} are refused", bad.Item1, bad.Item2, bad.Item3),
+                    Status.InvalidArgument, bad.Item4, () => new Speculator(ctx, null, p));
+            }
+            ExpectStatus("zeroed SpeculatorParams are rejected", Status.InvalidArgument, null, () => new Speculator(ctx, null, new SpeculatorParams()));
+            using (var same = new Context(model, cp64))
+                ExpectStatus("a model cannot draft for itself", Status.InvalidArgument, "smaller", () => new Speculator(ctx, same));
+            if (!string.IsNullOrEmpty(plainPath))
+            {
+                using (var other = Model.Load(plainPath))
+                using (var octx = new Context(other, cp64))
+                    ExpectStatus("a model of another vocabulary cannot draft", Status.InvalidArgument, "cannot draft", () => new Speculator(ctx, octx));
+            }
+            ExpectThrows<ArgumentNullException>("a null target", () => new Speculator(null));
+            ExpectThrows<ArgumentException>("the target as its own draft", () => new Speculator(ctx, ctx));
+            var disposed = new Context(model, cp64);
+            disposed.Dispose();
+            ExpectThrows<ObjectDisposedException>("a disposed target", () => new Speculator(disposed));
+            ExpectThrows<ObjectDisposedException>("a disposed draft", () => new Speculator(ctx, disposed));
+
+            var prompt2 = model.Tokenize("Hello, world", true, false);
+            ctx.Eval(prompt2);
+            var spec = new Speculator(ctx);
+            ExpectStatus("a step after an invalid token", Status.InvalidToken, null, () => spec.Step(sampler, model.Dims.NVocab));
+            ExpectStatus("a step after a negative token", Status.InvalidToken, null, () => spec.Step(sampler, -1));
+            ExpectThrows<ArgumentNullException>("a step with a null sampler", () => spec.Step(null, 1));
+            var disposedSampler = Sampler.Greedy();
+            disposedSampler.Dispose();
+            ExpectThrows<ObjectDisposedException>("a step with a disposed sampler", () => spec.Step(disposedSampler, 1));
+            var st0 = spec.Stats;
+            Check("failed steps change neither the stats nor the context", st0.Generated == 0 && st0.TargetPasses == 0
+                && SameTokens(ctx.Tokens(), prompt2), st0.ToString());
+            Check("a step after failed ones", spec.Step(sampler, 1).Length >= 1);
+            spec.Dispose();
+            spec.Dispose();
+            ExpectThrows<ObjectDisposedException>("a step on a disposed speculator", () => spec.Step(sampler, 1));
+            ExpectThrows<ObjectDisposedException>("stats of a disposed speculator", () => { var s = spec.Stats; });
+
+            var cp8 = ContextParams.Default();
+            cp8.NCtx = 8;
+            using (var full = new Context(model, cp8))
+            {
+                full.Eval(1, 2, 3, 4, 5, 6, 7, 8);
+                using (var fspec = new Speculator(full))
+                {
+                    ExpectStatus("a step on a full context", Status.ContextFull, null, () => fspec.Step(sampler, 9));
+                    Check("a failed step leaves a full context as it was", full.TokenCount == 8);
+                    full.Dispose();
+                    ExpectThrows<ObjectDisposedException>("a step after the target was disposed", () => fspec.Step(sampler, 9));
+                }
+            }
+        }
+    }
+
+    /// <summary>Checks <paramref name="action"/> throws <typeparamref name="T"/> with a message.</summary>
+    static void ExpectThrows<T>(string what, Action action) where T : Exception
+    {
+        try
+        {
+            action();
+            Check(what + " throws " + typeof(T).Name, false, "no exception");
+        }
+        catch (T e)
+        {
+            Check(what + " throws " + typeof(T).Name, e.Message.Length > 0, e.Message.Replace(Environment.NewLine, " ").Replace("\n", " "));
+        }
+        catch (Exception e)
+        {
+            Check(what + " throws " + typeof(T).Name, false, e.GetType().Name + ": " + e.Message);
+        }
+    }
+
     static string Quote(string s) { return "\"" + s.Replace("\\", "\\\\").Replace("\n", "\\n").Replace("\"", "\\\"") + "\""; }
 
     static int Main(string[] args)
@@ -266,6 +489,7 @@ static class Program
             }
 
             CheckSavedState(model);
+            CheckSpeculator(model, plainPath);
 
             // Two contexts on one model, on two threads, give the same greedy text.
             var outs = new string[2];

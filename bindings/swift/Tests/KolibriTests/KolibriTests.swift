@@ -127,4 +127,81 @@ final class KolibriTests: XCTestCase {
         XCTAssertEqual(try a.tokens().count, toks.count + 1)
         XCTAssertNil(bitDiff(try a.logits(), want))
     }
+
+    /// As Go's TestSpeculatorLookupGreedy: greedy decoding through prompt lookup gives exactly
+    /// plain greedy decoding's tokens, and lookup drafts on a prompt that repeats itself.
+    func testSpeculatorLookup() throws {
+        let m = try model()
+        let prompt = try m.tokenize(
+            "def f1(x):\n    return x + 1\n\ndef f2(x):\n    return x + 2\n\n"
+                + "def f3(x):\n    return x + 3\n\ndef f4(x):\n    return x + 4\n\ndef f5(x):\n",
+            addSpecial: true, parseSpecial: false)
+        let n = 32
+
+        let plain = try Context(model: m, options: ContextOptions(nCtx: 512))
+        let plainSampler = try Sampler(params: .greedy)
+        try plain.eval(prompt)
+        var want: [Token] = []
+        while want.count < n {
+            let token = try plainSampler.sample(plain)
+            want.append(token)
+            if try m.isEOG(token) { break }
+            try plain.eval([token])
+        }
+
+        let ctx = try Context(model: m, options: ContextOptions(nCtx: 512))
+        let sampler = try Sampler(params: .greedy)
+        try ctx.eval(prompt)
+        var pending = try sampler.sample(ctx)
+        let spec = try Speculator(target: ctx)
+        var got = [pending]
+        var steps = 0
+        while got.count < n {
+            let tokens = try spec.step(sampler, pending: pending)
+            steps += 1
+            XCTAssertTrue((1...spec.maxDraft + 1).contains(tokens.count), "\(tokens.count) tokens")
+            got += tokens
+            pending = tokens.last!
+            if try tokens.contains(where: { try m.isEOG($0) }) { break }
+        }
+        XCTAssertEqual(try ctx.tokens(), prompt + Array(got.dropLast()))
+        XCTAssertEqual(Array(got.prefix(n)), want)
+        let stats = try spec.stats()
+        XCTAssertEqual(stats.targetPasses, UInt64(steps))
+        XCTAssertGreaterThan(stats.drafted, 0)
+        XCTAssertLessThanOrEqual(stats.accepted, stats.drafted)
+        XCTAssertThrowsError(try ctx.logits()) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .invalidState)
+        }
+    }
+
+    func testSpeculatorErrors() throws {
+        let m = try model()
+        let ctx = try Context(model: m, options: ContextOptions(nCtx: 64))
+        for (maxDraft, lookupNgram) in [(UInt32(0), UInt32(4)), (33, 4), (16, 0), (16, 17)] {
+            var p = SpeculatorParams()
+            p.maxDraft = maxDraft
+            p.lookupNgram = lookupNgram
+            XCTAssertThrowsError(try Speculator(target: ctx, params: p)) { error in
+                let e = error as? KolibriError
+                XCTAssertEqual(e?.status, .invalidArgument)
+                XCTAssertFalse(e?.message.isEmpty ?? true)
+            }
+        }
+        // The same model cannot draft for itself: a draft must be smaller.
+        let same = try Context(model: m, options: ContextOptions(nCtx: 64))
+        XCTAssertThrowsError(try Speculator(target: ctx, draft: same)) { error in
+            let e = error as? KolibriError
+            XCTAssertEqual(e?.status, .invalidArgument)
+            XCTAssertTrue(e?.message.contains("smaller") ?? false, e?.message ?? "")
+        }
+        XCTAssertThrowsError(try Speculator(target: ctx, draft: ctx))
+        try ctx.eval(try m.tokenize("Hello", addSpecial: true, parseSpecial: false))
+        let spec = try Speculator(target: ctx)
+        let sampler = try Sampler(params: .greedy)
+        XCTAssertThrowsError(try spec.step(sampler, pending: try m.dims().nVocab)) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .invalidToken)
+        }
+        XCTAssertEqual(try spec.stats(), SpeculatorStats(drafted: 0, accepted: 0, targetPasses: 0, generated: 0))
+    }
 }
