@@ -255,7 +255,7 @@ pub(crate) struct FileStrings {
 }
 
 /// Strings per anchor of [`FileStrings`]: string `i` is found past at most this many - 1.
-pub(crate) const FILE_STRINGS_ANCHOR: usize = 8;
+const FILE_STRINGS_ANCHOR: usize = 8;
 
 impl FileStrings {
     /// Starts a list at byte `at` of `map`; [`FileStrings::push`] each string's offset.

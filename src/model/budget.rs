@@ -99,8 +99,9 @@ pub fn fit_with_draft(
         .sum();
     let what = match (model.paging.is_some(), draft.is_some()) {
         (true, false) => "paged weights (two layers and the output head)",
+        (true, true) => "paged weights (with the draft model's)",
         (false, false) => "weights",
-        (_, true) => "weights (with the draft model's)",
+        (false, true) => "weights (with the draft model's)",
     };
     let left = req
         .budget
@@ -138,8 +139,7 @@ pub fn fit_with_draft(
             })
             .fold(0u64, u64::saturating_add)
     };
-    let trained = models().map(|m| m.hparams.n_ctx_train).min();
-    let trained = trained.unwrap_or(hp.n_ctx_train);
+    let trained = (models().map(|m| m.hparams.n_ctx_train).min()).unwrap_or(hp.n_ctx_train);
     let want = req.n_ctx.unwrap_or(trained).min(trained);
     // Per type, the most positions that fit (KV bytes grow linearly with n_ctx).
     let best = types

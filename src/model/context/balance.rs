@@ -17,7 +17,7 @@
 
 use std::sync::Mutex;
 
-use super::{centering, LayerRopes};
+use super::LayerRopes;
 use crate::gguf::GgufFile;
 use crate::model::kv_cache::KvCache;
 use crate::model::ops::Rope;
@@ -72,20 +72,24 @@ impl Balance {
 }
 
 /// Per layer, the balance of a quantized key cache (`None` for an f16 one: it stores keys as
-/// computed). Layers in parallel on the current pool: each reads its query and key weights
-/// once (0.15 s for the 1.5B on one thread).
+/// computed), given the layers' key centers (`centering`). Layers in parallel on the current
+/// pool: each reads its query and key weights once (0.15 s for the 1.5B on one thread), and a
+/// paged model's leave memory again.
 pub(super) fn key_balances(
     model: &Model,
     kv: &KvCache,
     ropes: &LayerRopes,
+    centers: &[Option<Vec<f32>>],
 ) -> Vec<Option<Balance>> {
     let hp = &model.hparams;
     let layers: Vec<Mutex<Option<Balance>>> = (0..hp.n_layer).map(|_| Mutex::new(None)).collect();
     if kv.type_k() != KvType::F16 {
         parallel::for_each(hp.n_layer, |il| {
             let rope = ropes.of(hp, il);
-            let center = centering::raw_center(model, kv, il, rope);
-            let balance = layer_balance(model, il, center.as_deref(), rope);
+            let balance = layer_balance(model, il, centers[il].as_deref(), rope);
+            if let Some(p) = &model.paging {
+                p.after_layer(il);
+            }
             *layers[il].lock().unwrap_or_else(|e| e.into_inner()) = Some(balance);
         });
     }

@@ -11,40 +11,51 @@
 use super::balance::Balance;
 use super::{Context, LayerRopes};
 use crate::model::kv_cache::KvCache;
-use crate::model::ops::{self, Rope};
+use crate::model::ops;
 use crate::model::{KvType, Model};
 
-/// Per layer, the vector subtracted from its stored keys (in the cache's basis: balanced, then
-/// Hadamard-rotated), or `None` where keys are stored as computed (f16 caches, no key bias,
-/// QK-norm, softcap).
-pub(super) fn key_centers(
+/// Per layer, the vector subtracted from computed keys (before the balance and the rotation),
+/// or `None` where keys are stored as computed (f16 caches, no key bias, QK-norm, softcap).
+pub(super) fn raw_centers(
     model: &Model,
     kv: &KvCache,
     ropes: &LayerRopes,
-    balances: &[Option<Balance>],
 ) -> Vec<Option<Vec<f32>>> {
-    (0..model.hparams.n_layer)
+    let hp = &model.hparams;
+    let applies = kv.type_k() != KvType::F16 && hp.attn_softcap == 0.0;
+    (0..hp.n_layer)
         .map(|il| {
-            let mut c = raw_center(model, kv, il, ropes.of(&model.hparams, il))?;
-            if let Some(b) = &balances[il] {
-                b.scale_keys(&mut c);
-            }
-            if let Some(n) = kv.rotation_k() {
-                ops::hadamard_inplace(&mut c, n);
-            }
-            Some(c)
+            let lw = &model.weights.layers[il];
+            let bias = lw
+                .bk
+                .as_deref()
+                .filter(|_| applies && lw.k_norm.is_none())?;
+            Some(
+                ropes
+                    .of(hp, il)
+                    .still_part(bias, hp.head_dim_k, hp.n_ctx_train),
+            )
         })
         .collect()
 }
 
-/// Layer `il`'s center as computed keys hold it (before the balance and the rotation), or
-/// `None` where its keys are not centered.
-pub(super) fn raw_center(model: &Model, kv: &KvCache, il: usize, rope: &Rope) -> Option<Vec<f32>> {
-    let hp = &model.hparams;
-    let lw = &model.weights.layers[il];
-    let applies = kv.type_k() != KvType::F16 && hp.attn_softcap == 0.0 && lw.k_norm.is_none();
-    let bias = lw.bk.as_deref().filter(|_| applies)?;
-    Some(rope.still_part(bias, hp.head_dim_k, hp.n_ctx_train))
+/// The centers in the cache's basis, as stored keys have them subtracted: balanced, then
+/// Hadamard-rotated (blocks of `rotation`).
+pub(super) fn in_cache_basis(
+    mut centers: Vec<Option<Vec<f32>>>,
+    balances: &[Option<Balance>],
+    rotation: Option<usize>,
+) -> Vec<Option<Vec<f32>>> {
+    for (c, b) in centers.iter_mut().zip(balances) {
+        let Some(c) = c else { continue };
+        if let Some(b) = b {
+            b.scale_keys(c);
+        }
+        if let Some(n) = rotation {
+            ops::hadamard_inplace(c, n);
+        }
+    }
+    centers
 }
 
 impl Context {

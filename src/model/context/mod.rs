@@ -157,8 +157,9 @@ impl Context {
             type_k: params.type_k,
             type_v: params.type_v,
         })?;
-        let key_balance = pool.install(|| balance::key_balances(&model, &kv, &ropes));
-        let key_center = centering::key_centers(&model, &kv, &ropes, &key_balance);
+        let centers = centering::raw_centers(&model, &kv, &ropes);
+        let key_balance = pool.install(|| balance::key_balances(&model, &kv, &ropes, &centers));
+        let key_center = centering::in_cache_basis(centers, &key_balance, kv.rotation_k());
         Ok(Context {
             kv,
             key_balance,
