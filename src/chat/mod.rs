@@ -5,7 +5,10 @@
 
 mod clock;
 pub use clock::format_utc;
+mod markup;
+mod namespaces;
 mod python_compat;
+mod rewrite;
 
 use std::fmt;
 
@@ -14,6 +17,7 @@ use minijinja::value::Serde;
 use minijinja::{context, Environment, Error, ErrorKind, Value};
 
 use crate::model::Model;
+use rewrite::Rewritten;
 
 /// Metadata key holding a model's default template.
 pub const TEMPLATE_KEY: &str = "tokenizer.chat_template";
@@ -72,13 +76,33 @@ const RECURSION_LIMIT: usize = 100;
 impl ChatTemplate {
     /// Compiles `source` (Jinja). `bos_token`/`eos_token` are the strings the template sees.
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, ChatTemplateError> {
+        Self::compile(source, bos_token, eos_token, false)
+    }
+
+    /// For tests: compiles with every `+` and `~` rewritten the way templates that make
+    /// markup are, which must change nothing in templates that do not.
+    #[doc(hidden)]
+    pub fn with_operators_rewritten(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+    ) -> Result<Self, ChatTemplateError> {
+        Self::compile(source, bos_token, eos_token, true)
+    }
+
+    fn compile(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+        always_rewrite: bool,
+    ) -> Result<Self, ChatTemplateError> {
         let mut env = Environment::new();
         let syntax = SyntaxConfig::builder()
             .trim_blocks(true)
             .lstrip_blocks(true)
             .build()
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
-        env.set_syntax(syntax);
+        env.set_syntax(syntax.clone());
         // Templates are code from the model file: bound what one render may do.
         env.set_fuel(Some(RENDER_FUEL));
         env.set_recursion_limit(RECURSION_LIMIT);
@@ -87,7 +111,15 @@ impl ChatTemplate {
         env.add_function("strftime_now", clock::strftime_now);
         env.add_filter("tojson", python_compat::tojson);
         env.add_test("iterable", python_compat::is_iterable);
-        env.add_template_owned(NAME, python_compat::without_generation_blocks(source))
+        markup::register(&mut env);
+        namespaces::register(&mut env);
+        let source = python_compat::without_generation_blocks(source);
+        let source = match rewrite::rewrite(&source, &syntax, always_rewrite) {
+            Rewritten::Unchanged => source,
+            Rewritten::Source(rewritten) => rewritten,
+            Rewritten::Unsupported(why) => return Err(ChatTemplateError::Syntax(why)),
+        };
+        env.add_template_owned(NAME, source)
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
         Ok(ChatTemplate {
             env,
@@ -156,14 +188,15 @@ impl ChatTemplate {
             .env
             .get_template(NAME)
             .map_err(|e| ChatTemplateError::Render(describe(&e)))?;
+        let ctx = context! {
+            messages => messages,
+            tools => tools,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        };
         template
-            .render(context! {
-                messages => messages,
-                tools => tools,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos_token.as_str(),
-                eos_token => self.eos_token.as_str(),
-            })
+            .render(ctx)
             .map_err(|e| ChatTemplateError::Render(describe(&e)))
     }
 }

@@ -46,7 +46,8 @@ pub(super) fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Re
     kwargs.assert_all_used()?;
     let mut out = String::new();
     write_value(&mut out, value, &style, 0)?;
-    Ok(Value::from_safe_string(out))
+    // A plain string, as transformers' `tojson` returns: Jinja2's `Markup + json` escapes it.
+    Ok(Value::from(out))
 }
 
 /// `x is iterable`: Python's `iter(x)` succeeds: strings, lists, dicts; not none or numbers.

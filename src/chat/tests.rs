@@ -101,3 +101,82 @@ fn strftime_formats_utc_dates() {
     let year: i64 = clock::strftime_now("%Y".into()).parse().unwrap();
     assert!(year >= 2024);
 }
+
+fn render_with(source: &str, ctx: minijinja::Value) -> Result<String, ChatTemplateError> {
+    let t = ChatTemplate::new(source, "<s>", "</s>")?;
+    t.render_values(
+        ctx.get_attr("messages").unwrap(),
+        ctx.get_attr("tools").unwrap(),
+        false,
+    )
+}
+
+#[test]
+fn markup_escapes_the_plain_operand_of_plus_as_jinja2_does() {
+    // Expected texts are what Jinja2 3.1 renders with autoescaping off.
+    let messages = context! { a => "<a & 'b'>", n => 2 };
+    let ctx = context! { messages => messages, tools => () };
+    let cases = [
+        ("{{ '<x>'|safe + messages.a }}", "<x>&lt;a &amp; &#39;b&#39;&gt;"),
+        ("{{ messages.a + '<x>'|safe }}", "&lt;a &amp; &#39;b&#39;&gt;<x>"),
+        ("{{ ('<x>'|safe + messages.a) + messages.a }}", "<x>&lt;a &amp; &#39;b&#39;&gt;&lt;a &amp; &#39;b&#39;&gt;"),
+        ("{{ '<x>'|safe + ('<y>' + messages.a) }}", "<x>&lt;y&gt;&lt;a &amp; &#39;b&#39;&gt;"),
+        ("{{ '<'|safe + '<'|safe }}{{ messages.a + '\"' }}", "<<<a & 'b'>\""),
+        // `~` joins into a plain string, safe operands or not.
+        ("{{ ('<'|safe ~ '<'|safe) + '&' }}", "<<&"),
+        ("{{ '<'|safe ~ '&' }}", "<&"),
+        // Numbers and lists still add, in a template that makes markup.
+        ("{{ ''|safe }}{{ messages.n + 3 }} {{ ([1] + [messages.n])|list }} {{ 1.5 + messages.n }}", "5 [1, 2] 3.5"),
+        ("{{ '&'|e + messages.a }}", "&amp;&lt;a &amp; &#39;b&#39;&gt;"),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(
+            render_with(source, ctx.clone()).unwrap(),
+            expected,
+            "{source}"
+        );
+    }
+    // Without a markup filter the template is not rewritten, and `+` never escapes.
+    assert_eq!(
+        render_with("{{ messages.a + '<x>' }}", ctx.clone()).unwrap(),
+        "<a & 'b'><x>"
+    );
+    // Errors stay errors.
+    let err = render_with("{{ ''|safe }}{{ messages.n + [1] }}", ctx.clone()).unwrap_err();
+    assert!(err.to_string().contains("+ operator"), "{err}");
+    assert!(!err.to_string().contains("<expression>"), "{err}");
+}
+
+#[test]
+fn markup_arithmetic_is_bounded() {
+    let source = "{{ ''|safe }}{% set ns = namespace(s='<ab>') %}{% for i in range(40) %}\
+                  {% set ns.s = ns.s + ns.s|safe %}{% endfor %}{{ ns.s|length }}";
+    let ctx = context! { messages => context! {}, tools => () };
+    let err = render_with(source, ctx).unwrap_err();
+    assert!(matches!(err, ChatTemplateError::Render(_)), "{err}");
+}
+
+#[test]
+fn a_namespace_cannot_hold_itself() {
+    let t = |source: &str| {
+        ChatTemplate::new(source, "<s>", "</s>")
+            .unwrap()
+            .render(&[], false)
+    };
+    let cycles = [
+        "{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}",
+        "{% set ns = namespace() %}{% set ns.me = [1] + [ns] %}{{ ns }}",
+        "{% set ns = namespace() %}{% set x, ns.me = 1, {'a': [ns]} -%}\n{{ ns }}",
+        "{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}{{ a == b }}",
+        "{% set ns = namespace(x=[]) %}{% for i in range(200) %}{% set ns.x = [ns.x] %}{% endfor %}",
+    ];
+    for source in cycles {
+        let err = t(source).unwrap_err().to_string();
+        assert!(err.contains("would hold itself"), "{source}: {err}");
+    }
+    // What templates do with namespaces still works, whitespace control included.
+    let fine = "{% set ns = namespace(found=false, n=0, seen=[]) %}\n{% for i in range(3) -%}\n  \
+                {% set ns.n = ns.n + i -%}\n  {% set ns.seen = ns.seen + [i] %}\n{% endfor %}\
+                {{ ns.n }} {{ ns.seen }}";
+    assert_eq!(t(fine).unwrap(), "3 [0, 1, 2]");
+}
