@@ -111,6 +111,9 @@ pub(super) fn open_gguf(
     }
     // An anonymous mapping is page-aligned, so block casts of tensor data stay aligned.
     let mut anon = memmap2::MmapMut::map_anon(len).map_err(|e| io_err("allocate", e))?;
+    // Huge pages where the system allows them: weights read in place miss the TLB less.
+    #[cfg(target_os = "linux")]
+    let _ = anon.advise(memmap2::Advice::HugePage);
     for start in (0..len).step_by(CHUNK) {
         let end = (start + CHUNK).min(len);
         file.read_exact(&mut anon[start..end])

@@ -90,13 +90,13 @@ impl RepackCache {
     /// not hold the whole model at any time).
     pub fn load(&self, wanted: &[Wanted], paged: bool) -> Option<Vec<Arc<dyn PackedWeights>>> {
         let file = std::fs::File::open(&self.path).ok()?;
-        let mut options = memmap2::MmapOptions::new();
-        if !paged {
-            options.populate();
-        }
-        // SAFETY: read-only mapping of a file only this module writes, always through a
-        // rename; every byte is checked below before it is used.
-        let map = unsafe { options.map(&file) }.ok()?;
+        let map = if paged {
+            // SAFETY: read-only mapping of a file only this module writes, always through a
+            // rename; every byte is checked below before it is used.
+            unsafe { memmap2::Mmap::map(&file) }.ok()?
+        } else {
+            read_into_huge_pages(file)?
+        };
         let map = Arc::new(map);
         let word = |at: usize| -> Option<u64> {
             Some(u64::from_le_bytes(map.get(at..at + 8)?.try_into().ok()?))
@@ -232,4 +232,26 @@ impl RepackCache {
         }
         written
     }
+}
+
+/// The whole file read into anonymous memory advised for transparent huge pages, then made
+/// read-only, as a fresh repack's arrays are. A mapping of the file itself has 4 KiB pages,
+/// and the kernels streaming every weight for each generated token then miss the TLB every
+/// 4 KiB: a fifth of the generation speed. (Processes no longer share the cached pages.)
+fn read_into_huge_pages(file: std::fs::File) -> Option<memmap2::Mmap> {
+    use std::os::unix::fs::FileExt;
+    let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    if len == 0 {
+        return None;
+    }
+    let mut map = memmap2::MmapMut::map_anon(len).ok()?;
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    // In pieces on every thread: faulting in and filling the pages is most of the time.
+    const PIECE: usize = 32 << 20;
+    let read = map
+        .par_chunks_mut(PIECE)
+        .enumerate()
+        .all(|(i, piece)| file.read_exact_at(piece, (i * PIECE) as u64).is_ok());
+    read.then(|| map.make_read_only().ok()).flatten()
 }
