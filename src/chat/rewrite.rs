@@ -41,6 +41,7 @@ pub(super) fn rewrite(source: &str, syntax: &SyntaxConfig, all_operators: bool) 
     if let Some(why) = walk.unsupported {
         return Rewritten::Unsupported(why);
     }
+    let checks_namespaces = !walk.assignments.is_empty();
     let mut edits = walk.assignments;
     if (walk.makes_markup || all_operators) && !walk.operators_unfollowed {
         edits.extend(walk.operators);
@@ -48,7 +49,12 @@ pub(super) fn rewrite(source: &str, syntax: &SyntaxConfig, all_operators: bool) 
     if edits.is_empty() {
         return Rewritten::Unchanged;
     }
-    apply(source, edits).map_or(Rewritten::Unchanged, Rewritten::Source)
+    match apply(source, edits) {
+        Some(rewritten) => Rewritten::Source(rewritten),
+        // Without its namespace checks a template could build a cycle: refuse it.
+        None if checks_namespaces => Rewritten::Unsupported("edits that overlap".into()),
+        None => Rewritten::Unchanged,
+    }
 }
 
 enum EditKind {
@@ -301,10 +307,27 @@ impl Walk<'_> {
         }
         // The last check is closed by the statement's own closing.
         checks.truncate(checks.len() - "%}".len());
+        let Some(at) = self.statement_close(value.span().end_offset as usize) else {
+            self.unsupported = Some("an assignment whose end this rewrite cannot find".into());
+            return;
+        };
         self.assignments.push(Edit {
-            at: value.span().end_offset as usize,
+            at,
             kind: EditKind::Insert(checks),
         });
+    }
+
+    /// Where the `%}` (or `-%}`, `+%}`) closing a statement begins, from the end of its last
+    /// expression: only blanks, closing parentheses and a trailing comma may come between.
+    fn statement_close(&self, from: usize) -> Option<usize> {
+        let rest = self.source.get(from..)?;
+        let skip = rest
+            .iter()
+            .position(|c| !(c.is_ascii_whitespace() || matches!(c, b')' | b',')))?;
+        let at = from + skip;
+        let tail = self.source.get(at..)?;
+        (tail.starts_with(b"%}") || tail.starts_with(b"-%}") || tail.starts_with(b"+%}"))
+            .then_some(at)
     }
 }
 

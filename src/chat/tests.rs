@@ -179,4 +179,8 @@ fn a_namespace_cannot_hold_itself() {
                 {% set ns.n = ns.n + i -%}\n  {% set ns.seen = ns.seen + [i] %}\n{% endfor %}\
                 {{ ns.n }} {{ ns.seen }}";
     assert_eq!(t(fine).unwrap(), "3 [0, 1, 2]");
+    // Values in parentheses, tuples and a trailing comma: the check still lands before `%}`.
+    let shapes = "{% set ns = namespace() %}{% set ns.a = (1 + 2) %}{% set ns.b = (ns.a, 1) -%}\n\
+                  {% set ns.c = 4, %}{% set ns.d = ((ns.a)) +%}\n{{ ns.a }} {{ ns.b }} {{ ns.c }} {{ ns.d }}";
+    assert_eq!(t(shapes).unwrap(), "\n3 (3, 1) (4,) 3"); // as Jinja2 3.1.6 renders it
 }
