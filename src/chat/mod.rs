@@ -188,15 +188,14 @@ impl ChatTemplate {
             .env
             .get_template(NAME)
             .map_err(|e| ChatTemplateError::Render(describe(&e)))?;
-        let ctx = context! {
-            messages => messages,
-            tools => tools,
-            add_generation_prompt => add_generation_prompt,
-            bos_token => self.bos_token.as_str(),
-            eos_token => self.eos_token.as_str(),
-        };
         template
-            .render(ctx)
+            .render(context! {
+                messages => messages,
+                tools => tools,
+                add_generation_prompt => add_generation_prompt,
+                bos_token => self.bos_token.as_str(),
+                eos_token => self.eos_token.as_str(),
+            })
             .map_err(|e| ChatTemplateError::Render(describe(&e)))
     }
 }
