@@ -12,7 +12,8 @@ extra `serve` arguments (an empty set is the plain server).
 For each server and --parallel value: start the server, warm it up with one request, then run
 `clients` threads that each send `requests` streaming chat requests one after another. Prints
 one table: aggregate completion tokens/s (all tokens / wall time), mean time to first token,
-mean and p95 request latency. Servers run one after another, never at the same time.
+mean and p95 request latency, and for Kolibri its /metrics: forward passes, tokens per pass,
+drafted tokens and the share accepted. Servers run one after another, never at the same time.
 Standard library only.
 """
 
@@ -104,6 +105,19 @@ def edit_request(n):
             f"nothing else:\n```python\n{code}\n```")
 
 
+def pass_metrics(host, port):
+    """Kolibri's forward-pass and speculation counters (see src/server/metrics.rs)."""
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    value = lambda name: float(re.search(rf"^\S*{name} (\S+)$", text, re.M).group(1))
+    passes, tokens = value("forward_passes_total"), value("forward_tokens_total")
+    drafted, accepted = value("drafted_tokens_total"), value("accepted_tokens_total")
+    return (f"{passes:.0f} passes, {tokens / max(passes, 1):.1f} tokens/pass, {drafted:.0f} "
+            f"drafted, {100 * accepted / max(drafted, 1):.0f}% accepted")
+
+
 def run_load(host, port, args):
     results, lock = [], threading.Lock()
 
@@ -157,18 +171,19 @@ def main():
     print(f"{args.clients} clients x {args.requests} streaming chat requests, max_tokens "
           f"{args.max_tokens}, temperature {args.temperature}, {args.threads} threads\n")
     print("| server | parallel | tokens/s | mean TTFT s | mean latency s | p95 latency s | "
-          "tokens | wall s |")
-    print("|---|---|---|---|---|---|---|---|")
+          "tokens | wall s | passes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for parallel in [int(x) for x in args.parallel.split(",")]:
         for name, start in engines:
             proc, host, port = start(args.model, parallel, args.threads, args.ctx)
             try:
                 r = run_load(host, port, args)
+                passes = "" if name == "llama-server" else pass_metrics(host, port)
             finally:
                 proc.terminate()
                 proc.wait()
             print(f"| {name} | {parallel} | {r['tps']:.1f} | {r['ttft']:.2f} | {r['lat']:.2f} | "
-                  f"{r['p95']:.2f} | {r['tokens']} | {r['wall']:.1f} |", flush=True)
+                  f"{r['p95']:.2f} | {r['tokens']} | {r['wall']:.1f} | {passes} |", flush=True)
 
 
 if __name__ == "__main__":
