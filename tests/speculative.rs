@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use kolibri::model::{Context, ContextParams, Logits, Model, ModelError};
+use kolibri::quant::GgmlType;
 use kolibri::sampling::{Sampler, SamplerParams};
 use kolibri::speculative::{
     DraftRequest, Drafter, LookupDrafter, LookupThenModel, ModelDrafter, SharedDrafter, SpecStats,
@@ -134,6 +135,54 @@ fn greedy_with_a_draft_model_is_plain_greedy() {
         assert_eq!(fast, plain, "lookup then draft, prompt {prompt:?}");
         assert!(s.accepted > 0, "{s:?}");
     }
+}
+
+/// A draft whose output head is requantized to 4 bits ranks tokens as the original does almost
+/// everywhere, streams less, and drafting with it still gives plain greedy output.
+#[test]
+fn a_draft_head_in_4_bits_ranks_as_the_original_and_stays_exact() {
+    let original = load(QWEN_05B);
+    let mut requantized = Model::load(common::model_path(QWEN_05B)).unwrap();
+    let head_bytes = |m: &Model| -> usize {
+        let out = &m.weights.output;
+        out.resident_bytes(&m.gguf).iter().map(|a| a.len()).sum()
+    };
+    let before = head_bytes(&requantized);
+    if !requantized.requantize_head_for_drafting() {
+        // Only where Q4_0 is repacked (x86-64, repacking on).
+        assert!(!kolibri::kernels::MatmulPlan::would_repack(
+            GgmlType::Q4_0,
+            requantized.hparams.n_embd
+        ));
+        return;
+    }
+    let requantized = Arc::new(requantized);
+    let out = &requantized.weights.output;
+    assert_eq!(out.ty, GgmlType::Q4_0);
+    let after = head_bytes(&requantized);
+    assert!(after * 10 < before * 6, "head {before} -> {after} bytes");
+
+    let tokens = original.tokenizer.encode(EDIT_PROMPT, true, true);
+    let top = |m: &Arc<Model>| -> Vec<u32> {
+        let logits = context(m).eval(&tokens, Logits::All).unwrap();
+        let v = m.hparams.n_vocab;
+        logits.chunks(v).map(kolibri::sampling::argmax).collect()
+    };
+    let (a, b) = (top(&original), top(&requantized));
+    let same = a.iter().zip(&b).filter(|(x, y)| x == y).count();
+    assert!(
+        same * 10 >= a.len() * 9,
+        "{same} of {} top tokens agree",
+        a.len()
+    );
+
+    let target = load(QWEN_15B);
+    let plain = greedy(&mut context(&target), EDIT_PROMPT, None);
+    let mut ctx = context(&target);
+    let mut drafter = ModelDrafter::new(&ctx, context(&requantized), 0, 0.3).unwrap();
+    let (fast, s) = greedy_stats(&mut ctx, EDIT_PROMPT, Some(&mut drafter));
+    assert_eq!(fast, plain);
+    assert!(s.accepted > 0 && s.tokens_per_pass() > 1.0, "{s:?}");
 }
 
 /// Pearson's chi-square of `counts` against probabilities `p` (bins expecting fewer than 5

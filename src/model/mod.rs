@@ -57,6 +57,12 @@ impl Model {
         Self::load_with(path, &mut LoadOptions::default())
     }
 
+    /// For a draft model: its output head in 4 bits ([`Linear::requantize_to_q4_0`]), unless
+    /// its weights are paged (streamed from the file). Whether the head changed.
+    pub fn requantize_head_for_drafting(&mut self) -> bool {
+        self.paging.is_none() && self.weights.output.requantize_to_q4_0(&self.gguf)
+    }
+
     /// [`Model::load`] with a choice of mapping, locking and a cancellable progress callback.
     pub fn load_with(path: impl AsRef<Path>, opts: &mut LoadOptions) -> Result<Model, ModelError> {
         let (gguf, read) = load::open_gguf(path.as_ref(), opts)?;

@@ -40,6 +40,8 @@ pub struct SpecStats {
     pub accepted: u64,
     /// Target forward passes (verify passes and plain steps).
     pub target_passes: u64,
+    /// Draft model passes (none for prompt lookup).
+    pub draft_passes: u64,
     /// Tokens produced, accepted drafts plus one sampled token per pass.
     pub generated: u64,
     /// Seconds spent drafting, and in target passes.
@@ -123,6 +125,7 @@ impl Speculator {
             // The first call also brings a draft model up to the prompt: not a drafting cost.
             let secs = t.elapsed().as_secs_f64();
             self.stats.draft_secs += secs;
+            self.stats.draft_passes += drafter.last_passes() as u64;
             if self.stats.target_passes > 0 {
                 self.policy.drafted(drafter.last_passes(), secs);
             }

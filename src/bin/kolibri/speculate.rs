@@ -26,9 +26,9 @@ pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
 pub fn load_draft(a: &Args) -> Result<Option<Arc<Model>>, String> {
     a.get(&["-md", "--draft"])
         .map(|path| {
-            crate::load_model(path, a)
-                .map(Arc::new)
-                .map_err(|e| format!("--draft: {e}"))
+            let mut model = crate::load_model(path, a).map_err(|e| format!("--draft: {e}"))?;
+            model.requantize_head_for_drafting();
+            Ok(Arc::new(model))
         })
         .transpose()
 }
@@ -85,7 +85,7 @@ pub fn build(
 pub fn report(s: &SpecStats) {
     eprintln!(
         "speculation: {} drafted, {} accepted ({:.1}%), {:.2} accepted and {:.2} tokens per \
-         target pass ({} passes: {:.0} ms; drafting {:.0} ms)",
+         target pass ({} passes: {:.0} ms; drafting {:.0} ms{})",
         s.drafted,
         s.accepted,
         100.0 * s.acceptance(),
@@ -93,6 +93,10 @@ pub fn report(s: &SpecStats) {
         s.tokens_per_pass(),
         s.target_passes,
         s.target_secs * 1e3,
-        s.draft_secs * 1e3
+        s.draft_secs * 1e3,
+        match s.draft_passes {
+            0 => String::new(),
+            n => format!(" in {n} draft passes"),
+        }
     );
 }

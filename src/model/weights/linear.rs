@@ -9,7 +9,9 @@ use crate::kernels::{
 };
 use crate::model::error::ModelError;
 use crate::model::load::{release_pages, RepackProgress};
+use crate::quant::encode::quantize_row;
 use crate::quant::{dequant::dequantize_row, GgmlType};
+use rayon::prelude::*;
 
 /// A matrix `W[rows][k]` used as `y = W x`, referenced by its byte range in the file.
 #[derive(Clone, Debug)]
@@ -84,6 +86,41 @@ impl Linear {
             Some(p) => p.arrays(),
             None => vec![self.matrix(gguf).data],
         }
+    }
+
+    /// Replaces the matrix by a repacked Q4_0 copy, for a draft model's
+    /// output head: a draft's guesses need its ranking of the tokens, not its precision (the
+    /// target checks every guess), and the head is a third of what a small model streams per
+    /// token. False, and nothing changed, for a matrix of at most Q4_0's 4.5 bits a weight, or
+    /// where Q4_0 is not repacked (aarch64, `KOLIBRI_REPACK=0`).
+    pub fn requantize_to_q4_0(&mut self, gguf: &GgufFile) -> bool {
+        // Bytes per weight above Q4_0's 18 per 32.
+        let wider = self.ty.type_size() * 32 > 18 * self.ty.block_size();
+        if !wider || !MatmulPlan::would_repack(GgmlType::Q4_0, self.k) {
+            return false;
+        }
+        let row_len = self.k / 32 * GgmlType::Q4_0.type_size();
+        let mut bytes = vec![0u8; self.rows * row_len];
+        const ROWS_PER_TASK: usize = 256;
+        let this = &*self;
+        bytes
+            .par_chunks_mut(row_len * ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(c, rows)| {
+                let mut x = vec![0f32; this.k];
+                for (i, out) in rows.chunks_exact_mut(row_len).enumerate() {
+                    this.dequantize_row_into(gguf, c * ROWS_PER_TASK + i, &mut x);
+                    quantize_row(GgmlType::Q4_0, &x, out).expect("Q4_0 rows of whole blocks");
+                }
+            });
+        let Some(packed) = kernels::repack(GgmlType::Q4_0, &bytes, self.rows, self.k, &|_| {})
+        else {
+            return false;
+        };
+        self.use_packed(packed);
+        // Reads go to the packed copy from now on: the file range is this tensor's no more.
+        (self.ty, self.len) = (GgmlType::Q4_0, bytes.len());
+        true
     }
 
     /// Bytes of one row.
