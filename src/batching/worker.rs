@@ -13,7 +13,7 @@ use super::{Completion, Event, Failure, FinishReason, Message, Queued, Request};
 use crate::model::{BatchToken, Context};
 use crate::sampling::Sampler;
 use crate::speculative::{
-    DraftPolicy, DraftRequest, Drafter, LookupDrafter, NgramPool, SharedDrafter,
+    DraftPolicy, DraftRequest, DraftSource, Drafter, LookupDrafter, NgramPool, SharedDrafter,
 };
 use crate::tokenizer::{StreamDecoder, TokenId, Tokenizer};
 
@@ -59,6 +59,8 @@ struct Job<'t> {
 struct JobSpec {
     lookup: Option<LookupDrafter>,
     policy: DraftPolicy,
+    /// Where the drafts being verified came from.
+    source: DraftSource,
 }
 
 /// The scheduler's settings, as the thread runs them.
@@ -88,6 +90,7 @@ impl SpecSetup {
             lookup: (self.pool.as_ref())
                 .map(|pool| LookupDrafter::new(ngram_min, 4).with_pool(Arc::clone(pool))),
             policy: DraftPolicy::new(self.max_draft, !self.model),
+            source: DraftSource::Lookup,
         })
     }
 }
@@ -540,27 +543,35 @@ fn draft_all(ctx: &Context, drafter: Option<&mut SharedDrafter>, slots: &mut [Sl
         let positions = ctx.n_ctx().saturating_sub(held.len() + 1);
         // The token sampled after the drafts counts too.
         let tokens_left = job.max_tokens.saturating_sub(job.generated.len() + 1);
-        let want = (spec.policy.draft_len_shared(n_generating))
-            .min(positions)
-            .min(tokens_left)
-            .min(room);
-        if want == 0 {
+        // Each source drafts as long as its own acceptance pays for.
+        let mut want = |on: bool, source| match on {
+            true => (spec.policy.draft_len_from(source, n_generating))
+                .min(positions)
+                .min(tokens_left)
+                .min(room),
+            false => 0,
+        };
+        let lookup_want = want(spec.lookup.is_some(), DraftSource::Lookup);
+        let model_want = want(drafter.is_some(), DraftSource::Model);
+        if lookup_want == 0 && model_want == 0 {
             continue;
         }
         let mut history = Vec::with_capacity(held.len() + 1);
         history.extend_from_slice(held);
         history.push(next);
-        if let Some(lookup) = &mut spec.lookup {
-            job.drafts = lookup.draft(&history, want).unwrap_or_default();
-            job.drafts.truncate(want);
+        spec.source = DraftSource::Lookup;
+        if let Some(lookup) = spec.lookup.as_mut().filter(|_| lookup_want > 0) {
+            job.drafts = lookup.draft(&history, lookup_want).unwrap_or_default();
+            job.drafts.truncate(lookup_want);
         }
-        if job.drafts.is_empty() && drafter.is_some() {
+        if job.drafts.is_empty() && model_want > 0 {
             // Room is held for the model's drafts until they are known.
-            room -= want;
+            spec.source = DraftSource::Model;
+            room -= model_want;
             asks.push(DraftRequest {
                 seq,
                 history,
-                max: want,
+                max: model_want,
                 drafts: Vec::new(),
             });
         } else {
@@ -615,7 +626,8 @@ fn verify(
         Stats::add(&stats.drafted_tokens, drafts.len() as u64);
         Stats::add(&stats.accepted_tokens, accepted as u64);
         if let Some(spec) = &mut job.spec {
-            spec.policy.accepted(drafts.len(), accepted);
+            spec.policy
+                .accepted_from(spec.source, drafts.len(), accepted);
         }
     }
     outcome

@@ -3,7 +3,7 @@
 use std::borrow::BorrowMut;
 
 use super::shared_draft::draft_greedy;
-use super::DraftRequest;
+use super::{DraftRequest, DraftSource};
 use crate::model::{Context, Model, ModelError};
 use crate::tokenizer::TokenId;
 
@@ -22,6 +22,37 @@ pub trait Drafter {
     /// Whether drafting costs next to nothing (no model runs), so long drafts are cheap.
     fn is_free(&self) -> bool {
         false
+    }
+
+    /// Whether prompt lookup drafts (alone, or before a model).
+    fn looks_up(&self) -> bool {
+        self.is_free()
+    }
+
+    /// Whether a draft model drafts (alone, or where lookup finds nothing).
+    fn runs_model(&self) -> bool {
+        !self.is_free()
+    }
+
+    /// [`Drafter::draft`] with a length per source: up to `lookup_max` tokens from prompt
+    /// lookup, `model_max` from a draft model; returns the drafts and where they came from.
+    fn draft_from(
+        &mut self,
+        history: &[TokenId],
+        lookup_max: usize,
+        model_max: usize,
+    ) -> Result<(Vec<TokenId>, DraftSource), ModelError> {
+        let (source, max) = if self.is_free() {
+            (DraftSource::Lookup, lookup_max)
+        } else {
+            (DraftSource::Model, model_max)
+        };
+        let drafts = if max == 0 {
+            Vec::new()
+        } else {
+            self.draft(history, max)?
+        };
+        Ok((drafts, source))
     }
 }
 
@@ -184,5 +215,33 @@ impl<C: BorrowMut<Context>> Drafter for LookupThenModel<C> {
         } else {
             0
         }
+    }
+
+    /// A lookup match is drafted as long as lookup's own acceptance pays for, not cut to
+    /// what the model's drafts are worth.
+    fn draft_from(
+        &mut self,
+        history: &[TokenId],
+        lookup_max: usize,
+        model_max: usize,
+    ) -> Result<(Vec<TokenId>, DraftSource), ModelError> {
+        let found = match lookup_max {
+            0 => Vec::new(),
+            max => self.lookup.draft(history, max)?,
+        };
+        self.used_model = found.is_empty() && model_max > 0;
+        if self.used_model {
+            Ok((self.model.draft(history, model_max)?, DraftSource::Model))
+        } else {
+            Ok((found, DraftSource::Lookup))
+        }
+    }
+
+    fn looks_up(&self) -> bool {
+        true
+    }
+
+    fn runs_model(&self) -> bool {
+        true
     }
 }

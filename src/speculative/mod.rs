@@ -24,7 +24,7 @@ use std::time::Instant;
 
 pub use drafter::{check_draft_model, Drafter, LookupThenModel, ModelDrafter};
 pub use lookup::{LookupDrafter, NgramPool};
-pub use policy::DraftPolicy;
+pub use policy::{DraftPolicy, DraftSource};
 pub use shared_draft::{DraftRequest, SharedDrafter};
 
 use crate::model::{BatchToken, Context, ModelError};
@@ -113,15 +113,23 @@ impl Speculator {
         let held = target.seq_len(seq);
         // Positions left after the pending token.
         let room = target.n_ctx().saturating_sub(held + 1);
-        let want = self.policy.draft_len().min(room);
-        let mut drafts = Vec::new();
-        if want > 0 {
+        let mut len = |uses: bool, source| match uses {
+            true => self.policy.draft_len_from(source, 1).min(room),
+            false => 0,
+        };
+        let lookup_len = len(drafter.looks_up(), DraftSource::Lookup);
+        let model_len = len(drafter.runs_model(), DraftSource::Model);
+        let (mut drafts, mut source) = (Vec::new(), DraftSource::Model);
+        if lookup_len > 0 || model_len > 0 {
             let mut history = Vec::with_capacity(held + 1);
             history.extend_from_slice(target.seq_tokens(seq));
             history.push(pending);
             let t = Instant::now();
-            drafts = drafter.draft(&history, want)?;
-            drafts.truncate(want);
+            (drafts, source) = drafter.draft_from(&history, lookup_len, model_len)?;
+            drafts.truncate(match source {
+                DraftSource::Lookup => lookup_len,
+                DraftSource::Model => model_len,
+            });
             // The first call also brings a draft model up to the prompt: not a drafting cost.
             let secs = t.elapsed().as_secs_f64();
             self.stats.draft_secs += secs;
@@ -162,7 +170,7 @@ impl Speculator {
         let accepted = out.len() - 1;
         // The cache keeps the pending token and the accepted drafts; the rest is rewound.
         target.truncate_seq(seq, held + 1 + accepted);
-        self.policy.accepted(drafts.len(), accepted);
+        self.policy.accepted_from(source, drafts.len(), accepted);
         self.stats.drafted += drafts.len() as u64;
         self.stats.accepted += accepted as u64;
         self.stats.target_passes += 1;

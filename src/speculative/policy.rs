@@ -20,30 +20,54 @@ const FIT_MAX_TOKENS: usize = 64;
 const PRIOR_SLOPE: f64 = 0.05;
 const PRIOR_DRAFT: f64 = 0.1;
 
+/// Where a step's drafts come from: prompt lookup costs nothing, a draft model a pass per
+/// token. Each is accepted at its own rate, so each has its own draft length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DraftSource {
+    Lookup,
+    Model,
+}
+
+/// What has been learnt of one source.
 #[derive(Clone, Debug)]
-pub struct DraftPolicy {
-    max: usize,
+struct SourceState {
     /// Running estimate of the chance that a drafted token is accepted (given the ones
     /// before it were).
     acceptance: f64,
-    passes: PassFit,
-    /// Whether drafting costs nothing (prompt lookup).
-    free: bool,
-    /// Seconds per draft pass, one per drafted token, once measured.
-    draft_t: Option<f64>,
     plain_steps: u32,
 }
 
+#[derive(Clone, Debug)]
+pub struct DraftPolicy {
+    max: usize,
+    passes: PassFit,
+    /// The drafter's own source: a drafter with a model may try lookup first
+    /// ([`DraftPolicy::draft_len_from`]).
+    primary: DraftSource,
+    lookup: SourceState,
+    model: SourceState,
+    /// Seconds per draft model pass, one per drafted token, once measured.
+    draft_t: Option<f64>,
+}
+
 impl DraftPolicy {
-    /// `free`: drafting costs nothing measurable (prompt lookup).
+    /// `free`: drafting costs nothing measurable (prompt lookup only).
     pub fn new(max: usize, free: bool) -> DraftPolicy {
+        let fresh = SourceState {
+            acceptance: 0.6,
+            plain_steps: 0,
+        };
         DraftPolicy {
             max,
-            acceptance: 0.6,
             passes: PassFit::default(),
-            free,
+            primary: if free {
+                DraftSource::Lookup
+            } else {
+                DraftSource::Model
+            },
+            lookup: fresh.clone(),
+            model: fresh,
             draft_t: None,
-            plain_steps: 0,
         }
     }
 
@@ -55,23 +79,30 @@ impl DraftPolicy {
     /// Tokens to draft in the next step of a pass that `sharers` sequences share (a server's
     /// slots): each extra token slows all of them, so its cost counts that many times.
     pub fn draft_len_shared(&mut self, sharers: usize) -> usize {
+        self.draft_len_from(self.primary, sharers)
+    }
+
+    /// [`DraftPolicy::draft_len_shared`] for drafts from `source`.
+    pub fn draft_len_from(&mut self, source: DraftSource, sharers: usize) -> usize {
         // Before any measurement every figure is a fraction of a pass (t1 = 1).
         let (t1, slope) = self.passes.line().unwrap_or((1.0, PRIOR_SLOPE));
-        let draft = match (self.free, self.draft_t) {
-            (true, _) => 0.0,
-            (false, Some(t)) => t,
-            (false, None) => PRIOR_DRAFT * t1,
+        let draft = match (source, self.draft_t) {
+            (DraftSource::Lookup, _) => 0.0,
+            (DraftSource::Model, Some(t)) => t,
+            (DraftSource::Model, None) => PRIOR_DRAFT * t1,
         };
+        let max = self.max;
+        let state = self.state(source);
         let sharers = sharers.max(1) as f64;
         // The pass the sharers take anyway (a token each); a drafted token slows every sharer,
         // and each sharer drafting as much is the steady state.
         let base = t1 + slope * (sharers - 1.0);
         let per_draft = slope * sharers + draft;
-        let a = self.acceptance;
+        let a = state.acceptance;
         let (mut best_k, mut best_rate) = (0, 1.0 / base);
         let mut expected = 1.0;
         let mut a_pow = 1.0;
-        for k in 1..=self.max {
+        for k in 1..=max {
             a_pow *= a;
             expected += a_pow;
             let time = base + per_draft * k as f64;
@@ -80,19 +111,26 @@ impl DraftPolicy {
                 (best_k, best_rate) = (k, rate);
             }
         }
-        if best_k == 0 && self.max > 0 {
-            self.plain_steps += 1;
-            if self.plain_steps >= PROBE_EVERY {
-                self.plain_steps = 0;
+        if best_k == 0 && max > 0 {
+            state.plain_steps += 1;
+            if state.plain_steps >= PROBE_EVERY {
+                state.plain_steps = 0;
                 return 1;
             }
         }
         best_k
     }
 
-    /// A drafter ran `n` forward passes in `secs`.
+    fn state(&mut self, source: DraftSource) -> &mut SourceState {
+        match source {
+            DraftSource::Lookup => &mut self.lookup,
+            DraftSource::Model => &mut self.model,
+        }
+    }
+
+    /// A draft model ran `n` forward passes in `secs`.
     pub fn drafted(&mut self, n: usize, secs: f64) {
-        if n > 0 && !self.free {
+        if n > 0 {
             let t = secs / n as f64;
             self.draft_t = Some(self.draft_t.map_or(t, |old| mix(old, t)));
         }
@@ -107,10 +145,16 @@ impl DraftPolicy {
 
     /// Of `drafted` tokens, the first `accepted` were accepted.
     pub fn accepted(&mut self, drafted: usize, accepted: usize) {
+        self.accepted_from(self.primary, drafted, accepted)
+    }
+
+    /// [`DraftPolicy::accepted`] for drafts from `source`.
+    pub fn accepted_from(&mut self, source: DraftSource, drafted: usize, accepted: usize) {
+        let state = self.state(source);
         // Each accepted token, then the first rejected one, is one observation.
         for i in 0..drafted.min(accepted + 1) {
             let hit = if i < accepted { 1.0 } else { 0.0 };
-            self.acceptance = mix(self.acceptance, hit);
+            state.acceptance = mix(state.acceptance, hit);
         }
     }
 }
@@ -220,7 +264,7 @@ mod tests {
             "{t1} {slope}"
         );
         let mut free = p.clone();
-        free.free = true;
+        free.primary = DraftSource::Lookup;
         p.drafted(3, 0.060);
         for q in [&mut p, &mut free] {
             for _ in 0..30 {
@@ -234,6 +278,25 @@ mod tests {
         // Prompt passes do not move the fit.
         p.verified(400, 3.0);
         assert_eq!(p.passes.line().unwrap(), (t1, slope));
+    }
+
+    /// Beside a draft model, lookup's drafts are as long as lookup's own acceptance pays for:
+    /// what is learnt of each source stays its own.
+    #[test]
+    fn each_source_drafts_by_its_own_acceptance() {
+        let mut p = DraftPolicy::new(16, false);
+        p.verified(1, 0.030);
+        p.drafted(4, 0.048);
+        for _ in 0..30 {
+            p.verified(5, 0.034);
+            p.accepted_from(DraftSource::Model, 4, 0);
+            p.accepted_from(DraftSource::Lookup, 8, 8);
+        }
+        let lookup = p.draft_len_from(DraftSource::Lookup, 1);
+        assert!(lookup >= 12, "{lookup}");
+        assert!(p.draft_len_from(DraftSource::Model, 1) <= 1);
+        // The drafter's own source is the model: `accepted` and `draft_len` are its.
+        assert_eq!(p.draft_len(), p.draft_len_from(DraftSource::Model, 1));
     }
 
     #[test]

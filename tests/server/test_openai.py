@@ -962,10 +962,12 @@ def greedy_texts(s, prompts, max_tokens):
 
 @check("speculation: --lookup and --draft keep greedy output; a bad draft is refused")
 def speculation(binary, target, draft, other_vocab):
-    """The 1.5B served plainly, with a 0.5B draft, and with prompt lookup: the same greedy text
-    for three requests at once, the drafts counted in /metrics."""
+    """The 1.5B served plainly, with a 0.5B draft, with prompt lookup, and with both: the same
+    greedy text for three requests at once, the drafts counted in /metrics."""
     texts = {}
-    for name, extra in [("plain", []), ("draft", ["--draft", draft]), ("lookup", ["--lookup"])]:
+    kinds = [("plain", []), ("draft", ["--draft", draft]), ("lookup", ["--lookup"]),
+             ("both", ["--draft", draft, "--lookup"])]
+    for name, extra in kinds:
         s = Server(binary, target, "--parallel", "3", "-c", "512", *extra, key=KEY)
         try:
             texts[name] = greedy_texts(s, SPEC_PROMPTS, 40)
@@ -976,7 +978,7 @@ def speculation(binary, target, draft, other_vocab):
                 assert 0 < accepted <= drafted, (name, accepted, drafted)
         finally:
             assert s.stop() == 0
-    for name in ["draft", "lookup"]:
+    for name in ["draft", "lookup", "both"]:
         assert texts[name] == texts["plain"], (name, texts[name], texts["plain"])
     for bad, why in [(other_vocab, "vocabulary"), (target, "must be smaller")]:
         try:
