@@ -200,13 +200,7 @@ impl<C: BorrowMut<Context>> LookupThenModel<C> {
 
 impl<C: BorrowMut<Context>> Drafter for LookupThenModel<C> {
     fn draft(&mut self, history: &[TokenId], max: usize) -> Result<Vec<TokenId>, ModelError> {
-        let found = self.lookup.draft(history, max)?;
-        self.used_model = found.is_empty();
-        if self.used_model {
-            self.model.draft(history, max)
-        } else {
-            Ok(found)
-        }
+        Ok(self.draft_from(history, max, max)?.0)
     }
 
     fn last_passes(&self) -> usize {
