@@ -131,11 +131,11 @@ impl Speculator {
                 DraftSource::Model => model_len,
             });
             // The first call also brings a draft model up to the prompt: not a drafting cost.
-            let secs = t.elapsed().as_secs_f64();
+            let (secs, passes) = (t.elapsed().as_secs_f64(), drafter.last_passes());
             self.stats.draft_secs += secs;
-            self.stats.draft_passes += drafter.last_passes() as u64;
+            self.stats.draft_passes += passes as u64;
             if self.stats.target_passes > 0 {
-                self.policy.drafted(drafter.last_passes(), secs);
+                self.policy.drafted(passes, secs);
             }
         }
 
