@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use kolibri::model::{Context, ContextParams, Logits, Model, ModelError};
+use kolibri::model::{Context, ContextParams, KvType, Logits, Model, ModelError};
 use kolibri::quant::GgmlType;
 use kolibri::sampling::{Sampler, SamplerParams};
 use kolibri::speculative::{
@@ -29,9 +29,14 @@ fn load(file: &str) -> Arc<Model> {
 }
 
 fn context(model: &Arc<Model>) -> Context {
+    context_with_keys(model, KvType::F16)
+}
+
+fn context_with_keys(model: &Arc<Model>, type_k: KvType) -> Context {
     let params = ContextParams {
         n_ctx: 512,
         n_threads: common::threads(),
+        type_k,
         ..Default::default()
     };
     Context::new(Arc::clone(model), &params).unwrap()
@@ -115,6 +120,23 @@ fn greedy_with_prompt_lookup_is_plain_greedy() {
         }
         assert!(drafted > 0, "{file}: lookup never drafted");
     }
+}
+
+/// Over quantized keys a query reads its own group of keys in f16 (`kv_cache::recent`):
+/// verify batches, rewinds and single tokens must all see the same keys.
+#[test]
+fn greedy_with_prompt_lookup_over_4_bit_keys_is_plain_greedy() {
+    let model = load(QWEN_05B);
+    let mut drafted = 0;
+    for prompt in prompts("greedy-qwen2.5-coder-0.5b.json") {
+        let plain = greedy(&mut context_with_keys(&model, KvType::Q4_0), &prompt, None);
+        let mut lookup = LookupDrafter::new(1, 4);
+        let mut ctx = context_with_keys(&model, KvType::Q4_0);
+        let (fast, stats) = greedy_stats(&mut ctx, &prompt, Some(&mut lookup));
+        assert_eq!(fast, plain, "prompt {prompt:?}");
+        drafted += stats.drafted;
+    }
+    assert!(drafted > 0, "lookup never drafted");
 }
 
 #[test]

@@ -13,7 +13,7 @@
 use super::online::Online;
 use super::{visible, AttentionShape, QueryPlace, Rows, SPLIT_ROWS};
 use crate::kernels;
-use crate::model::kv_cache::{HeadRows, KvCache};
+use crate::model::kv_cache::{HeadRows, KeyRows, KvCache};
 use crate::parallel::{self, Disjoint};
 
 /// Rows per block: a block of keys and of values (f32) stays in L1/L2 for the whole group.
@@ -52,7 +52,10 @@ pub(super) fn attention(
         // SAFETY: tasks own disjoint runs of heads in `partials` (slots assigned in order by
         // `plan`), and `for_each` returns after every task.
         let part = unsafe { ptr.slice(k.slot * per_head, k.heads.len() * per_head) };
-        let head = (kv.keys(layer, k.kvh), kv.values(layer, k.kvh));
+        let head = (
+            kv.keys_for(layer, k.kvh, places[k.t]),
+            kv.values(layer, k.kvh),
+        );
         attend_chunk(s, q, head, k, part);
     });
     merge(s, &tasks, &partials, places.len(), out);
@@ -99,7 +102,7 @@ fn plan(s: &AttentionShape, places: &[QueryPlace], threads: usize) -> Vec<Task> 
 fn attend_chunk(
     s: &AttentionShape,
     q: &[f32],
-    (keys, values): (HeadRows, HeadRows),
+    (keys, values): (KeyRows, HeadRows),
     k: &Task,
     part: &mut [f32],
 ) {

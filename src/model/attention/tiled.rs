@@ -9,7 +9,7 @@
 use super::online::OnlineColumns;
 use super::{visible, AttentionShape, QueryPlace, Rows};
 use crate::kernels::{self, GemmShape, Strided};
-use crate::model::kv_cache::{HeadRows, KvCache};
+use crate::model::kv_cache::{group_start, HeadRows, KeyRows, KvCache};
 use crate::parallel::{self, Disjoint};
 
 /// Query rows (tokens × heads of a group) per tile, about: every key and value row a tile sees
@@ -31,8 +31,15 @@ pub(super) fn attention(
     let tile_tokens = (TILE_QUERIES / s.group()).max(1);
     let mut tiles = Vec::new();
     let mut t0 = 0;
+    // With quantized keys a tile is within one group of positions: its queries read the same
+    // rows in f16.
+    let group_of = |p: QueryPlace| kv.has_recent().then(|| group_start(p.pos));
     for t in 1..=places.len() {
-        if t == places.len() || t - t0 == tile_tokens || places[t].seq_row0 != places[t0].seq_row0 {
+        if t == places.len()
+            || t - t0 == tile_tokens
+            || places[t].seq_row0 != places[t0].seq_row0
+            || group_of(places[t]) != group_of(places[t0])
+        {
             tiles.push(t0..t);
             t0 = t;
         }
@@ -44,7 +51,10 @@ pub(super) fn attention(
         // of its tokens (in bounds: one row per token); `for_each` returns after every tile.
         let out = unsafe { out_ptr.slice(tile.start * out_row, tile.len() * out_row) };
         for kvh in 0..s.n_head_kv {
-            let head = (kv.keys(layer, kvh), kv.values(layer, kvh));
+            let head = (
+                kv.keys_for(layer, kvh, places[tile.start]),
+                kv.values(layer, kvh),
+            );
             attend_tile(s, q, head, &places[tile.clone()], tile.start, kvh, out);
         }
     });
@@ -54,7 +64,7 @@ pub(super) fn attention(
 fn attend_tile(
     s: &AttentionShape,
     q: &[f32],
-    (keys, values): (HeadRows, HeadRows),
+    (keys, values): (KeyRows, HeadRows),
     places: &[QueryPlace],
     t0: usize,
     kvh: usize,

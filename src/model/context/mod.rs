@@ -243,6 +243,7 @@ impl Context {
     /// Forgets every position of sequence `seq` from `n` on (panics if `seq >= n_seq`).
     pub fn truncate_seq(&mut self, seq: usize, n: usize) {
         self.tokens[seq].truncate(n);
+        self.kv.truncate_seq(seq, self.tokens[seq].len());
     }
 
     /// Makes sequence `dst` a copy of sequence `src` (its tokens and their keys and values):
@@ -327,7 +328,7 @@ impl Context {
         self.validate(batch)?;
         let before: Vec<usize> = self.tokens.iter().map(Vec::len).collect();
         let mut logits = Vec::new();
-        for chunk in batch.chunks(self.n_batch) {
+        for chunk in batch.chunks(self.n_batch.min(self.kv.rows_per_pass())) {
             let places: Vec<QueryPlace> = chunk
                 .iter()
                 .map(|b| {
@@ -345,8 +346,8 @@ impl Context {
                 Ok(out) if logits.is_empty() => logits = out,
                 Ok(out) => logits.extend_from_slice(&out),
                 Err(e) => {
-                    for (seq, n) in self.tokens.iter_mut().zip(before) {
-                        seq.truncate(n);
+                    for (seq, n) in before.into_iter().enumerate() {
+                        self.truncate_seq(seq, n);
                     }
                     return Err(e);
                 }

@@ -63,6 +63,10 @@ impl Context {
             }
         }
         self.tokens[seq].drain(n_keep..n_keep + n_discard);
+        // Moved keys were re-stored from their quantized rows, so the ring's last group is too.
+        let n = self.tokens[seq].len();
+        self.kv
+            .refill_recent(seq, crate::model::kv_cache::group_start(n)..n);
         Ok(())
     }
 

@@ -10,7 +10,8 @@
 //!   count (u32 each);
 //! - the tokens (u32 each), the logits (f32 each);
 //! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
-//!   the values;
+//!   the values, then (quantized keys) per (layer, KV head) the f16 keys of the positions of
+//!   the last, incomplete group (see `kv_cache::recent`);
 //! - a checksum (u64, [`Checksum`]) of everything before it.
 //!
 //! Loading checks all of it (format, length, checksum, model, layout, sizes) before it touches
@@ -21,12 +22,13 @@ use std::path::Path;
 
 use super::Context;
 use crate::model::checksum::Checksum;
+use crate::model::kv_cache::group_start;
 use crate::model::{KvType, Model, ModelError};
 use crate::tokenizer::TokenId;
 
 const MAGIC: &[u8; 8] = b"KLBSTATE";
 /// Bumped whenever the layout above changes; other versions are refused, not guessed at.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Longest model name a state file may carry (a guard against a corrupt length).
 const MAX_NAME: usize = 4096;
 
@@ -124,7 +126,17 @@ impl Header {
         let position = (row(ty_k, dim_k)? + row(ty_v, dim_v)?)
             .checked_mul(n_layer)?
             .checked_mul(n_head_kv)?;
-        position.checked_mul(self.tokens.len() as u64)
+        let n = self.tokens.len();
+        // Quantized keys: the last group's keys in f16 too.
+        let recent = if ty_k == KvType::F16 as u64 {
+            0
+        } else {
+            let rows = (n - group_start(n)) as u64;
+            (rows * dim_k * 2)
+                .checked_mul(n_layer)?
+                .checked_mul(n_head_kv)?
+        };
+        position.checked_mul(n as u64)?.checked_add(recent)
     }
 }
 

@@ -4,17 +4,22 @@
 //! another's keys and can be truncated without moving the others.
 //!
 //! Head-major: each layer's keys of one KV head are one run of rows, so attention streams a
-//! head's rows from contiguous memory.
+//! head's rows from contiguous memory. Quantized keys keep their latest rows in f16 too
+//! ([`recent`]).
 
 mod kv_type;
+mod recent;
 
 pub use kv_type::KvType;
+use recent::Ring;
+pub use recent::{group_start, KeyRows};
 
 use half::f16;
 use memmap2::MmapMut;
 
+use super::attention::QueryPlace;
 use super::error::ModelError;
-use crate::quant::blocks::cast_blocks;
+use crate::quant::blocks::{cast_blocks, cast_blocks_mut};
 
 /// The shape of one side (keys or values) of the cache.
 #[derive(Clone, Copy, Debug)]
@@ -50,7 +55,9 @@ pub struct KvCache {
     n_head_kv: usize,
     k: Side,
     v: Side,
-    /// Every layer's keys, then every layer's values. Anonymous memory is zero and takes no
+    /// Quantized keys' recent rows in f16 (`None` for f16 keys).
+    ring: Option<Ring>,
+    /// Every layer's keys, then every layer's values, then the rings. Anonymous memory is zero and takes no
     /// RAM until written, so a context costs memory for the positions it has used, not for
     /// all of `n_ctx` (a 32k-token context holding a short chat stays small).
     mem: MmapMut,
@@ -74,9 +81,16 @@ impl KvShape {
     /// address space).
     pub fn bytes(&self) -> Option<usize> {
         let row = self.type_k.row_bytes(self.head_dim_k) + self.type_v.row_bytes(self.head_dim_v);
-        self.n_ctx
-            .checked_mul(self.n_seq)?
+        let ring_rows = match self.type_k {
+            KvType::F16 => 0,
+            _ => recent::ring_rows(self.n_ctx),
+        };
+        let per_seq = self
+            .n_ctx
             .checked_mul(row)?
+            .checked_add(ring_rows * self.head_dim_k * 2)?;
+        per_seq
+            .checked_mul(self.n_seq)?
             .checked_mul(self.n_head_kv)?
             .checked_mul(self.n_layer)
     }
@@ -146,6 +160,9 @@ impl KvCache {
                 s.n_seq
             ))
         })?;
+        let rows_bytes = (s.n_layer * s.n_head_kv) * rows * (k.row_bytes + v.row_bytes);
+        let ring = (s.type_k != KvType::F16)
+            .then(|| Ring::new(rows_bytes, s.n_ctx, s.n_seq, s.head_dim_k));
         Ok(KvCache {
             n_ctx: s.n_ctx,
             rows,
@@ -153,6 +170,7 @@ impl KvCache {
             n_head_kv: s.n_head_kv,
             k,
             v,
+            ring,
             mem,
         })
     }
@@ -211,13 +229,17 @@ impl KvCache {
     /// layer at cache row `row`.
     pub fn store(&mut self, layer: usize, row: usize, k_row: &[f32], v_row: &[f32]) {
         assert!(row < self.rows, "cache row {row} out of range");
-        for (side, x, values) in [(self.k, k_row, false), (self.v, v_row, true)] {
-            assert_eq!(x.len(), self.n_head_kv * side.head_dim, "KV row length");
-            for (h, head) in x.chunks_exact(side.head_dim).enumerate() {
-                let span = self.span(layer, h, values);
-                let at = span.start + row * side.row_bytes;
-                side.ty.encode(head, &mut self.mem[at..at + side.row_bytes]);
-            }
+        self.store_keys(layer, row, k_row);
+        assert_eq!(
+            v_row.len(),
+            self.n_head_kv * self.v.head_dim,
+            "value row length"
+        );
+        for (h, head) in v_row.chunks_exact(self.v.head_dim).enumerate() {
+            let at = self.span(layer, h, true).start + row * self.v.row_bytes;
+            self.v
+                .ty
+                .encode(head, &mut self.mem[at..at + self.v.row_bytes]);
         }
     }
 
@@ -229,8 +251,10 @@ impl KvCache {
         }
     }
 
-    /// Overwrites one token's keys of a layer at cache row `row` (as [`KvCache::store`] does).
+    /// Overwrites one token's keys of a layer at cache row `row` (as [`KvCache::store`] does),
+    /// and their f16 copy in the ring where keys are quantized.
     pub fn store_keys(&mut self, layer: usize, row: usize, k_row: &[f32]) {
+        assert!(row < self.rows, "cache row {row} out of range");
         assert_eq!(
             k_row.len(),
             self.n_head_kv * self.k.head_dim,
@@ -241,6 +265,99 @@ impl KvCache {
             self.k
                 .ty
                 .encode(head, &mut self.mem[at..at + self.k.row_bytes]);
+            self.store_recent(layer, h, row, head);
+        }
+    }
+
+    /// Writes a head's key row into its ring (nothing for f16 keys).
+    fn store_recent(&mut self, layer: usize, head: usize, row: usize, key: &[f32]) {
+        use half::slice::HalfFloatSliceExt;
+        let (seq, pos) = (row / self.n_ctx, row % self.n_ctx);
+        let Some(at) = self.ring_span(layer, head, seq) else {
+            return;
+        };
+        let ring = self.ring.as_mut().expect("a ring span has a ring");
+        let slot = ring.slot(pos);
+        ring.wrote(seq, pos);
+        let bytes = &mut self.mem[at.start + slot.start..at.start + slot.end];
+        cast_blocks_mut::<f16>(bytes)
+            .expect("ring rows at even offsets")
+            .convert_from_f32_slice(key);
+    }
+
+    /// Byte range of the ring of (layer, head, seq), if keys are quantized.
+    fn ring_span(&self, layer: usize, head: usize, seq: usize) -> Option<std::ops::Range<usize>> {
+        let ring = self.ring.as_ref()?;
+        let n_seq = self.rows / self.n_ctx;
+        let i = (layer * self.n_head_kv + head) * n_seq + seq;
+        let start = ring.base + i * ring.bytes();
+        Some(start..start + ring.bytes())
+    }
+
+    /// KV head `head`'s keys of a layer as the query at `place` reads them: its own group of
+    /// [`RECENT_GROUP`] positions from the f16 ring where keys are quantized.
+    pub fn keys_for(&self, layer: usize, head: usize, place: QueryPlace) -> KeyRows<'_> {
+        let stored = self.keys(layer, head);
+        let seq = place.seq_row0 / self.n_ctx;
+        match (&self.ring, self.ring_span(layer, head, seq)) {
+            (Some(ring), Some(span)) => KeyRows {
+                stored,
+                f16_from: place.seq_row0 + group_start(place.pos),
+                ring: cast_blocks(&self.mem[span]).expect("ring rows at even offsets"),
+                seq_row0: place.seq_row0,
+                head_dim: ring.head_dim,
+            },
+            _ => KeyRows {
+                stored,
+                f16_from: usize::MAX,
+                ring: &[],
+                seq_row0: place.seq_row0,
+                head_dim: self.k.head_dim,
+            },
+        }
+    }
+
+    /// Whether queries read their own group of keys in f16 (quantized keys): prompt tiles then
+    /// hold one group's tokens each.
+    pub fn has_recent(&self) -> bool {
+        self.ring.is_some()
+    }
+
+    /// Most tokens one forward pass may add to a sequence (see [`recent`]).
+    pub fn rows_per_pass(&self) -> usize {
+        self.ring
+            .as_ref()
+            .map_or(usize::MAX, |r| r.rows_per_pass(self.n_ctx))
+    }
+
+    /// Sequence `seq` now holds `n` positions (after a rewind, or a failed pass): the ring gets
+    /// the f16 keys its next query reads, widened from the quantized rows where a deeper rewind
+    /// has overwritten them.
+    pub fn truncate_seq(&mut self, seq: usize, n: usize) {
+        let Some(ring) = &self.ring else { return };
+        let from = group_start(n);
+        if from < ring.exact_from[seq] {
+            self.refill_recent(seq, from..n);
+        }
+    }
+
+    /// Rewrites the ring rows of positions `r` of `seq` from the quantized keys.
+    pub fn refill_recent(&mut self, seq: usize, r: std::ops::Range<usize>) {
+        if self.ring.is_none() {
+            return;
+        }
+        let mut key = vec![0f32; self.k.head_dim];
+        for layer in 0..self.n_layer {
+            for h in 0..self.n_head_kv {
+                for pos in r.clone() {
+                    let row = self.row(seq, pos);
+                    self.keys(layer, h).widen(row..row + 1, &mut key);
+                    self.store_recent(layer, h, row, &key);
+                }
+            }
+        }
+        if let Some(ring) = &mut self.ring {
+            ring.exact_from[seq] = r.start;
         }
     }
 
@@ -258,16 +375,28 @@ impl KvCache {
     }
 
     /// Where sequence `seq`'s first `n` positions are stored: one byte range per (layer, KV
-    /// head) of keys, then the same for values (what saved state holds, in this order).
+    /// head) of keys, then the same for values, then (quantized keys) per (layer, KV head) the
+    /// f16 keys of the last group, `group_start(n)..n` (what saved state holds, in this order).
     fn seq_runs(&self, seq: usize, n: usize) -> Vec<std::ops::Range<usize>> {
         assert!(n <= self.n_ctx, "{n} positions of {}", self.n_ctx);
         let row0 = self.row(seq, 0);
-        let mut runs = Vec::with_capacity(2 * self.n_layer * self.n_head_kv);
+        let mut runs = Vec::with_capacity(3 * self.n_layer * self.n_head_kv);
         for (side, values) in [(self.k, false), (self.v, true)] {
             for layer in 0..self.n_layer {
                 for h in 0..self.n_head_kv {
                     let start = self.span(layer, h, values).start + row0 * side.row_bytes;
                     runs.push(start..start + n * side.row_bytes);
+                }
+            }
+        }
+        if let Some(ring) = &self.ring {
+            // Contiguous: a ring is whole groups, and a group's rows are consecutive slots.
+            let first = ring.slot(group_start(n)).start;
+            let len = (n - group_start(n)) * ring.head_dim * 2;
+            for layer in 0..self.n_layer {
+                for h in 0..self.n_head_kv {
+                    let span = self.ring_span(layer, h, seq).expect("keys with a ring");
+                    runs.push(span.start + first..span.start + first + len);
                 }
             }
         }
@@ -278,6 +407,14 @@ impl KvCache {
     pub fn copy_seq(&mut self, src: usize, dst: usize, n: usize) {
         for (from, to) in self.seq_runs(src, n).into_iter().zip(self.seq_runs(dst, n)) {
             self.mem.copy_within(from, to.start);
+        }
+        self.recent_filled(dst, n);
+    }
+
+    /// The ring of `seq` holds the f16 keys of its last group, as [`KvCache::seq_runs`] copied.
+    fn recent_filled(&mut self, seq: usize, n: usize) {
+        if let Some(ring) = &mut self.ring {
+            ring.exact_from[seq] = group_start(n);
         }
     }
 
@@ -297,6 +434,7 @@ impl KvCache {
         for r in self.seq_runs(seq, n) {
             fill(&mut self.mem[r])?;
         }
+        self.recent_filled(seq, n);
         Ok(())
     }
 
@@ -429,6 +567,107 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Key rows of a 1-layer Q4_0 cache with `n` positions of sequence 1 stored (`key(pos)`).
+    fn q4_keys(n_ctx: usize, n: usize, key: impl Fn(usize) -> Vec<f32>) -> KvCache {
+        let mut kv = KvCache::new(&shape(1, n_ctx, 2, KvType::Q4_0)).unwrap();
+        for pos in 0..n {
+            kv.store(0, kv.row(1, pos), &key(pos), &[0.0; 64]);
+        }
+        kv
+    }
+
+    fn sample_key(pos: usize) -> Vec<f32> {
+        (0..128)
+            .map(|d| ((pos * 131 + d * 17) % 97) as f32 / 13.0 - 3.0)
+            .collect()
+    }
+
+    /// Rows `r` of head 0 as the query at `pos` of sequence 1 reads them.
+    fn read(kv: &KvCache, pos: usize, r: std::ops::Range<usize>) -> Vec<f32> {
+        let place = QueryPlace {
+            seq_row0: kv.row(1, 0),
+            pos,
+        };
+        let mut out = vec![0f32; r.len() * 64];
+        let row0 = kv.row(1, 0);
+        kv.keys_for(0, 0, place)
+            .widen(row0 + r.start..row0 + r.end, &mut out);
+        out
+    }
+
+    fn f16_round(x: &[f32]) -> Vec<f32> {
+        x.iter().map(|&v| f16::from_f32(v).to_f32()).collect()
+    }
+
+    /// Head 0's stored (quantized) key at `pos` of sequence 1, widened.
+    fn quantized(kv: &KvCache, pos: usize) -> Vec<f32> {
+        let mut out = vec![0f32; 64];
+        let row = kv.row(1, pos);
+        kv.keys(0, 0).widen(row..row + 1, &mut out);
+        out
+    }
+
+    /// A query reads its own group's keys in f16 and older keys as quantized, whether it reads
+    /// them one by one or across the group boundary.
+    #[test]
+    fn a_query_reads_its_own_group_of_keys_in_f16() {
+        let kv = q4_keys(512, 100, sample_key);
+        let pos = 70;
+        let got = read(&kv, pos, 60..71);
+        for (i, p) in (60..71).enumerate() {
+            let row = &got[i * 64..(i + 1) * 64];
+            if p >= group_start(pos) {
+                assert_eq!(row, f16_round(&sample_key(p)[..64]), "own group row {p}");
+            } else {
+                assert_eq!(row, quantized(&kv, p), "older row {p}");
+                assert_ne!(row, f16_round(&sample_key(p)[..64]), "Q4_0 is not f16");
+            }
+        }
+        // One row at a time reads the same.
+        for (i, p) in (60..71).enumerate() {
+            assert_eq!(read(&kv, pos, p..p + 1), got[i * 64..(i + 1) * 64]);
+        }
+    }
+
+    /// A rewind within the ring keeps the recent keys exact; a deeper one widens them back from
+    /// the quantized rows; saved runs and copies carry the last group's f16 keys along.
+    #[test]
+    fn rewinds_keep_or_refill_the_recent_keys() {
+        let mut kv = q4_keys(1024, 600, sample_key);
+        assert!(kv.rows_per_pass() < 256, "a pass fits in the ring");
+        kv.truncate_seq(1, 590);
+        assert_eq!(
+            read(&kv, 589, 576..590)[..64],
+            f16_round(&sample_key(576)[..64])
+        );
+        kv.truncate_seq(1, 100);
+        let got = read(&kv, 99, 96..100);
+        for (i, p) in (96..100).enumerate() {
+            let want = f16_round(&quantized(&kv, p));
+            assert_eq!(got[i * 64..(i + 1) * 64], want, "refilled row {p}");
+        }
+        // New rows are exact again, and a copy carries the ring's last group.
+        for pos in 100..105 {
+            kv.store(0, kv.row(1, pos), &sample_key(pos), &[0.0; 64]);
+        }
+        kv.copy_seq(1, 0, 105);
+        let row0 = kv.row(0, 0);
+        let mut copied = vec![0f32; 64];
+        let place = QueryPlace {
+            seq_row0: row0,
+            pos: 104,
+        };
+        kv.keys_for(0, 0, place)
+            .widen(row0 + 104..row0 + 105, &mut copied);
+        assert_eq!(copied, f16_round(&sample_key(104)[..64]));
+        let ring_bytes: usize = kv.seq_runs(1, 105).iter().skip(4).map(|r| r.len()).sum();
+        assert_eq!(
+            ring_bytes,
+            2 * (105 - 96) * 64 * 2,
+            "state holds the last group"
+        );
     }
 
     #[test]
