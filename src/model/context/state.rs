@@ -6,8 +6,8 @@
 //! - `KLBSTATE`, the version (u32), the model's fingerprint (u64: its metadata and tensor
 //!   index, see [`Model::fingerprint`]), its name (u32 length + UTF-8);
 //! - the cache layout (9 × u32: layers, KV heads, key and value head sizes, key and value
-//!   types, their Hadamard blocks, a checksum of the key centers and balances), the token count and logit
-//!   count (u32 each);
+//!   types, their Hadamard blocks, a checksum of the key centers and balances), the token
+//!   count and logit count (u32 each);
 //! - the tokens (u32 each), the logits (f32 each);
 //! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
 //!   the values, then (quantized keys) per (layer, KV head) the f16 keys of the positions of
@@ -239,7 +239,7 @@ impl Context {
         let n = header.tokens.len();
         let copied = self.kv.fill_seq(seq, n, |run| input.read_exact(run));
         if let Err(e) = copied {
-            self.tokens[seq].clear();
+            self.truncate_seq(seq, 0);
             return Err(bad(format!(
                 "reading the cache rows failed ({e}); the sequence is now empty"
             )));

@@ -57,9 +57,9 @@ pub struct KvCache {
     v: Side,
     /// Quantized keys' recent rows in f16 (`None` for f16 keys).
     ring: Option<Ring>,
-    /// Every layer's keys, then every layer's values, then the rings. Anonymous memory is zero and takes no
-    /// RAM until written, so a context costs memory for the positions it has used, not for
-    /// all of `n_ctx` (a 32k-token context holding a short chat stays small).
+    /// Every layer's keys, then every layer's values, then the rings. Anonymous memory is zero
+    /// and takes no RAM until written, so a context costs memory for the positions it has
+    /// used, not for all of `n_ctx` (a 32k-token context holding a short chat stays small).
     mem: MmapMut,
 }
 
@@ -295,7 +295,7 @@ impl KvCache {
     }
 
     /// KV head `head`'s keys of a layer as the query at `place` reads them: its own group of
-    /// [`RECENT_GROUP`] positions from the f16 ring where keys are quantized.
+    /// [`recent::RECENT_GROUP`] positions from the f16 ring where keys are quantized.
     pub fn keys_for(&self, layer: usize, head: usize, place: QueryPlace) -> KeyRows<'_> {
         let stored = self.keys(layer, head);
         let seq = place.seq_row0 / self.n_ctx;

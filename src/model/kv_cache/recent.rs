@@ -17,7 +17,7 @@ use super::HeadRows;
 use crate::kernels;
 
 /// Positions per group: a query at `pos` reads rows `group_start(pos)..=pos` in f16.
-pub const RECENT_GROUP: usize = 32;
+pub(super) const RECENT_GROUP: usize = 32;
 
 /// Rows of f16 keys kept per (layer, KV head, sequence): a forward pass adds at most
 /// `RING_ROWS - 2 * RECENT_GROUP` rows to a sequence (see [`Ring::rows_per_pass`]), so a pass
