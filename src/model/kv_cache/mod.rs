@@ -228,18 +228,18 @@ impl KvCache {
     /// Stores one token's key and value rows (every KV head's, [n_head_kv * head_dim]) for a
     /// layer at cache row `row`.
     pub fn store(&mut self, layer: usize, row: usize, k_row: &[f32], v_row: &[f32]) {
-        assert!(row < self.rows, "cache row {row} out of range");
         self.store_keys(layer, row, k_row);
-        assert_eq!(
-            v_row.len(),
-            self.n_head_kv * self.v.head_dim,
-            "value row length"
-        );
-        for (h, head) in v_row.chunks_exact(self.v.head_dim).enumerate() {
-            let at = self.span(layer, h, true).start + row * self.v.row_bytes;
-            self.v
-                .ty
-                .encode(head, &mut self.mem[at..at + self.v.row_bytes]);
+        self.encode_row(layer, row, v_row, true);
+    }
+
+    /// Encodes one token's keys (`values`: false) or values of every KV head into row `row`.
+    fn encode_row(&mut self, layer: usize, row: usize, x: &[f32], values: bool) {
+        let side = if values { self.v } else { self.k };
+        assert!(row < self.rows, "cache row {row} out of range");
+        assert_eq!(x.len(), self.n_head_kv * side.head_dim, "KV row length");
+        for (h, head) in x.chunks_exact(side.head_dim).enumerate() {
+            let at = self.span(layer, h, values).start + row * side.row_bytes;
+            side.ty.encode(head, &mut self.mem[at..at + side.row_bytes]);
         }
     }
 
@@ -254,18 +254,11 @@ impl KvCache {
     /// Overwrites one token's keys of a layer at cache row `row` (as [`KvCache::store`] does),
     /// and their f16 copy in the ring where keys are quantized.
     pub fn store_keys(&mut self, layer: usize, row: usize, k_row: &[f32]) {
-        assert!(row < self.rows, "cache row {row} out of range");
-        assert_eq!(
-            k_row.len(),
-            self.n_head_kv * self.k.head_dim,
-            "key row length"
-        );
-        for (h, head) in k_row.chunks_exact(self.k.head_dim).enumerate() {
-            let at = self.span(layer, h, false).start + row * self.k.row_bytes;
-            self.k
-                .ty
-                .encode(head, &mut self.mem[at..at + self.k.row_bytes]);
-            self.store_recent(layer, h, row, head);
+        self.encode_row(layer, row, k_row, false);
+        if self.ring.is_some() {
+            for (h, head) in k_row.chunks_exact(self.k.head_dim).enumerate() {
+                self.store_recent(layer, h, row, head);
+            }
         }
     }
 

@@ -108,9 +108,10 @@ impl KeyRows<'_> {
             self.stored.widen(r.start..split, old);
         }
         let ring_rows = self.ring.len() / hd;
+        let backend = kernels::backend();
         for (row, o) in (split..r.end).zip(recent.chunks_exact_mut(hd)) {
             let slot = (row - self.seq_row0) % ring_rows;
-            kernels::backend().f16_row_to_f32(&self.ring[slot * hd..][..hd], o);
+            backend.f16_row_to_f32(&self.ring[slot * hd..][..hd], o);
         }
     }
 }
