@@ -353,6 +353,37 @@ fn a_shared_drafter_drafts_what_a_lone_one_does() {
     }
 }
 
+/// `prepare` evaluates the prompt in the draft's context before the first step (as prompt
+/// processing, not drafting time): the context then holds the prompt, replacing what it held
+/// from where the two part, and the drafts are those of a drafter that caught up on its own.
+#[test]
+fn a_prepared_draft_model_drafts_what_an_unprepared_one_does() {
+    let (target, draft) = (load(QWEN_15B), load(QWEN_05B));
+    let target_ctx = context(&target);
+    let prompt = target.tokenizer.encode(EDIT_PROMPT, true, false);
+    let other = target.tokenizer.encode("fn main() {", true, false);
+    assert_ne!(prompt[1], other[1], "the prompts part after BOS");
+    let mut history = prompt.clone();
+    history.push(prompt[1]);
+
+    let mut draft_ctx = context(&draft);
+    let mut prepared = ModelDrafter::new(&target_ctx, &mut draft_ctx, 0, 0.0).unwrap();
+    prepared.prepare(&other).unwrap();
+    prepared.prepare(&prompt).unwrap();
+    assert_eq!(draft_ctx.seq_tokens(0), prompt);
+
+    let mut prepared = ModelDrafter::new(&target_ctx, &mut draft_ctx, 0, 0.0).unwrap();
+    let drafts = prepared.draft(&history, 6).unwrap();
+    let mut fresh = ModelDrafter::new(&target_ctx, context(&draft), 0, 0.0).unwrap();
+    assert_eq!(drafts.len(), 6);
+    assert_eq!(drafts, fresh.draft(&history, 6).unwrap());
+    // The history and the drafts but the last (the target checks that one).
+    assert_eq!(
+        draft_ctx.seq_tokens(0),
+        [&history[..], &drafts[..5]].concat()
+    );
+}
+
 #[test]
 fn unusable_drafts_are_refused_with_the_reason() {
     let (small, large, gemma) = (load(QWEN_05B), load(QWEN_15B), load(GEMMA));

@@ -2,9 +2,9 @@
 
 use std::borrow::BorrowMut;
 
-use super::shared_draft::draft_greedy;
+use super::shared_draft::{draft_greedy, realign};
 use super::{DraftRequest, DraftSource};
-use crate::model::{Context, Model, ModelError};
+use crate::model::{BatchToken, Context, Model, ModelError};
 use crate::tokenizer::TokenId;
 
 /// Proposes tokens to follow a text.
@@ -17,6 +17,13 @@ pub trait Drafter {
     /// drafted token; a draft cut short by low confidence ran one more than it returned).
     fn last_passes(&self) -> usize {
         0
+    }
+
+    /// Brings the drafter up to `prompt`, which the target has just evaluated, so that the
+    /// first step drafts at once: a draft model evaluates the prompt here, as prompt
+    /// processing, instead of inside the first generation step.
+    fn prepare(&mut self, _prompt: &[TokenId]) -> Result<(), ModelError> {
+        Ok(())
     }
 
     /// Whether drafting costs next to nothing (no model runs), so long drafts are cheap.
@@ -177,6 +184,22 @@ impl<C: BorrowMut<Context>> Drafter for ModelDrafter<C> {
     fn last_passes(&self) -> usize {
         self.passes
     }
+
+    fn prepare(&mut self, prompt: &[TokenId]) -> Result<(), ModelError> {
+        let ctx = self.ctx.borrow_mut();
+        let common = realign(ctx, self.seq, prompt, prompt.len());
+        let batch: Vec<BatchToken> = (prompt[common..].iter())
+            .map(|&token| BatchToken {
+                token,
+                seq: self.seq,
+                logits: false,
+            })
+            .collect();
+        if !batch.is_empty() {
+            ctx.decode(&batch)?;
+        }
+        Ok(())
+    }
 }
 
 /// Prompt lookup first, a draft model when lookup has nothing: edits and quotes are drafted
@@ -229,6 +252,10 @@ impl<C: BorrowMut<Context>> Drafter for LookupThenModel<C> {
         } else {
             Ok((found, DraftSource::Lookup))
         }
+    }
+
+    fn prepare(&mut self, prompt: &[TokenId]) -> Result<(), ModelError> {
+        self.model.prepare(prompt)
     }
 
     fn looks_up(&self) -> bool {

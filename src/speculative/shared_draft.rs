@@ -167,13 +167,8 @@ fn catch_up(
         if r.history.is_empty() || r.max == 0 || r.seq >= ctx.n_seq() {
             continue;
         }
-        let held = ctx.seq_tokens(r.seq);
         // The last history token is always evaluated here, for its logits.
-        let common = (held.iter().zip(&r.history))
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(r.history.len() - 1);
-        ctx.truncate_seq(r.seq, common);
+        let common = realign(ctx, r.seq, &r.history, r.history.len() - 1);
         let missing = &r.history[common..];
         let take = missing.len().min(budget);
         budget -= take;
@@ -193,6 +188,18 @@ fn catch_up(
         }
     }
     (batch, ready)
+}
+
+/// Drops what sequence `seq` holds beyond its common prefix with `tokens` (at most `limit`
+/// tokens long) and returns that prefix's length: the tokens from there on are to evaluate.
+pub(super) fn realign(ctx: &mut Context, seq: usize, tokens: &[TokenId], limit: usize) -> usize {
+    let held = ctx.seq_tokens(seq);
+    let common = (held.iter().zip(tokens))
+        .take_while(|(a, b)| a == b)
+        .count()
+        .min(limit);
+    ctx.truncate_seq(seq, common);
+    common
 }
 
 impl DraftRun {

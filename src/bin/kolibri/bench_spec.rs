@@ -94,7 +94,7 @@ pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<()
 }
 
 /// Greedy generation of `n` tokens after `prompt` from an empty context, plainly or through
-/// `speculation`; only the generation is timed.
+/// `speculation`; only the generation is timed (a draft model evaluates the prompt before).
 fn generate(
     ctx: &mut Context,
     prompt: &[TokenId],
@@ -107,6 +107,9 @@ fn generate(
     let mut out = vec![sampler.sample(&logits)];
     sampler.accept(out[0]);
     let mut speculation = speculation;
+    if let Some((drafter, _)) = &mut speculation {
+        drafter.prepare(prompt).map_err(|e| e.to_string())?;
+    }
     let start = Instant::now();
     while out.len() < n {
         let last = *out.last().unwrap();

@@ -94,6 +94,17 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         ),
     };
     let prompt_s = t_prompt.elapsed().as_secs_f64();
+    // A draft model reads the prompt now, so that drafting starts with the first step.
+    let t_draft_prompt = Instant::now();
+    let draft_prompt = match &mut speculator {
+        Some((drafter, _)) if drafter.runs_model() => {
+            drafter
+                .prepare(&tokens)
+                .map_err(|e| format!("--draft: {e}"))?;
+            Some(t_draft_prompt.elapsed().as_secs_f64())
+        }
+        _ => None,
+    };
     for &t in &tokens {
         sampler.accept(t);
     }
@@ -174,6 +185,9 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         n_evaluated,
         n_evaluated as f64 / prompt_s
     );
+    if let Some(secs) = draft_prompt {
+        eprintln!("draft prompt: {:6.2} ms", secs * 1e3);
+    }
     eprintln!(
         "generation: {:8.2} ms / {} tokens ({:.2} tokens/s)",
         gen_s * 1e3,

@@ -1,0 +1,42 @@
+//! `kolibri run --draft MODEL`: the same text as plain greedy decoding, the draft model's
+//! prompt reported as prompt processing (`draft prompt:`) apart from generation, and the
+//! speculation summary.
+
+mod common;
+
+use std::process::{Command, Output};
+
+const TARGET: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+const DRAFT: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+const PROMPT: &str = "Rename `total` to `sum` and output the code:\ndef add(xs):\n    total = 0\n    \
+                      for x in xs:\n        total += x\n    return total\n";
+
+fn run(extra: &[&str]) -> (String, String) {
+    let target = common::model_path(TARGET);
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args(["run", "-m", target.to_str().unwrap(), "-p", PROMPT])
+        .args(["-n", "24", "--temp", "0", "-t", "2"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    (String::from_utf8(out.stdout).unwrap(), err)
+}
+
+#[test]
+fn a_draft_model_gives_the_plain_text_and_reads_the_prompt_first() {
+    let draft = common::model_path(DRAFT);
+    let (plain, err) = run(&[]);
+    assert!(!err.contains("draft prompt:"), "{err}");
+    let (fast, err) = run(&["--draft", draft.to_str().unwrap()]);
+    assert_eq!(fast, plain);
+    assert!(err.contains("draft prompt:"), "{err}");
+    let accepted = err
+        .lines()
+        .find_map(|l| l.strip_prefix("speculation: "))
+        .and_then(|l| l.split(" accepted").next())
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(accepted.is_some_and(|n| n > 0), "{err}");
+}
