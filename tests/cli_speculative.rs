@@ -8,7 +8,8 @@ use std::process::{Command, Output};
 
 const TARGET: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 const DRAFT: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
-const PROMPT: &str = "Rename `total` to `sum` and output the code:\ndef add(xs):\n    total = 0\n    \
+const PROMPT: &str =
+    "Rename `total` to `sum` and output the code:\ndef add(xs):\n    total = 0\n    \
                       for x in xs:\n        total += x\n    return total\n";
 
 fn run(extra: &[&str]) -> (String, String) {
