@@ -78,6 +78,15 @@ static size_t generate(const kolibri_model *m, const kolibri_model *draft_model,
     if (kolibri_context_eval(c, prompt, n_prompt) != KOLIBRI_STATUS_OK ||
         kolibri_sampler_sample(s, c, &tok) != KOLIBRI_STATUS_OK)
         goto done;
+    /* The draft model reads the prompt now, as prompt processing (a step would otherwise). */
+    if (spec) {
+        expect("prepare the draft", kolibri_speculator_prepare(spec, c, d), KOLIBRI_STATUS_OK);
+        if (d)
+            expect("prepare without the draft context", kolibri_speculator_prepare(spec, c, NULL),
+                   KOLIBRI_STATUS_INVALID_ARGUMENT);
+        expect("prepare without the target", kolibri_speculator_prepare(spec, NULL, d),
+               KOLIBRI_STATUS_INVALID_ARGUMENT);
+    }
     out[n++] = tok;
     while (n < N_NEW) {
         if (spec) {

@@ -1062,6 +1062,25 @@ kolibri_status kolibri_speculator_step(struct kolibri_speculator *speculator,
                                        size_t *out_n);
 
 /**
+ * Brings the draft context up to what `target`'s sequence holds (the prompt just
+ * evaluated), so that the draft model reads the prompt when the caller chooses (as prompt
+ * processing) and the first step drafts at once. Optional: without it the first step reads
+ * the prompt itself. A prompt-lookup speculator has nothing to do.
+ *
+ * **Ownership:** nothing to free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument; other contexts than at creation), CANCELLED
+ * (an abort callback stopped a pass of the draft), INVALID_STATE (a handle in use by another
+ * thread). On error the draft context holds what it held before the failed pass.
+ * **Thread safety:** one thread at a time per speculator, and its contexts.
+ *
+ * # Safety
+ * `speculator` and `target` are NULL or live; `draft` is NULL or live.
+ */
+kolibri_status kolibri_speculator_prepare(struct kolibri_speculator *speculator,
+                                          const struct kolibri_context *target,
+                                          const struct kolibri_context *draft);
+
+/**
  * What the speculator achieved so far.
  *
  * **Ownership:** writes the caller's struct; nothing to free.

@@ -14,8 +14,8 @@ use super::model::checked_token;
 use super::params::{init_params, read_params, VersionedParams};
 use super::sampler::kolibri_sampler;
 use super::status::*;
-use crate::model::Model;
-use crate::speculative::{LookupDrafter, ModelDrafter, Speculator};
+use crate::model::{Context, Model};
+use crate::speculative::{Drafter, LookupDrafter, ModelDrafter, Speculator};
 
 /// What a speculator has learnt about drafting, and how it drafts.
 ///
@@ -258,28 +258,19 @@ pub unsafe extern "C" fn kolibri_speculator_step(
                 p_min,
                 n_vocab,
             } => {
-                if draft.is_null() {
-                    return Err(Failure::invalid(
-                        "draft is NULL but the speculator was created with a draft context",
-                    ));
-                }
-                // SAFETY: per this function's contract (not NULL here).
-                let d = unsafe { handle(draft, "draft") }?;
-                let mut draft_state = d.inner.lock("draft context")?;
-                if !Arc::ptr_eq(draft_state.ctx.model(), model) {
-                    return Err(Failure::invalid(
-                        "draft is not a context of the draft model the speculator was created \
-                         with",
-                    ));
-                }
-                let mut drafter = ModelDrafter::checked(&mut draft_state.ctx, 0, *p_min, *n_vocab);
-                spec.step(
-                    &mut drafter,
-                    &mut target_state.ctx,
-                    0,
-                    pending,
-                    &mut sampler,
-                )?
+                // SAFETY: per this function's contract.
+                unsafe {
+                    with_draft(draft, model, |ctx| {
+                        let mut drafter = ModelDrafter::checked(ctx, 0, *p_min, *n_vocab);
+                        Ok(spec.step(
+                            &mut drafter,
+                            &mut target_state.ctx,
+                            0,
+                            pending,
+                            &mut sampler,
+                        )?)
+                    })
+                }?
             }
         };
         target_state.logits.clear();
@@ -287,6 +278,81 @@ pub unsafe extern "C" fn kolibri_speculator_step(
         // SAFETY: per this function's contract; `capacity >= max_draft + 1 >= tokens.len()`.
         unsafe { write_array(&tokens, out_tokens, capacity, out_n) }
     })
+}
+
+/// Brings the draft context up to what `target`'s sequence holds (the prompt just
+/// evaluated), so that the draft model reads the prompt when the caller chooses (as prompt
+/// processing) and the first step drafts at once. Optional: without it the first step reads
+/// the prompt itself. A prompt-lookup speculator has nothing to do.
+///
+/// **Ownership:** nothing to free.
+/// **Errors:** INVALID_ARGUMENT (a NULL argument; other contexts than at creation), CANCELLED
+/// (an abort callback stopped a pass of the draft), INVALID_STATE (a handle in use by another
+/// thread). On error the draft context holds what it held before the failed pass.
+/// **Thread safety:** one thread at a time per speculator, and its contexts.
+///
+/// # Safety
+/// `speculator` and `target` are NULL or live; `draft` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_speculator_prepare(
+    speculator: *mut kolibri_speculator,
+    target: *const kolibri_context,
+    draft: *const kolibri_context,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let s = unsafe { handle(speculator.cast_const(), "speculator") }?;
+        // SAFETY: per this function's contract.
+        let t = unsafe { handle(target, "target") }?;
+        let state = s.inner.lock("speculator")?;
+        let target_state = t.inner.lock("target context")?;
+        if !Arc::ptr_eq(target_state.ctx.model(), &state.target) {
+            return Err(Failure::invalid(
+                "target is not a context of the model the speculator was created for",
+            ));
+        }
+        let Drafting::Model {
+            model,
+            p_min,
+            n_vocab,
+        } = &state.how
+        else {
+            return Ok(());
+        };
+        let prompt = target_state.ctx.seq_tokens(0);
+        // SAFETY: per this function's contract.
+        unsafe {
+            with_draft(draft, model, |ctx| {
+                Ok(ModelDrafter::checked(ctx, 0, *p_min, *n_vocab).prepare(prompt)?)
+            })
+        }
+    })
+}
+
+/// `f` over the draft context a draft speculator was created with: checks that `draft` is not
+/// NULL and is a context of its draft model, and holds its lock meanwhile.
+///
+/// # Safety
+/// `draft` is NULL or live.
+unsafe fn with_draft<R>(
+    draft: *const kolibri_context,
+    model: &Arc<Model>,
+    f: impl FnOnce(&mut Context) -> Result<R, Failure>,
+) -> Result<R, Failure> {
+    if draft.is_null() {
+        return Err(Failure::invalid(
+            "draft is NULL but the speculator was created with a draft context",
+        ));
+    }
+    // SAFETY: per this function's contract (not NULL here).
+    let d = unsafe { handle(draft, "draft") }?;
+    let mut draft_state = d.inner.lock("draft context")?;
+    if !Arc::ptr_eq(draft_state.ctx.model(), model) {
+        return Err(Failure::invalid(
+            "draft is not a context of the draft model the speculator was created with",
+        ));
+    }
+    f(&mut draft_state.ctx)
 }
 
 /// What the speculator achieved so far.
