@@ -237,11 +237,7 @@ pub unsafe extern "C" fn kolibri_speculator_step(
             return Err(Failure::invalid("out_tokens is NULL"));
         }
         let mut target_state = t.inner.lock("target context")?;
-        if !Arc::ptr_eq(target_state.ctx.model(), &state.target) {
-            return Err(Failure::invalid(
-                "target is not a context of the model the speculator was created for",
-            ));
-        }
+        check_target(&state, &target_state.ctx)?;
         let pending = checked_token(pending, state.target.hparams.n_vocab)?;
         let mut sampler = sm.inner.lock("sampler")?;
         let SpeculatorState {
@@ -306,11 +302,7 @@ pub unsafe extern "C" fn kolibri_speculator_prepare(
         let t = unsafe { handle(target, "target") }?;
         let state = s.inner.lock("speculator")?;
         let target_state = t.inner.lock("target context")?;
-        if !Arc::ptr_eq(target_state.ctx.model(), &state.target) {
-            return Err(Failure::invalid(
-                "target is not a context of the model the speculator was created for",
-            ));
-        }
+        check_target(&state, &target_state.ctx)?;
         let Drafting::Model {
             model,
             p_min,
@@ -327,6 +319,16 @@ pub unsafe extern "C" fn kolibri_speculator_prepare(
             })
         }
     })
+}
+
+/// Refuses a target context of another model than the one the speculator was created for.
+fn check_target(state: &SpeculatorState, target: &Context) -> Result<(), Failure> {
+    if !Arc::ptr_eq(target.model(), &state.target) {
+        return Err(Failure::invalid(
+            "target is not a context of the model the speculator was created for",
+        ));
+    }
+    Ok(())
 }
 
 /// `f` over the draft context a draft speculator was created with: checks that `draft` is not
