@@ -59,14 +59,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "kolibri %s: %s, %.0fM parameters, vocabulary %d\n", kolibri_version(), arch,
             (double)dims.n_params / 1e6, dims.n_vocab);
 
-    /* Size query first, then the real call. */
+    /* Size query first, then the real call. Special-token texts in the prompt become their
+     * ids, as in llama.cpp's simple example. */
     size_t n_tokens = 0;
-    kolibri_status st = kolibri_tokenize(model, prompt, strlen(prompt), true, false, NULL, 0,
+    kolibri_status st = kolibri_tokenize(model, prompt, strlen(prompt), true, true, NULL, 0,
                                          &n_tokens);
     if (st != KOLIBRI_STATUS_BUFFER_TOO_SMALL && st != KOLIBRI_STATUS_OK) CHECK(st);
     tokens = malloc(n_tokens * sizeof *tokens);
     if (!tokens) goto done;
-    CHECK(kolibri_tokenize(model, prompt, strlen(prompt), true, false, tokens, n_tokens,
+    CHECK(kolibri_tokenize(model, prompt, strlen(prompt), true, true, tokens, n_tokens,
                            &n_tokens));
 
     kolibri_context_params cp;

@@ -83,6 +83,10 @@ class Spec:
     # The type every matrix is written in: F16 keeps llama.cpp's own rounding (activations in
     # f16, not quantized to 8 bits) far below the differences the tests look for.
     matrix_type: str = "F16"
+    # The type of the token embeddings (the head too, where tied); "": matrix_type.
+    embd_type: str = ""
+    # RMS norms' epsilon: unusual values show an engine that ignores the metadata's.
+    rms_eps: float = 1e-6
     # Built by default (the tests need it); the others only when named.
     default: bool = True
     # Weights from numpy's generator (bench models: fast to write on the machine that runs
@@ -136,6 +140,18 @@ MODELS = {
                         tied_output=True,
                         extra={"sliding_window": 8, "softcap": (4.0, 15.0),
                                "post_norm_scale": 3.0}),
+    # Gemma 2 with every metadata constant away from its usual value (issue 44): a strong
+    # attention cap (5, where real files say 50) and a mild final one (50), 96-wide heads over
+    # n_embd 256 (query width 384), a 32-token window (shorter than the longest prompt), a tied
+    # Q4_0 head, an epsilon of 1e-2 (real files: 1e-6) and a RoPE base of 1000 (10000). Queries
+    # and keys of 3x unit rms give scores of about 9 before the cap, so the cap bends most of
+    # them.
+    "gemma2-capped-tiny": Spec("gemma2", "vocab:llama-spm", n_embd=256, n_layer=4, n_head=4,
+                               n_head_kv=2, head_dim=96, n_ff=512, seed=11,
+                               rope_base=1_000.0, tied_output=True, embd_type="Q4_0",
+                               rms_eps=1e-2,
+                               extra={"sliding_window": 32, "softcap": (5.0, 50.0),
+                                      "post_norm_scale": 3.0, "qk_std": 3.0}),
     # Mistral-style Llama: every layer on an 8-token window. llama.cpp ignores the window of a
     # `llama` file, so its reference comes from a granite_swa twin (the same layers with the
     # window on every layer, attention sinks at -30: no weight, and unit logit scale).
@@ -250,7 +266,7 @@ def write_metadata(w, s: Spec, a: str) -> None:
     w.add_float32(f"{a}.rope.freq_base", s.rope_base)
     if a in ("llama", "phi3"):
         w.add_uint32(f"{a}.rope.dimension_count", s.extra.get("rope_dims", s.head_dim))
-    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", s.rms_eps)
     if "long_rope" in s.extra:
         # As Phi-3's converter writes LongRoPE: the original context and the attention factor
         # sqrt(1 + ln(scale) / ln(original)).
@@ -288,8 +304,11 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
             [uniform(s, n(f"attn_{p}.weight"), (rows, e), 1.0 / np.sqrt(e))
              for p, rows in (("q", q_dim), ("k", kv_dim), ("v", kv_dim))]), s.matrix_type)
     else:
-        add_linear(w, s, n("attn_q.weight"), q_dim, e)
-        add_linear(w, s, n("attn_k.weight"), kv_dim, e)
+        # qk_std: queries and keys larger than unit rms, so the attention scores reach the
+        # range a soft-cap bends (scores of about qk_std² before the cap).
+        qk = s.extra.get("qk_std", 1.0)
+        add_linear(w, s, n("attn_q.weight"), q_dim, e, out_std=qk)
+        add_linear(w, s, n("attn_k.weight"), kv_dim, e, out_std=qk)
         add_linear(w, s, n("attn_v.weight"), kv_dim, e)
     add_linear(w, s, n("attn_output.weight"), e, q_dim)
     if a == "granite_swa":
@@ -395,7 +414,8 @@ def build(name: str, out: Path, a: str) -> None:
     # norm.
     embd_std = 1.0 / np.sqrt(s.n_embd) if s.arch.startswith("gemma") else 1.0
     add_matrix(w, "token_embd.weight",
-               uniform(s, "token_embd", (n_vocab, s.n_embd), embd_std), s.matrix_type)
+               uniform(s, "token_embd", (n_vocab, s.n_embd), embd_std),
+               s.embd_type or s.matrix_type)
     head_scale = 4.0 / (embd_std * np.sqrt(s.n_embd)) if s.tied_output else 1.0
     add_norm(w, s, "output_norm.weight", s.n_embd, head_scale)
     if not s.tied_output:

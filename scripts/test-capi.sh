@@ -46,6 +46,7 @@ done
 check "generated text continues the prompt" sh -c "test \$(wc -c < '$work/gen-shared-simple.txt') -gt \$(( \${#prompt} + 10 ))"
 check "shared, static and pkg-config builds generate the same text" sh -c "cmp '$work/gen-shared-simple.txt' '$work/gen-static-simple.txt' && cmp '$work/gen-shared-simple.txt' '$work/gen-simple-pc.txt'"
 sed 's/^/       | /' "$work/gen-shared-simple.txt"
+check "simple prints llama.cpp's continuations (SPM vocabularies, with a space prefix and without)" python3 scripts/continuations.py "$work/shared/simple"
 printf 'Write a haiku about the sea.\nNow make it about mountains.\n' > "$work/chat-in.txt"
 check "chat.cpp holds a two-turn conversation" sh -c "'$work/shared/chat' '$model' 32 < '$work/chat-in.txt' > '$work/chat-out.txt' && test \$(grep -c '^assistant: .' '$work/chat-out.txt') -eq 2"
 sed 's/^/       | /' "$work/chat-out.txt"

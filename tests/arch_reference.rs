@@ -4,10 +4,10 @@
 //! (tests/data/arch/<model>.json; every file there is checked).
 //!
 //! Teacher-forced on llama.cpp's tokens: our top-1 is llama.cpp's at every step whose top-1/
-//! top-2 gap is at least 0.1 nat, the log-probabilities of its top 5 differ by at most 0.03 nat
-//! on average per case, and our own greedy generation is llama.cpp's up to the first close
-//! call. The models are built so that llama.cpp itself with flash attention off differs from
-//! the reference by about 0.003 nat (recorded in each file): the tolerance is ten times that.
+//! top-2 gap is at least 0.1 nat, the log-probabilities of its top 5 differ on average over
+//! the model's steps by at most 1.5x what llama.cpp's own flash-attention-off run differs by on
+//! the same steps (recorded in each file), or 0.015 nat where that is larger, and our own
+//! greedy generation is llama.cpp's up to the first close call.
 
 mod common;
 
@@ -20,7 +20,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 const CLOSE_CALL_GAP: f64 = 0.1;
-const MEAN_LOGPROB_TOL: f64 = 0.03;
+/// The mean |Δ log-prob| allowed: this many times llama.cpp's own flash attention on/off
+/// spread on the model, and at least [`MEAN_LOGPROB_FLOOR`].
+const SPREAD_FACTOR: f64 = 1.5;
+const MEAN_LOGPROB_FLOOR: f64 = 0.015;
 
 fn ids(v: &Value) -> Vec<u32> {
     v.as_array()
@@ -58,8 +61,15 @@ fn synthetic_model(doc: &Value) -> PathBuf {
     path
 }
 
-/// Failures of one case (empty: it agrees).
-fn check_case(model: &Arc<Model>, case: &Value) -> Vec<String> {
+/// How one case went: its failures (empty: it agrees), and the sum and count of its
+/// |Δ log-prob| over llama.cpp's top 5.
+struct CaseResult {
+    failures: Vec<String>,
+    sum_dev: f64,
+    n_dev: usize,
+}
+
+fn check_case(model: &Arc<Model>, case: &Value) -> CaseResult {
     let prompt = case["prompt"].as_str().unwrap();
     let prompt_ids = ids(&case["prompt_ids"]);
     let generated = ids(&case["generated_ids"]);
@@ -103,11 +113,6 @@ fn check_case(model: &Arc<Model>, case: &Value) -> Vec<String> {
         }
     }
     let mean_dev = sum_dev / n_dev.max(1) as f64;
-    if mean_dev > MEAN_LOGPROB_TOL {
-        failures.push(format!(
-            "{prompt:?}: mean |dlogprob| {mean_dev:.4} > {MEAN_LOGPROB_TOL}"
-        ));
-    }
 
     // Free-running greedy generation, identical up to the first close call (where either
     // choice is right).
@@ -128,7 +133,11 @@ fn check_case(model: &Arc<Model>, case: &Value) -> Vec<String> {
         "{prompt:?}: mean |dlogprob| {mean_dev:.4}; greedy identical through step \
          {first_close_call} (first close call)"
     );
-    failures
+    CaseResult {
+        failures,
+        sum_dev,
+        n_dev,
+    }
 }
 
 #[test]
@@ -147,12 +156,25 @@ fn every_architecture_matches_llama_cpp() {
         let name = doc["model"].as_str().unwrap();
         eprintln!("{name}:");
         let model = Arc::new(Model::load(synthetic_model(&doc)).unwrap());
+        let (mut sum_dev, mut n_dev) = (0f64, 0usize);
         for case in doc["cases"].as_array().unwrap() {
-            failures.extend(
-                check_case(&model, case)
-                    .into_iter()
-                    .map(|f| format!("{name} {f}")),
-            );
+            let r = check_case(&model, case);
+            failures.extend(r.failures.into_iter().map(|f| format!("{name} {f}")));
+            sum_dev += r.sum_dev;
+            n_dev += r.n_dev;
+        }
+        let mean_dev = sum_dev / n_dev.max(1) as f64;
+        let spread = doc["flash_attention_off_mean_abs_diff"].as_f64().unwrap();
+        let allowed = (SPREAD_FACTOR * spread).max(MEAN_LOGPROB_FLOOR);
+        eprintln!(
+            "{name}: mean |dlogprob| {mean_dev:.4} over {n_dev} values; llama.cpp's flash \
+             attention on/off spread {spread:.4}; allowed {allowed:.4}"
+        );
+        if mean_dev > allowed {
+            failures.push(format!(
+                "{name}: mean |dlogprob| {mean_dev:.4} > {allowed:.4} ({SPREAD_FACTOR}x llama.cpp's \
+                 spread {spread:.4}, at least {MEAN_LOGPROB_FLOOR})"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

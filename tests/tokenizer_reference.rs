@@ -134,7 +134,7 @@ fn reference_texts_round_trip_through_decode() {
         // Re-encode without special parsing so every byte of the text is real text.
         let ids = tok.encode(&r.text, false, false);
         assert_eq!(tok.decode(&ids), r.text, "{}", r.model_file);
-        let mut stream = StreamDecoder::new(tok);
+        let mut stream = StreamDecoder::at_text_start(tok);
         let mut streamed: String = ids.iter().map(|&id| stream.push(id)).collect();
         streamed.push_str(&stream.finish());
         assert_eq!(streamed, r.text, "streamed, {}", r.model_file);

@@ -325,7 +325,7 @@ fn new_job<'t>(
         cached_tokens: keep,
         admitted: Instant::now(),
         first_token: None,
-        decoder: StreamDecoder::new(tokenizer),
+        decoder: StreamDecoder::after_prompt(tokenizer),
         stop: StopMatcher::new(&req.stop),
         spec: spec.for_job(),
         drafts: Vec::new(),

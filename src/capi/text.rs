@@ -116,15 +116,10 @@ pub unsafe extern "C" fn kolibri_detokenize(
             .iter()
             .map(|&t| m.checked_token(t))
             .collect::<Result<Vec<u32>, _>>()?;
-        let text = if special {
-            let bytes: Vec<u8> = ids
-                .iter()
-                .flat_map(|&id| m.model.tokenizer.token_bytes(id, true))
-                .collect();
-            String::from_utf8_lossy(&bytes).into_owned()
-        } else {
-            m.model.tokenizer.decode(&ids)
-        };
+        // A whole text: the space the encoder prefixed comes off its start, with or without
+        // control tokens shown (pieces, kolibri_token_to_piece, keep theirs).
+        let bytes = m.model.tokenizer.detokenize(&ids, special, true);
+        let text = String::from_utf8_lossy(&bytes);
         // SAFETY: per this function's contract.
         unsafe { write_text(text.as_bytes(), buf, capacity, len) }
     })

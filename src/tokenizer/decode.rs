@@ -67,34 +67,40 @@ pub(crate) fn output_bytes(
 pub struct StreamDecoder<'a> {
     tokenizer: &'a Tokenizer,
     pending: Vec<u8>,
-    n_pushed: usize,
-    /// Some token has written text.
+    /// Tokens before the next one: those pushed, plus one for a prompt the text continues.
+    n_before: usize,
+    /// Some token has written text (or a prompt did).
     started: bool,
-    special: bool,
 }
 
 impl<'a> StreamDecoder<'a> {
-    /// A decoder that hides control tokens, like [`Tokenizer::decode`].
-    pub fn new(tokenizer: &'a Tokenizer) -> StreamDecoder<'a> {
-        StreamDecoder::with_special(tokenizer, false)
-    }
-
-    /// A decoder that writes control tokens' text when `special` is true.
-    pub fn with_special(tokenizer: &'a Tokenizer, special: bool) -> StreamDecoder<'a> {
+    /// A decoder for generated text, which continues a prompt: every token is written as
+    /// llama.cpp's `token_to_piece` writes it, its leading space kept (`"storm had" + " \"#"`).
+    /// Control tokens are hidden.
+    pub fn after_prompt(tokenizer: &'a Tokenizer) -> StreamDecoder<'a> {
         StreamDecoder {
             tokenizer,
             pending: Vec::new(),
-            n_pushed: 0,
+            n_before: 1,
+            started: true,
+        }
+    }
+
+    /// A decoder for a whole text, as [`Tokenizer::decode`] writes it: the space the encoder
+    /// prefixed comes off the first token. Control tokens are hidden.
+    pub fn at_text_start(tokenizer: &'a Tokenizer) -> StreamDecoder<'a> {
+        StreamDecoder {
+            n_before: 0,
             started: false,
-            special,
+            ..StreamDecoder::after_prompt(tokenizer)
         }
     }
 
     /// Adds one token; returns the text that became complete.
     pub fn push(&mut self, id: TokenId) -> String {
         let vocab = self.tokenizer.vocab();
-        let bytes = output_bytes(vocab, id, self.n_pushed, self.started, self.special);
-        self.n_pushed += 1;
+        let bytes = output_bytes(vocab, id, self.n_before, self.started, false);
+        self.n_before += 1;
         self.started |= !bytes.is_empty();
         self.pending.extend_from_slice(&bytes);
         self.take_complete()

@@ -280,15 +280,47 @@ fn stream_decoder_holds_back_split_characters() {
     let tok = spm_tokenizer(&[("a", -1.0)], false);
     let ids = tok.encode("a😀a", false, false);
     assert_eq!(ids.len(), 6);
-    let mut stream = StreamDecoder::new(&tok);
+    let mut stream = StreamDecoder::at_text_start(&tok);
     let outputs: Vec<String> = ids.iter().map(|&id| stream.push(id)).collect();
     assert_eq!(outputs, ["a", "", "", "", "😀", "a"]);
     assert_eq!(stream.finish(), "");
 
     // An unfinished character at the end comes out as U+FFFD.
-    let mut stream = StreamDecoder::new(&tok);
+    let mut stream = StreamDecoder::at_text_start(&tok);
     assert_eq!(stream.push(ids[1]), "");
     assert_eq!(stream.finish(), "\u{FFFD}");
+}
+
+#[test]
+fn generated_text_keeps_the_leading_space_a_whole_text_drops() {
+    // A vocabulary that prefixes a space: "a b" encodes as "▁a", "▁b".
+    let pieces = [
+        ("▁a", -1.0),
+        ("▁b", -1.0),
+        ("▁", -2.0),
+        ("a", -3.0),
+        ("b", -3.0),
+    ];
+    let tok = spm_tokenizer(&pieces, true);
+    let ids = tok.encode("a b", false, false);
+    assert_eq!(texts(&tok, &ids), ["▁a", "▁b"]);
+    // As a whole text the prefixed space comes off; after a prompt every token keeps its own,
+    // as llama.cpp's token_to_piece writes it.
+    assert_eq!(tok.decode(&ids), "a b");
+    let mut start = StreamDecoder::at_text_start(&tok);
+    let whole: String = ids.iter().map(|&id| start.push(id)).collect();
+    assert_eq!(whole, "a b");
+    let mut after = StreamDecoder::after_prompt(&tok);
+    let continued: String = ids.iter().map(|&id| after.push(id)).collect();
+    assert_eq!(continued, " a b");
+    // Without a space prefix nothing is dropped either way.
+    let plain = spm_tokenizer(&pieces, false);
+    let ids = plain.encode(" a", false, false);
+    let mut start = StreamDecoder::at_text_start(&plain);
+    assert_eq!(
+        ids.iter().map(|&id| start.push(id)).collect::<String>(),
+        " a"
+    );
 }
 
 #[test]
@@ -452,7 +484,7 @@ fn wpm_special_tokens_and_decoding() {
     assert_eq!(tok.decode(&ids[1..3]), "the cafe");
     let unbelievable = tok.encode("unbelievable", false, false);
     assert_eq!(tok.decode(&unbelievable), "unbelievable");
-    let mut stream = StreamDecoder::new(&tok);
+    let mut stream = StreamDecoder::at_text_start(&tok);
     let streamed: String = ids.iter().map(|&id| stream.push(id)).collect();
     assert_eq!(streamed, "the cafe , a !");
     // Control tokens in text are split out only when parsing special tokens.

@@ -165,6 +165,28 @@ def completions(s):
     assert e.choices[0].text.startswith("Hello")
 
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from continuations import reference_continuations  # noqa: E402
+
+
+@check("continuations: llama.cpp's text after the prompt, streamed and not (SPM vocabularies)")
+def continuations(binary):
+    for path, cases in reference_continuations():
+        s = Server(binary, path, "--parallel", "1", key=KEY)
+        try:
+            c = s.client()
+            for prompt, n, want in cases:
+                if n == 0:
+                    continue
+                r = c.completions.create(model="m", prompt=prompt, max_tokens=n, temperature=0)
+                assert r.choices[0].text == want, (path, prompt, r.choices[0].text, want)
+                streamed = "".join(ch.choices[0].text for ch in c.completions.create(
+                    model="m", prompt=prompt, max_tokens=n, temperature=0, stream=True))
+                assert streamed == want, (path, prompt, streamed, want)
+        finally:
+            assert s.stop() == 0
+
+
 @check("errors: wrong key 401, bad requests 400 with OpenAI error bodies")
 def errors(s):
     try:
@@ -1013,6 +1035,7 @@ def main():
     connection_cap(binary, chat_model)
     graceful_stop(binary, chat_model)
     hostile_templates(binary, chat_model)
+    continuations(binary)
     speculation(binary, large_model, chat_model, plain_model)
     single = Server(binary, chat_model, "--parallel", "1", key=KEY)
     try:

@@ -2,7 +2,10 @@
 //! e.g. "-m", "--model") and its switches; this module builds the clap command from those
 //! lists, with the help text of [`HELP`], so every command has `--help`, clap's errors and
 //! its suggestions for misspelt options. llama.cpp's multi-letter short options (`-ctk`,
-//! `-np`, `-md`) are accepted as they are spelt there.
+//! `-np`, `-md`) are accepted as they are spelt there. As in llama.cpp, an option's value is
+//! the next argument whatever it looks like, so prompts and stop strings may begin with `-`
+//! (`-p "-- a SQL comment"`, `--stop "- "`). Options in [`REPEATABLE`] may be given several
+//! times and keep every value.
 
 use std::collections::HashMap;
 
@@ -10,6 +13,8 @@ use clap::{Arg, ArgAction, Command};
 
 pub struct Args {
     values: HashMap<String, String>,
+    /// Every value of a [`REPEATABLE`] option, in order, under each spelling.
+    lists: HashMap<String, Vec<String>>,
     switches: Vec<String>,
     pub positional: Vec<String>,
 }
@@ -36,6 +41,9 @@ const ALIASES: &[(&str, &str)] = &[
     ("-ctk", "--cache-type-k"),
     ("-ctv", "--cache-type-v"),
 ];
+
+/// Options that may be given several times, each value kept (`--stop A --stop B`).
+const REPEATABLE: &[&str] = &["--stop"];
 
 /// What each option does, by its long name (or its only name), for `--help`.
 const HELP: &[(&str, &str)] = &[
@@ -118,6 +126,10 @@ const HELP: &[(&str, &str)] = &[
         "constrain the output to the JSON schema in this file",
     ),
     ("--json", "constrain the output to a JSON object"),
+    (
+        "--stop",
+        "end the generation at this text (not printed); repeatable",
+    ),
     ("--host", "address to listen on"),
     ("--port", "port to listen on (0: any free port)"),
     (
@@ -180,7 +192,7 @@ impl Args {
         for spellings in &options {
             command = command.arg(clap_arg(spellings, with_value.contains(&spellings[0])));
         }
-        let argv: Vec<String> = raw.iter().map(|a| long_form(a, &names)).collect();
+        let argv = long_forms(raw, &names, with_value);
         let matches = match command.try_get_matches_from(argv) {
             Ok(m) => m,
             Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
@@ -194,6 +206,7 @@ impl Args {
         };
         let mut args = Args {
             values: HashMap::new(),
+            lists: HashMap::new(),
             switches: Vec::new(),
             positional: matches
                 .get_many::<String>("positional")
@@ -202,7 +215,14 @@ impl Args {
         };
         for spellings in &options {
             let id = spellings[0];
-            if with_value.contains(&id) {
+            if REPEATABLE.iter().any(|r| spellings.contains(r)) {
+                if let Some(v) = matches.get_many::<String>(id) {
+                    let all: Vec<String> = v.cloned().collect();
+                    for s in spellings {
+                        args.lists.insert(s.to_string(), all.clone());
+                    }
+                }
+            } else if with_value.contains(&id) {
                 if let Some(v) = matches.get_one::<String>(id) {
                     for s in spellings {
                         args.values.insert(s.to_string(), v.clone());
@@ -222,6 +242,11 @@ impl Args {
             .iter()
             .find_map(|n| self.values.get(*n))
             .map(String::as_str)
+    }
+
+    /// Every value of a [`REPEATABLE`] option, in the order given (empty when absent).
+    pub fn all(&self, name: &str) -> &[String] {
+        self.lists.get(name).map(Vec::as_slice).unwrap_or_default()
     }
 
     pub fn require(&self, names: &[&str]) -> Result<&str, String> {
@@ -313,20 +338,36 @@ fn clap_arg(spellings: &[&str], takes_value: bool) -> Arg {
         (None, None) => {}
     }
     if takes_value {
-        arg.num_args(1).value_name("VALUE")
+        // The next argument is the value even when it begins with '-', as in llama.cpp.
+        let arg = arg
+            .num_args(1)
+            .value_name("VALUE")
+            .allow_hyphen_values(true);
+        if REPEATABLE.iter().any(|r| spellings.contains(r)) {
+            arg.action(ArgAction::Append)
+        } else {
+            arg
+        }
     } else {
         arg.action(ArgAction::SetTrue)
     }
 }
 
-/// llama.cpp's multi-letter short options (`-ctk q8_0`) in the long form clap reads.
-fn long_form(arg: &str, names: &[&str]) -> String {
-    let multi_letter = arg.len() > 2 && !arg.starts_with("--") && names.contains(&arg);
-    if multi_letter {
-        format!("-{arg}")
-    } else {
-        arg.to_string()
+/// The arguments with llama.cpp's multi-letter short options (`-ctk q8_0`) in the long form
+/// clap reads; an option's value is left as it is (`-p -np` is the prompt "-np").
+fn long_forms(raw: &[String], names: &[&str], with_value: &[&str]) -> Vec<String> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut is_value = false;
+    for arg in raw {
+        let multi_letter = arg.len() > 2 && !arg.starts_with("--") && names.contains(&&**arg);
+        out.push(if multi_letter && !is_value {
+            format!("-{arg}")
+        } else {
+            arg.clone()
+        });
+        is_value = !is_value && with_value.contains(&&**arg);
     }
+    out
 }
 
 #[cfg(test)]
@@ -371,6 +412,46 @@ mod tests {
         let a = parse(&["-m", "a.gguf", "--model", "b.gguf", "--mlock", "--mlock"]).unwrap();
         assert_eq!(a.get(&["-m"]), Some("b.gguf"));
         assert!(a.has("--mlock"));
+    }
+
+    #[test]
+    fn values_may_begin_with_a_hyphen() {
+        let raw: Vec<String> = [
+            "-p",
+            "-- a comment",
+            "-s",
+            "-5 degrees",
+            "--stop",
+            "- ",
+            "--stop",
+            "-np",
+            "-ctk",
+            "-q",
+            "--grammar=-x",
+            "--mlock",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let with_value = [
+            "-p",
+            "--prompt",
+            "-s",
+            "--system",
+            "--stop",
+            "-ctk",
+            "--grammar",
+            "-np",
+        ];
+        let a = Args::parse("test", &raw, &with_value, &["--mlock"]).unwrap();
+        assert_eq!(a.get(&["--prompt"]), Some("-- a comment"));
+        assert_eq!(a.get(&["-s"]), Some("-5 degrees"));
+        assert_eq!(a.all("--stop"), ["- ", "-np"]);
+        assert_eq!(a.get(&["-ctk"]), Some("-q"));
+        assert_eq!(a.get(&["--grammar"]), Some("-x"));
+        assert!(a.has("--mlock"));
+        assert!(a.get(&["-np"]).is_none(), "a value is not an option");
+        assert!(a.all("--absent").is_empty());
     }
 
     #[test]

@@ -181,17 +181,19 @@ impl Chat {
             .ctx
             .eval(&prompt[keep..], Logits::Last)
             .map_err(|e| e.to_string())?;
-        let mut decoder = StreamDecoder::new(&self.model.tokenizer);
+        let mut decoder = StreamDecoder::after_prompt(&self.model.tokenizer);
         let mut out = std::io::stdout().lock();
-        let mut reply = Vec::new();
+        // The reply as printed (each token after the prompt keeps its leading space).
+        let mut reply = String::new();
         for _ in 0..self.n_predict {
             let token = self.sampler.sample(&logits);
             self.sampler.accept(token);
             if self.model.tokenizer.is_eog(token) {
                 break;
             }
-            reply.push(token);
-            let _ = out.write_all(decoder.push(token).as_bytes());
+            let piece = decoder.push(token);
+            let _ = out.write_all(piece.as_bytes());
+            reply.push_str(&piece);
             let _ = out.flush();
             if self.ctx.n_past() >= self.ctx.n_ctx() {
                 break;
@@ -201,8 +203,10 @@ impl Chat {
                 .eval(&[token], Logits::Last)
                 .map_err(|e| e.to_string())?;
         }
-        let _ = writeln!(out, "{}", decoder.finish());
-        Ok(self.model.tokenizer.decode(&reply))
+        let rest = decoder.finish();
+        let _ = writeln!(out, "{rest}");
+        reply.push_str(&rest);
+        Ok(reply)
     }
 }
 

@@ -24,7 +24,7 @@ USAGE:
   kolibri run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
               [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE]
               [--no-mmap] [--mlock] [--context-shift [--keep N]] [--mem-budget SIZE | --fit]
-              [--prompt-cache FILE [--prompt-cache-ro]]
+              [--prompt-cache FILE [--prompt-cache-ro]] [--stop TEXT]...
               [--draft MODEL] [--lookup] [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
               [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE | --json]
               (--context-shift: when the context fills, forget the older half of what is not

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use kolibri::batching::StopMatcher;
 use kolibri::model::{Context, ContextParams, Logits};
 use kolibri::sampling::Sampler;
 use kolibri::tokenizer::StreamDecoder;
@@ -27,6 +28,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--ctx-size",
             "--keep",
             "--prompt-cache",
+            "--stop",
         ]
         .into_iter()
         .chain(crate::SAMPLING_FLAGS)
@@ -120,7 +122,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         }
     });
     let n_keep = shift.transpose()?;
-    let mut decoder = StreamDecoder::new(&model.tokenizer);
+    let mut decoder = StreamDecoder::after_prompt(&model.tokenizer);
+    // Text is printed once it cannot be the start of a stop string.
+    let mut stop = StopMatcher::new(a.all("--stop"));
+    let mut stopped_at_text = false;
     let t_gen = Instant::now();
     let (mut n_gen, mut n_shifts) = (0, 0);
     // Sampled tokens not yet printed; the last one printed is not yet in the cache.
@@ -133,8 +138,13 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             if model.tokenizer.is_eog(tok) {
                 break 'generate;
             }
-            let _ = write!(out, "{}", decoder.push(tok));
+            let (text, stopped) = stop.push(&decoder.push(tok));
+            let _ = write!(out, "{text}");
             let _ = out.flush();
+            if stopped {
+                stopped_at_text = true;
+                break 'generate;
+            }
             if n_gen == n_predict {
                 break 'generate;
             }
@@ -174,7 +184,20 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         }
     }
     let gen_s = t_gen.elapsed().as_secs_f64();
-    let _ = writeln!(out, "{}", decoder.finish());
+    if !stopped_at_text {
+        // Held-back bytes and text, unless they complete a stop string.
+        let (text, stopped) = stop.push(&decoder.finish());
+        let _ = write!(
+            out,
+            "{text}{}",
+            if stopped {
+                String::new()
+            } else {
+                stop.finish()
+            }
+        );
+    }
+    let _ = writeln!(out);
     drop(out);
 
     eprintln!();

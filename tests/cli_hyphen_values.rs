@@ -1,0 +1,147 @@
+//! Free-text options take values that begin with `-`, as llama-cli does: a prompt that opens
+//! with a SQL comment or a negative number, a system prompt, a grammar, a stop string.
+//! `--stop` ends the printed text before the stop string, and may be given several times.
+
+mod common;
+
+use std::process::Command;
+
+/// A tiny synthetic model (Qwen's vocabulary): fast to load.
+fn model() -> String {
+    let dir = common::model_dir().join("synthetic");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("qwen3-tiny-v")
+        })
+        .expect("qwen3-tiny is missing: run `scripts/make-synthetic-models.py`");
+    file.to_string_lossy().into_owned()
+}
+
+/// `kolibri run` greedy on `prompt` with `extra` options: its standard output.
+fn run(prompt: &str, extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args(["run", "-m", &model(), "-p", prompt])
+        .args(["-n", "16", "--temp", "0", "-t", "2"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{prompt:?} {extra:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn prompts_and_stop_strings_may_begin_with_a_hyphen() {
+    for prompt in [
+        "-- the five customers who spent the most",
+        "-5 degrees",
+        "-p",
+    ] {
+        let text = run(prompt, &[]);
+        assert!(text.starts_with(prompt), "{text:?}");
+        assert!(text.len() > prompt.len() + 1, "nothing generated: {text:?}");
+    }
+    // Accepted, and a stop string that never appears changes nothing.
+    let plain = run("-5 degrees", &[]);
+    assert_eq!(run("-5 degrees", &["--stop", "- \u{1}"]), plain);
+    assert_eq!(run("-5 degrees", &["--stop=-\u{2}"]), plain);
+}
+
+#[test]
+fn stop_strings_end_the_text_before_them() {
+    let prompt = "The capital of France is";
+    let plain = run(prompt, &[]);
+    let generated = &plain[prompt.len()..plain.len() - 1];
+    let chars: Vec<char> = generated.chars().collect();
+    assert!(chars.len() >= 6, "too little generated: {generated:?}");
+    // A stop string from the middle of the generated text, and one that never appears.
+    let stop: String = chars[3..5].iter().collect();
+    let at = generated.find(&stop).unwrap();
+    let stopped = run(prompt, &["--stop", "never \u{1}", "--stop", &stop]);
+    assert_eq!(stopped, format!("{prompt}{}\n", &generated[..at]));
+}
+
+#[test]
+fn system_prompts_and_grammars_may_begin_with_a_hyphen() {
+    // A grammar whose text begins with '-' (a comment would not do: GBNF comments are '#').
+    let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args([
+            "run",
+            "-m",
+            &model(),
+            "-p",
+            "Say it:",
+            "-n",
+            "4",
+            "--temp",
+            "0",
+        ])
+        .args(["--grammar", "-root ::= \"-\" [0-9]"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Parsed as the grammar's text (which is then refused as GBNF), not as an option.
+    assert!(!err.contains("unexpected argument"), "{err}");
+    assert!(!err.contains("Usage:"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args([
+            "run",
+            "-m",
+            &model(),
+            "-p",
+            "Say it:",
+            "-n",
+            "4",
+            "--temp",
+            "0",
+        ])
+        .args(["--grammar", "root ::= \"-\" [0-9]"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let answer = text.trim_end().strip_prefix("Say it:").unwrap();
+    assert!(answer.len() == 2 && answer.starts_with('-'), "{text:?}");
+
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args([
+            "chat",
+            "-m",
+            &model(),
+            "-s",
+            "-- be terse",
+            "-n",
+            "4",
+            "--temp",
+            "0",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    chat.stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello\n/exit\n")
+        .unwrap();
+    let out = chat.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
