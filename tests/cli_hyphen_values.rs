@@ -22,14 +22,30 @@ fn model() -> String {
     file.to_string_lossy().into_owned()
 }
 
-/// `kolibri run` greedy on `prompt` with `extra` options: its standard output.
-fn run(prompt: &str, extra: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
-        .args(["run", "-m", &model(), "-p", prompt])
-        .args(["-n", "16", "--temp", "0", "-t", "2"])
+/// `kolibri run` greedy on `prompt` for `n` tokens with `extra` options.
+fn run_output(prompt: &str, n: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args([
+            "run",
+            "-m",
+            &model(),
+            "-p",
+            prompt,
+            "-n",
+            n,
+            "--temp",
+            "0",
+            "-t",
+            "2",
+        ])
         .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`run_output`] for 16 tokens, which must succeed: its standard output.
+fn run(prompt: &str, extra: &[&str]) -> String {
+    let out = run_output(prompt, "16", extra);
     assert!(
         out.status.success(),
         "{prompt:?} {extra:?}: {}",
@@ -53,6 +69,11 @@ fn prompts_and_stop_strings_may_begin_with_a_hyphen() {
     let plain = run("-5 degrees", &[]);
     assert_eq!(run("-5 degrees", &["--stop", "- \u{1}"]), plain);
     assert_eq!(run("-5 degrees", &["--stop=-\u{2}"]), plain);
+    // `--stop "- "`: the plain text, ended before any "- ".
+    let stopped = run("-5 degrees", &["--stop", "- "]);
+    let generated = &plain["-5 degrees".len()..plain.len() - 1];
+    let want = &generated[..generated.find("- ").unwrap_or(generated.len())];
+    assert_eq!(stopped, format!("-5 degrees{want}\n"));
 }
 
 #[test]
@@ -72,40 +93,12 @@ fn stop_strings_end_the_text_before_them() {
 #[test]
 fn system_prompts_and_grammars_may_begin_with_a_hyphen() {
     // A grammar whose text begins with '-' (a comment would not do: GBNF comments are '#').
-    let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
-        .args([
-            "run",
-            "-m",
-            &model(),
-            "-p",
-            "Say it:",
-            "-n",
-            "4",
-            "--temp",
-            "0",
-        ])
-        .args(["--grammar", "-root ::= \"-\" [0-9]"])
-        .output()
-        .unwrap();
+    let out = run_output("Say it:", "4", &["--grammar", "-root ::= \"-\" [0-9]"]);
     let err = String::from_utf8_lossy(&out.stderr);
     // Parsed as the grammar's text (which is then refused as GBNF), not as an option.
     assert!(!err.contains("unexpected argument"), "{err}");
     assert!(!err.contains("Usage:"), "{err}");
-    let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
-        .args([
-            "run",
-            "-m",
-            &model(),
-            "-p",
-            "Say it:",
-            "-n",
-            "4",
-            "--temp",
-            "0",
-        ])
-        .args(["--grammar", "root ::= \"-\" [0-9]"])
-        .output()
-        .unwrap();
+    let out = run_output("Say it:", "4", &["--grammar", "root ::= \"-\" [0-9]"]);
     assert!(
         out.status.success(),
         "{}",
