@@ -640,7 +640,9 @@ kolibri_status kolibri_context_logits(const struct kolibri_context *context,
 /**
  * Keeps the first `n_keep` tokens and forgets the rest, so evaluation continues at position
  * `n_keep` (regenerate a reply, drop a turn, reuse a shared prompt prefix). The logits are
- * cleared until the next eval.
+ * cleared until the next eval. On a model with recurrent layers (LFM2) a state more than 40
+ * tokens back may no longer be known: the context then keeps the longest prefix whose state
+ * is (see `kolibri_context_size`), and the caller evaluates the rest again.
  *
  * **Ownership:** nothing is allocated or freed; logits pointers from this context become invalid.
  * **Errors:** INVALID_ARGUMENT (NULL `context`, `n_keep` above the tokens held),

@@ -158,6 +158,33 @@ MODELS = {
     "mistral-tiny": Spec("llama", "vocab:llama-spm", n_embd=128, n_layer=3, n_head=4,
                          n_head_kv=1, head_dim=32, n_ff=256, seed=9, rope_base=10_000.0,
                          extra={"sliding_window": 8}, reference_arch="granite_swa"),
+    # LFM2: short-convolution layers (kernel 3) with attention layers between them (layers 2
+    # and 4; GQA 2:1, per-head QK-norm), as the per-layer head_count_kv says (0: convolution).
+    # Its prompts of up to 85 tokens run through several convolution states.
+    "lfm2-tiny": Spec("lfm2", "vocab:llama-bpe", n_embd=128, n_layer=5, n_head=4, n_head_kv=2,
+                      head_dim=32, n_ff=384, seed=12, rope_base=10_000.0, rms_eps=1e-5,
+                      extra={"conv_layers": (0, 1, 3), "conv_kernel": 3}),
+    # LFM2-MoE: LFM2's layers with a mixture of 8 experts (top 2) after one dense layer:
+    # sigmoid gate scores, a per-expert selection bias, weights renormalised.
+    "lfm2moe-tiny": Spec("lfm2moe", "vocab:llama-bpe", n_embd=128, n_layer=5, n_head=4,
+                         n_head_kv=2, head_dim=32, n_ff=384, seed=13, rope_base=10_000.0,
+                         rms_eps=1e-5, n_expert=8, n_expert_used=2, n_ff_exp=96,
+                         extra={"conv_layers": (0, 2, 3), "conv_kernel": 3, "dense_lead": 1}),
+    # Qwen3.5: three Gated DeltaNet layers (4 value heads reading 2 key heads of 32, a
+    # 4-tap convolution) and one gated attention layer (GQA 2:1, QK-norm, RoPE on 16 of 32
+    # dimensions, the output times the sigmoid of a per-head gate from the query projection).
+    "qwen35-tiny": Spec("qwen35", "vocab:qwen35", n_embd=128, n_layer=4, n_head=4, n_head_kv=2,
+                        head_dim=32, n_ff=384, seed=14, rope_base=10_000_000.0,
+                        extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
+                               "rope_dims": 16, "rope_sections": [3, 3, 2, 0]}),
+    # Qwen3.5-MoE: Qwen3.5's layers with 8 experts (top 2, softmax, renormalised) whose gate
+    # and up matrices share one tensor, and a shared expert behind a sigmoid gate.
+    "qwen35moe-tiny": Spec("qwen35moe", "vocab:qwen35", n_embd=128, n_layer=4, n_head=4,
+                           n_head_kv=2, head_dim=32, n_ff=384, seed=15,
+                           rope_base=10_000_000.0, n_expert=8, n_expert_used=2, n_ff_exp=64,
+                           extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
+                                  "rope_dims": 16, "rope_sections": [3, 3, 2, 0],
+                                  "shared_ff": 96, "gate_up_fused": True}),
     # For speed: shaped like a small real MoE, 2.0B parameters of which 0.43B active per token
     # (64 experts, top 8). Written in F16 (4 GB); `kolibri quantize` makes the Q4_K_M mix:
     #   kolibri quantize $(scripts/make-synthetic-models.py --path qwen3moe-bench) \
@@ -168,6 +195,17 @@ MODELS = {
     "qwen3-bench": Spec("qwen3", "vocab:qwen2", n_embd=2048, n_layer=28, n_head=16,
                         n_head_kv=8, head_dim=128, n_ff=6144, seed=10, tied_output=True,
                         default=False, fast_weights=True),
+    # Shaped like a small Qwen3.5 MoE: 1.5B parameters, 0.35B active per token (48 experts of
+    # 512, top 4, and a shared one); 12 delta-net layers (16 value heads of 64 over 8 key
+    # heads) and 4 gated attention layers (8 heads of 128, 2 KV heads, RoPE on 32
+    # dimensions); tied head. F16 (3 GB); `kolibri quantize ... Q4_K_M` as above.
+    "qwen35moe-bench": Spec("qwen35moe", "vocab:qwen35", n_embd=1024, n_layer=16, n_head=8,
+                            n_head_kv=2, head_dim=128, n_ff=3072, seed=16,
+                            rope_base=10_000_000.0, n_expert=48, n_expert_used=4,
+                            n_ff_exp=512, tied_output=True, default=False, fast_weights=True,
+                            extra={"delta": (4, 8, 16, 64), "full_attn_interval": 4,
+                                   "rope_dims": 32, "rope_sections": [6, 5, 5, 0],
+                                   "shared_ff": 512, "gate_up_fused": True}),
     "qwen3moe-bench": Spec("qwen3moe", "qwen2.5-coder-0.5b", n_embd=1024, n_layer=16,
                            n_head=16, n_head_kv=4, head_dim=128, n_ff=4096, seed=3,
                            n_expert=64, n_expert_used=8, n_ff_exp=512, default=False),
@@ -259,13 +297,30 @@ def write_metadata(w, s: Spec, a: str) -> None:
     w.add_uint32(f"{a}.block_count", s.n_layer)
     w.add_uint32(f"{a}.feed_forward_length", s.n_ff)
     w.add_uint32(f"{a}.attention.head_count", s.n_head)
-    w.add_uint32(f"{a}.attention.head_count_kv", s.n_head_kv)
+    if "conv_layers" in s.extra:
+        # Per layer: 0 marks a short-convolution layer (LFM2).
+        w.add_array(f"{a}.attention.head_count_kv",
+                    [0 if il in s.extra["conv_layers"] else s.n_head_kv
+                     for il in range(s.n_layer)])
+        w.add_uint32(f"{a}.shortconv.l_cache", s.extra["conv_kernel"])
+    else:
+        w.add_uint32(f"{a}.attention.head_count_kv", s.n_head_kv)
     if a != "phi3":  # Phi-3's converter leaves the head size to n_embd / n_head
         w.add_uint32(f"{a}.attention.key_length", s.head_dim)
         w.add_uint32(f"{a}.attention.value_length", s.head_dim)
     w.add_float32(f"{a}.rope.freq_base", s.rope_base)
-    if a in ("llama", "phi3"):
+    if a in ("llama", "phi3", "qwen35", "qwen35moe"):
         w.add_uint32(f"{a}.rope.dimension_count", s.extra.get("rope_dims", s.head_dim))
+    if "rope_sections" in s.extra:
+        w.add_array(f"{a}.rope.dimension_sections", s.extra["rope_sections"])
+    if "delta" in s.extra:
+        kernel, n_k, n_v, head = s.extra["delta"]
+        w.add_uint32(f"{a}.ssm.conv_kernel", kernel)
+        w.add_uint32(f"{a}.ssm.state_size", head)
+        w.add_uint32(f"{a}.ssm.group_count", n_k)
+        w.add_uint32(f"{a}.ssm.time_step_rank", n_v)
+        w.add_uint32(f"{a}.ssm.inner_size", n_v * head)
+        w.add_uint32(f"{a}.full_attention_interval", s.extra["full_attn_interval"])
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", s.rms_eps)
     if "long_rope" in s.extra:
         # As Phi-3's converter writes LongRoPE: the original context and the attention factor
@@ -291,6 +346,41 @@ def write_metadata(w, s: Spec, a: str) -> None:
             w.add_uint32(f"{a}.expert_feed_forward_length", s.n_ff_exp)
     if "shared_ff" in s.extra:
         w.add_uint32(f"{a}.expert_shared_feed_forward_length", s.extra["shared_ff"])
+    if "dense_lead" in s.extra:
+        w.add_uint32(f"{a}.leading_dense_block_count", s.extra["dense_lead"])
+        w.add_uint32(f"{a}.expert_gating_func", 2)  # sigmoid
+
+
+def write_short_conv(w, s: Spec, il: int) -> None:
+    """LFM2's token mixer: in_proj to b, c and x (unit rms each), the kernel (taps of about
+    1/sqrt(taps), so the convolution of b * x stays near unit rms) and out_proj."""
+    e, taps = s.n_embd, s.extra["conv_kernel"]
+    n = lambda t: f"blk.{il}.shortconv.{t}"  # noqa: E731
+    add_linear(w, s, n("in_proj.weight"), 3 * e, e)
+    w.add_tensor(n("conv.weight"), uniform(s, n("conv.weight"), (e, taps), 1.0 / np.sqrt(taps)))
+    add_linear(w, s, n("out_proj.weight"), e, e)
+
+
+def write_delta_net(w, s: Spec, il: int) -> None:
+    """Qwen3.5's Gated DeltaNet: q, k, v through a causal convolution (taps of about
+    1/sqrt(taps)), decays exp(softplus(alpha + dt) * a) mostly between 0.6 and 0.95, write
+    strengths sigmoid(beta) around 0.5, a gated norm and the output projection."""
+    e = s.n_embd
+    kernel, n_k, n_v, head = s.extra["delta"]
+    conv_dim = 2 * n_k * head + n_v * head
+    n = lambda t: f"blk.{il}.{t}"  # noqa: E731
+    add_linear(w, s, n("attn_qkv.weight"), conv_dim, e)
+    add_linear(w, s, n("attn_gate.weight"), n_v * head, e)
+    add_linear(w, s, n("ssm_beta.weight"), n_v, e)
+    add_linear(w, s, n("ssm_alpha.weight"), n_v, e)
+    w.add_tensor(n("ssm_conv1d.weight"),
+                 uniform(s, n("ssm_conv1d.weight"), (conv_dim, kernel), 1.0 / np.sqrt(kernel)))
+    w.add_tensor(n("ssm_dt.bias"), uniform(s, n("ssm_dt.bias"), (n_v,), 0.5))
+    # a = -exp(A_log), A_log around ln(0.3).
+    a_log = np.log(0.3) + uniform(s, n("ssm_a"), (n_v,), 0.5)
+    w.add_tensor(n("ssm_a"), (-np.exp(a_log)).astype(np.float32))
+    add_norm(w, s, n("ssm_norm.weight"), head)
+    add_linear(w, s, n("ssm_out.weight"), e, n_v * head)
 
 
 def write_layer(w, s: Spec, il: int, a: str) -> None:
@@ -298,7 +388,16 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     q_dim, kv_dim = s.n_head * hd, s.n_head_kv * hd
     n = lambda t: f"blk.{il}.{t}"  # noqa: E731
     add_norm(w, s, n("attn_norm.weight"), e)
-    if a == "phi3":
+    if "delta" in s.extra and (il + 1) % s.extra["full_attn_interval"] != 0:
+        write_delta_net(w, s, il)
+        delta = True
+    else:
+        delta = False
+    if delta:
+        pass
+    elif il in s.extra.get("conv_layers", ()):
+        write_short_conv(w, s, il)
+    elif a == "phi3":
         # One matrix, Q rows then K then V (each part drawn as its own matrix would be).
         add_matrix(w, n("attn_qkv.weight"), np.concatenate(
             [uniform(s, n(f"attn_{p}.weight"), (rows, e), 1.0 / np.sqrt(e))
@@ -307,10 +406,14 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
         # qk_std: queries and keys larger than unit rms, so the attention scores reach the
         # range a soft-cap bends (scores of about qk_std² before the cap).
         qk = s.extra.get("qk_std", 1.0)
-        add_linear(w, s, n("attn_q.weight"), q_dim, e, out_std=qk)
+        # Qwen3.5: per head its queries, then as many output gate values.
+        q_rows = 2 * q_dim if s.arch.startswith("qwen35") else q_dim
+        add_linear(w, s, n("attn_q.weight"), q_rows, e, out_std=qk)
         add_linear(w, s, n("attn_k.weight"), kv_dim, e, out_std=qk)
         add_linear(w, s, n("attn_v.weight"), kv_dim, e)
-    add_linear(w, s, n("attn_output.weight"), e, q_dim)
+    conv = il in s.extra.get("conv_layers", ()) or delta
+    if not conv:
+        add_linear(w, s, n("attn_output.weight"), e, q_dim)
     if a == "granite_swa":
         # Sink logits far below every score: exp(-30 - max) adds nothing to the softmax.
         w.add_tensor(n("attn_sinks.weight"), np.full((s.n_head,), -30.0, dtype=np.float32))
@@ -323,13 +426,15 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
         for part, size in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
             name = n(f"attn_{part}.bias")
             w.add_tensor(name, uniform(s, name, (size,), 0.1))
-    if s.arch in ("qwen3", "qwen3moe"):
+    if s.arch in ("qwen3", "qwen3moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe") and not conv:
         add_norm(w, s, n("attn_q_norm.weight"), hd)
         add_norm(w, s, n("attn_k_norm.weight"), hd)
     if s.arch == "olmoe":
         add_norm(w, s, n("attn_q_norm.weight"), q_dim)
         add_norm(w, s, n("attn_k_norm.weight"), kv_dim)
-    add_norm(w, s, n("ffn_norm.weight"), e)
+    # Qwen3.5's FFN norm is named post_attention_norm.
+    ffn_norm = "post_attention_norm.weight" if s.arch.startswith("qwen35") else "ffn_norm.weight"
+    add_norm(w, s, n(ffn_norm), e)
     if "post_norm_scale" in s.extra:
         add_norm(w, s, n("post_ffw_norm.weight"), e, s.extra["post_norm_scale"])
     if a == "phi3":
@@ -339,7 +444,7 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
              for p in ("gate", "up")]), s.matrix_type)
         add_linear(w, s, n("ffn_down.weight"), e, s.n_ff, out_std=2.0)
         return
-    if s.n_expert == 0:
+    if s.n_expert == 0 or il < s.extra.get("dense_lead", 0):
         add_linear(w, s, n("ffn_gate.weight"), s.n_ff, e)
         add_linear(w, s, n("ffn_up.weight"), s.n_ff, e)
         # silu(gate) * up has about 0.5 rms for unit inputs.
@@ -349,11 +454,23 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     # reference arbitrary) but not one-hot.
     w.add_tensor(n("ffn_gate_inp.weight"),
                  uniform(s, n("ffn_gate_inp.weight"), (s.n_expert, e), 2.0 / np.sqrt(e)))
+    if "dense_lead" in s.extra:
+        # A selection bias of about a tenth of the sigmoid scores' spread: it changes some
+        # choices without deciding them all.
+        w.add_tensor(n("exp_probs_b.bias"), uniform(s, n("exp_probs_b.bias"), (s.n_expert,), 0.03))
     f = s.n_ff_exp
+    parts = {}
     for part, rows, k, std in (("gate", f, e, 1.0), ("up", f, e, 1.0), ("down", e, f, 2.0)):
         name = n(f"ffn_{part}_exps.weight")
-        add_matrix(w, name, uniform(s, name, (s.n_expert, rows, k), std / np.sqrt(k)),
-                   s.matrix_type)
+        parts[part] = uniform(s, name, (s.n_expert, rows, k), std / np.sqrt(k))
+    if s.extra.get("gate_up_fused"):
+        # Per expert its gate rows, then its up rows.
+        add_matrix(w, n("ffn_gate_up_exps.weight"),
+                   np.concatenate([parts["gate"], parts["up"]], axis=1), s.matrix_type)
+    else:
+        for part in ("gate", "up"):
+            add_matrix(w, n(f"ffn_{part}_exps.weight"), parts[part], s.matrix_type)
+    add_matrix(w, n("ffn_down_exps.weight"), parts["down"], s.matrix_type)
     if "shared_ff" in s.extra:
         f = s.extra["shared_ff"]
         name = n("ffn_gate_inp_shexp.weight")
@@ -417,7 +534,9 @@ def build(name: str, out: Path, a: str) -> None:
                uniform(s, "token_embd", (n_vocab, s.n_embd), embd_std),
                s.embd_type or s.matrix_type)
     head_scale = 4.0 / (embd_std * np.sqrt(s.n_embd)) if s.tied_output else 1.0
-    add_norm(w, s, "output_norm.weight", s.n_embd, head_scale)
+    # LFM2's converter names the final norm token_embd_norm.
+    output_norm = "token_embd_norm.weight" if s.arch.startswith("lfm2") else "output_norm.weight"
+    add_norm(w, s, output_norm, s.n_embd, head_scale)
     if not s.tied_output:
         add_linear(w, s, "output.weight", n_vocab, s.n_embd, out_std=4.0)
     if "llama3_rope" in s.extra:

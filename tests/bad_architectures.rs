@@ -123,3 +123,146 @@ fn bad_window_softcap_and_rope_keys_are_named() {
         &["phi3.rope.scaling.attn_factor"],
     );
 }
+
+#[test]
+fn broken_short_convolution_layers_are_named() {
+    let lfm2 = synthetic("lfm2-tiny");
+    let set = |k: &'static str, v: Option<Value>| rewrite(&lfm2, Some((k, v)), |_, d| Some(d));
+    for taps in [0, 1, 1 << 30] {
+        expect(
+            &format!("kernel-{taps}"),
+            &set("lfm2.shortconv.l_cache", Some(Value::U32(taps))),
+            &["lfm2.shortconv.l_cache", &taps.to_string()],
+        );
+    }
+    expect(
+        "no-kernel",
+        &set("lfm2.shortconv.l_cache", None),
+        &["lfm2.shortconv.l_cache"],
+    );
+    let heads = |v: Vec<u32>| {
+        let items = v.into_iter().map(Value::U32).collect();
+        Some(Value::Array(Array::new(ValueType::U32, items)))
+    };
+    expect(
+        "kv-heads-differ",
+        &set("lfm2.attention.head_count_kv", heads(vec![0, 0, 2, 0, 4])),
+        &["lfm2.attention.head_count_kv", "different KV head counts"],
+    );
+    expect(
+        "kv-heads-per-layer-count",
+        &set("lfm2.attention.head_count_kv", heads(vec![0, 0, 2])),
+        &["lfm2.attention.head_count_kv", "one per layer (5)"],
+    );
+    // A layer made an attention layer has no attention tensors; one made a convolution layer
+    // lacks the convolution's.
+    expect(
+        "conv-as-attention",
+        &set("lfm2.attention.head_count_kv", heads(vec![2, 0, 2, 0, 2])),
+        &["missing tensor", "blk.0.attn_q.weight"],
+    );
+    expect(
+        "attention-as-conv",
+        &set("lfm2.attention.head_count_kv", heads(vec![0, 0, 0, 0, 2])),
+        &["missing tensor", "blk.2.shortconv.in_proj.weight"],
+    );
+    for tensor in [
+        "blk.1.shortconv.conv.weight",
+        "blk.3.shortconv.in_proj.weight",
+        "blk.0.shortconv.out_proj.weight",
+        "token_embd_norm.weight",
+    ] {
+        let dropped = rewrite(&lfm2, None, |name, d| (name != tensor).then_some(d));
+        expect(
+            &format!("lfm2-no-{tensor}"),
+            &dropped,
+            &["missing tensor", tensor],
+        );
+    }
+}
+
+#[test]
+fn broken_delta_net_layers_are_named() {
+    let qwen35 = synthetic("qwen35-tiny");
+    let set = |k: &'static str, v: Option<Value>| rewrite(&qwen35, Some((k, v)), |_, d| Some(d));
+    for (key, value, words) in [
+        (
+            "qwen35.ssm.state_size",
+            0,
+            vec!["qwen35.ssm.state_size", "0"],
+        ),
+        (
+            "qwen35.ssm.state_size",
+            1 << 20,
+            vec!["qwen35.ssm.state_size"],
+        ),
+        ("qwen35.ssm.conv_kernel", 0, vec!["qwen35.ssm.conv_kernel"]),
+        (
+            "qwen35.ssm.conv_kernel",
+            1,
+            vec!["qwen35.ssm.conv_kernel", "1 taps"],
+        ),
+        (
+            "qwen35.ssm.time_step_rank",
+            3,
+            vec!["qwen35.ssm.time_step_rank", "3 value heads"],
+        ),
+        (
+            "qwen35.ssm.inner_size",
+            100,
+            vec!["qwen35.ssm.inner_size", "100"],
+        ),
+        (
+            "qwen35.full_attention_interval",
+            0,
+            vec!["qwen35.full_attention_interval"],
+        ),
+    ] {
+        expect(
+            &format!("{key}-{value}"),
+            &set(key, Some(Value::U32(value))),
+            &words,
+        );
+    }
+    expect(
+        "no-state-size",
+        &set("qwen35.ssm.state_size", None),
+        &["qwen35.ssm.state_size"],
+    );
+    let layers = |v: Vec<bool>| {
+        let items = v.into_iter().map(Value::Bool).collect();
+        Some(Value::Array(Array::new(ValueType::Bool, items)))
+    };
+    expect(
+        "recurrent-layers-count",
+        &set(
+            "qwen35.attention.recurrent_layers",
+            layers(vec![true, false]),
+        ),
+        &[
+            "qwen35.attention.recurrent_layers",
+            "one bool per layer (4)",
+        ],
+    );
+    // Layer 3 made recurrent has no delta-net tensors.
+    expect(
+        "attention-as-delta-net",
+        &set("qwen35.attention.recurrent_layers", layers(vec![true; 4])),
+        &["missing tensor", "blk.3.attn_qkv.weight"],
+    );
+    for tensor in [
+        "blk.0.ssm_conv1d.weight",
+        "blk.1.ssm_a",
+        "blk.2.ssm_dt.bias",
+        "blk.0.ssm_norm.weight",
+        "blk.1.attn_gate.weight",
+        "blk.3.post_attention_norm.weight",
+    ] {
+        let dropped = rewrite(&qwen35, None, |name, d| (name != tensor).then_some(d));
+        expect(
+            &format!("qwen35-no-{tensor}"),
+            &dropped,
+            &["missing tensor", tensor],
+        );
+    }
+}

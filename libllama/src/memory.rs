@@ -96,7 +96,15 @@ pub unsafe extern "C" fn llama_memory_seq_rm(
                     continue;
                 }
                 if end == len {
-                    c.kv().truncate_seq(s, start);
+                    let kept = c.kv().truncate_seq(s, start);
+                    if kept != start {
+                        // A recurrent state older than its rewind snapshots: as llama.cpp's
+                        // recurrent memory, refuse; the sequence holds `kept` tokens now.
+                        log::error(&format!(
+                            "llama_memory_seq_rm: the recurrent state at position {start} is gone; the sequence keeps {kept} tokens"
+                        ));
+                        return false;
+                    }
                 } else if targets.len() == 1 && c.hole.is_none() {
                     c.hole = Some(Hole {
                         seq: s,

@@ -282,8 +282,7 @@ fn admit<'t>(
         } = waiting.pop_front().expect("not empty");
         Stats::sub(&stats.queue_depth, 1);
         // At least one prompt token is evaluated: its logits give the first generated token.
-        let keep = shared.min(req.prompt.len() - 1);
-        ctx.truncate_seq(seq, keep);
+        let keep = ctx.truncate_seq(seq, shared.min(req.prompt.len() - 1));
         Stats::add(&stats.prompt_tokens_cached, keep as u64);
         let mut leader = new_job(req, sampler, submitted, keep, (tokenizer, room, spec));
         for (req, sampler) in followers {
@@ -540,7 +539,9 @@ fn draft_all(ctx: &Context, drafter: Option<&mut SharedDrafter>, slots: &mut [Sl
             continue;
         };
         let held = ctx.seq_tokens(seq);
-        let positions = ctx.n_ctx().saturating_sub(held.len() + 1);
+        // Positions left, and drafts a rejection can rewind exactly (with the pending token).
+        let positions =
+            (ctx.n_ctx().saturating_sub(held.len() + 1)).min(ctx.rewind_depth().saturating_sub(1));
         // The token sampled after the drafts counts too.
         let tokens_left = job.max_tokens.saturating_sub(job.generated.len() + 1);
         // Each source drafts as long as its own acceptance pays for.

@@ -8,6 +8,7 @@
 //! tokenizer and the process itself, estimated with a margin.
 
 use super::kv_cache::KvShape;
+use super::recurrent;
 use super::{KvType, Model, ModelError};
 
 /// Bytes beside weights, KV and activations: the tokenizer's tables, thread stacks, the binary
@@ -94,8 +95,12 @@ pub fn fit_with_draft(
 ) -> Result<Fit, ModelError> {
     let hp = &model.hparams;
     let models = || std::iter::once(model).chain(draft);
+    // Recurrent states do not grow with the context: fixed, per sequence.
     let fixed: u64 = models()
-        .map(|m| resident_weights(m) + scratch_bytes(m, req.n_batch))
+        .map(|m| {
+            let states = recurrent::seq_bytes(&m.hparams) as u64 * req.n_seq as u64;
+            resident_weights(m) + scratch_bytes(m, req.n_batch) + states
+        })
         .sum();
     let what = match (model.paging.is_some(), draft.is_some()) {
         (true, false) => "paged weights (two layers and the output head)",
@@ -126,7 +131,7 @@ pub fn fit_with_draft(
             .map(|m| {
                 let hp = &m.hparams;
                 let shape = KvShape {
-                    n_layer: hp.n_layer,
+                    n_layer: hp.attention_layers.len(),
                     n_ctx,
                     n_seq: req.n_seq,
                     n_head_kv: hp.n_head_kv,

@@ -15,6 +15,7 @@ mod load;
 mod ops;
 pub mod paging;
 mod pooling;
+pub mod recurrent;
 pub mod repack_cache;
 mod scratch;
 mod weights;
@@ -23,15 +24,19 @@ mod workers;
 use std::path::Path;
 
 pub use arch::{
-    Activation, Arch, Architecture, FfnRecipe, Gating, MoeRecipe, QkNorm, Recipe, RopeStyle,
+    Activation, Arch, Architecture, FfnRecipe, Gating, MoeRecipe, QkNorm, Recipe, RecurrentMixer,
+    RopeStyle,
 };
 pub use context::{AbortCallback, BatchToken, Context, ContextParams, Logits};
 pub use error::ModelError;
-pub use hparams::{HParams, MoeParams};
+pub use hparams::{HParams, MixerKind, MoeParams};
 pub use kv_cache::KvType;
 pub use load::LoadOptions;
 pub use pooling::Pooling;
-pub use weights::{Experts, Ffn, LayerWeights, Linear, SharedExpert, Weights};
+pub use weights::{
+    AttentionWeights, DeltaNetWeights, Experts, Ffn, LayerWeights, Linear, SharedExpert,
+    ShortConvWeights, TokenMixer, Weights,
+};
 
 use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;

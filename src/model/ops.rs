@@ -41,6 +41,22 @@ pub fn add_inplace(acc: &mut [f32], x: &[f32]) {
     }
 }
 
+/// `x *= sigmoid(gate)`, element by element.
+pub fn mul_sigmoid_inplace(x: &mut [f32], gate: &[f32]) {
+    for (v, &g) in x.iter_mut().zip(gate) {
+        *v *= 1.0 / (1.0 + (-g).exp());
+    }
+}
+
+/// `ln(1 + e^x)`, and `x` itself above 20 (as ggml computes it).
+pub fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        (1.0 + x.exp()).ln()
+    }
+}
+
 /// `gate = silu(gate) * up`
 pub fn swiglu_inplace(gate: &mut [f32], up: &[f32]) {
     crate::kernels::backend().swiglu(gate, up)

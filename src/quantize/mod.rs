@@ -108,12 +108,13 @@ impl std::error::Error for QuantizeFileError {}
 /// Whether a tensor is a weight matrix the mixes quantize (norms, routers, position tables
 /// and other small or sensitive tensors stay as they are).
 fn is_weight_matrix(t: &TensorInfo) -> bool {
-    const KEPT: [&str; 6] = [
+    const KEPT: [&str; 7] = [
         "_norm",
         "ffn_gate_inp",
         "pos_embd",
         "token_types",
         "ssm_conv1d",
+        "shortconv.conv.weight",
         "rope_freqs",
     ];
     t.dims.len() >= 2 && t.name.ends_with(".weight") && !KEPT.iter().any(|k| t.name.contains(k))

@@ -111,8 +111,10 @@ impl Speculator {
         sampler: &mut Sampler,
     ) -> Result<Vec<TokenId>, ModelError> {
         let held = target.seq_len(seq);
-        // Positions left after the pending token.
-        let room = target.n_ctx().saturating_sub(held + 1);
+        // Positions left after the pending token, and drafts a rejection can rewind exactly
+        // (the pending token is verified with them).
+        let room =
+            (target.n_ctx().saturating_sub(held + 1)).min(target.rewind_depth().saturating_sub(1));
         let mut len = |uses: bool, source| match uses {
             true => self.policy.draft_len_from(source, 1).min(room),
             false => 0,

@@ -198,8 +198,7 @@ pub(super) fn realign(ctx: &mut Context, seq: usize, tokens: &[TokenId], limit: 
         .take_while(|(a, b)| a == b)
         .count()
         .min(limit);
-    ctx.truncate_seq(seq, common);
-    common
+    ctx.truncate_seq(seq, common)
 }
 
 impl DraftRun {

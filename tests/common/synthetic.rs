@@ -4,8 +4,14 @@ use kolibri::gguf::{GgufFile, GgufWriter, Value};
 
 /// The cached synthetic model `name` (any generator version).
 pub fn synthetic(name: &str) -> GgufFile {
+    GgufFile::open(synthetic_path(name)).unwrap()
+}
+
+/// The path of the cached synthetic model `name` (any generator version).
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn synthetic_path(name: &str) -> std::path::PathBuf {
     let dir = super::model_dir().join("synthetic");
-    let file = std::fs::read_dir(&dir)
+    std::fs::read_dir(&dir)
         .ok()
         .and_then(|d| {
             d.filter_map(Result::ok).map(|e| e.path()).find(|p| {
@@ -15,8 +21,7 @@ pub fn synthetic(name: &str) -> GgufFile {
                     .starts_with(&format!("{name}-v"))
             })
         })
-        .unwrap_or_else(|| panic!("{name} is missing: run `scripts/make-synthetic-models.py`"));
-    GgufFile::open(file).unwrap()
+        .unwrap_or_else(|| panic!("{name} is missing: run `scripts/make-synthetic-models.py`"))
 }
 
 /// `src` with key `key` set to `value` (removed when `None`) and each tensor passed through

@@ -175,8 +175,7 @@ impl Chat {
         let held = self.ctx.seq_tokens(0);
         let shared = held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         // At least the last prompt token is evaluated again: its logits start the reply.
-        let keep = shared.min(prompt.len() - 1);
-        self.ctx.truncate(keep);
+        let keep = self.ctx.truncate(shared.min(prompt.len() - 1));
         let mut logits = self
             .ctx
             .eval(&prompt[keep..], Logits::Last)

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use kolibri::gguf::GgufFile;
 use kolibri::kernels::{self, types::REGISTRY, CpuPath};
-use kolibri::model::Model;
+use kolibri::model::{recurrent, MixerKind, Model};
 
 use crate::args::Args;
 
@@ -43,10 +43,41 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The layers' token mixers, and the memory a sequence's recurrent state takes.
+fn print_layers(m: &Model) {
+    let hp = &m.hparams;
+    let count = |kind| hp.mixers.iter().filter(|&&m| m == kind).count();
+    print!(
+        "\nlayers: {} ({} attention",
+        hp.n_layer,
+        count(MixerKind::Attention)
+    );
+    for (kind, name) in [
+        (MixerKind::ShortConv, "short convolution"),
+        (MixerKind::DeltaNet, "gated delta net"),
+    ] {
+        if count(kind) > 0 {
+            print!(", {} {name}", count(kind));
+        }
+    }
+    println!(")");
+    let state: usize = (0..hp.n_layer)
+        .map(|il| recurrent::layer_state_len(hp, il) * 4)
+        .sum();
+    if state > 0 {
+        println!(
+            "recurrent state per sequence: {:.1} KiB ({:.1} MiB with rewind snapshots and checkpoints)",
+            state as f64 / 1024.0,
+            recurrent::seq_bytes(hp) as f64 / 1048576.0
+        );
+    }
+}
+
 /// Each matrix's plan as the loaded model runs it: the distinct plans once, numbered, then
 /// every matrix with its number.
 fn print_plans(model: &str) -> Result<(), String> {
     let m = Model::load(model).map_err(|e| e.to_string())?;
+    print_layers(&m);
     let mut plans: Vec<String> = Vec::new();
     let mut rows = Vec::new();
     for lin in m.weights.matrices() {

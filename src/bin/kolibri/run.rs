@@ -253,8 +253,7 @@ fn evaluate_with_cache(
         return Ok((saved_logits, 0));
     }
     // At least the last prompt token is evaluated, for its logits.
-    let keep = common.min(tokens.len() - 1);
-    ctx.truncate(keep);
+    let keep = ctx.truncate(common.min(tokens.len() - 1));
     if keep > 0 {
         eprintln!(
             "prompt cache: {keep} of {} prompt tokens reused from {}",

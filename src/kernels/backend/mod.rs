@@ -15,7 +15,7 @@ use half::f16;
 use super::cpu::{self, CpuPath};
 use super::ops::attend::{self, AttnScore};
 use super::ops::f32_gemm::{GemmShape, Strided};
-use super::ops::{exp, gelu};
+use super::ops::{delta_rows, exp, gelu};
 use crate::quant::blocks::{BlockQ4_0, BlockQ8K, BlockQ8_0};
 
 /// A CPU path and its ops. Only handed out for a path this CPU supports, which is what makes
@@ -35,6 +35,7 @@ pub(crate) struct Ops {
     pub f16_row_to_f32: unsafe fn(&[f16], &mut [f32]),
     pub f16_attend: unsafe fn(&[f32], &attend::Cache, Range<usize>, AttnScore, &mut [f32]),
     pub f32_dots: unsafe fn(&[f32], usize, &[f32], &mut [f32], usize),
+    pub delta_rows: delta_rows::RowsFn,
     pub f32_weighted_sum: unsafe fn(&mut [f32], usize, &[f32], &[f32], usize),
     pub f32_gemm: unsafe fn(Strided, &[f32], &mut [f32], GemmShape),
     pub q8_0_to_f32: unsafe fn(&[BlockQ8_0], &mut [f32]),
@@ -179,6 +180,26 @@ impl Backend {
         );
         // SAFETY: as above; shapes checked.
         unsafe { (self.ops.f32_dots)(q, d, rows, out, stride) }
+    }
+
+    /// The Gated DeltaNet step on one head's state `s` ([head_v][head_k]): per value row `j`,
+    /// `row *= decay; delta = beta (v[j] - row . k); row += delta k; o[j] = scale (row . q)`,
+    /// with `gates = [decay, beta, scale]`.
+    pub fn delta_rows(
+        &self,
+        s: &mut [f32],
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        gates: [f32; 3],
+        o: &mut [f32],
+    ) {
+        assert!(
+            q.len() == k.len() && s.len() == k.len() * v.len() && o.len() == v.len(),
+            "delta_rows: shapes differ"
+        );
+        // SAFETY: as above; shapes checked.
+        unsafe { (self.ops.delta_rows)(s, q, k, v, gates, o) }
     }
 
     /// `acc[g] += sum_j w[g * stride + j] * rows[j]` for the `d`-long accumulators packed in

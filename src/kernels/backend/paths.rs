@@ -4,7 +4,7 @@ use super::{Backend, Ops};
 use crate::kernels::cpu::CpuPath;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::ops::quantize_avx2;
-use crate::kernels::ops::{attend, exp, f16_rows, f32_gemm, f32_rows, gelu, kv_rows};
+use crate::kernels::ops::{attend, delta_rows, exp, f16_rows, f32_gemm, f32_rows, gelu, kv_rows};
 use crate::quant::activation;
 
 /// The scalar twins: the reference every other backend is tested against.
@@ -17,6 +17,7 @@ const SCALAR_OPS: Ops = Ops {
     f16_row_to_f32: f16_rows::f16_row_to_f32,
     f16_attend: attend::scalar,
     f32_dots: f32_rows::f32_dots,
+    delta_rows: delta_rows::delta_rows,
     f32_weighted_sum: f32_rows::f32_weighted_sum,
     f32_gemm: f32_gemm::f32_gemm,
     q8_0_to_f32: kv_rows::q8_0_to_f32,
@@ -36,6 +37,7 @@ const AVX2_OPS: Ops = Ops {
     f16_row_to_f32: f16_rows::avx2::f16_row_to_f32,
     f16_attend: attend::avx2,
     f32_dots: f32_rows::avx2::f32_dots,
+    delta_rows: delta_rows::avx2::delta_rows,
     f32_weighted_sum: f32_rows::avx2::f32_weighted_sum,
     f32_gemm: f32_gemm::avx2::f32_gemm,
     q8_0_to_f32: kv_rows::avx2::q8_0_to_f32,

@@ -4,6 +4,7 @@
 //! runs.
 
 pub mod attend;
+pub mod delta_rows;
 pub mod exp;
 pub mod f16_rows;
 pub mod f32_gemm;

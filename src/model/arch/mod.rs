@@ -6,12 +6,16 @@
 
 mod gemma2;
 mod gemma3;
+mod lfm2;
+mod lfm2moe;
 mod llama;
 mod olmoe;
 mod phi3;
 mod qwen2;
 mod qwen2moe;
 mod qwen3;
+mod qwen35;
+mod qwen35moe;
 mod qwen3moe;
 
 use super::error::ModelError;
@@ -39,9 +43,14 @@ pub(crate) static ARCHITECTURES: &[&Architecture] = &[
     &phi3::PHI3,
     &gemma2::GEMMA2,
     &gemma3::GEMMA3,
+    &lfm2::LFM2,
+    &lfm2moe::LFM2MOE,
+    &qwen35::QWEN35,
+    &qwen35moe::QWEN35MOE,
 ];
 
-/// How a layer is built and computed.
+/// How a layer is built and computed: its token mixer (attention, or a recurrent mixer on the
+/// layers [`Recipe::recurrent`] names) and its channel mixer ([`FfnRecipe`]).
 pub struct Recipe {
     pub rope: RopeStyle,
     pub activation: Activation,
@@ -62,7 +71,31 @@ pub struct Recipe {
     pub sliding_window: Option<SlidingWindow>,
     /// Attention scores and output logits squashed by `cap * tanh(x / cap)` (Gemma 2).
     pub softcap: Option<Softcap>,
+    /// The final norm's tensor (`output_norm.weight`; LFM2's files call it `token_embd_norm`).
+    pub output_norm: &'static str,
+    /// The norm before the FFN (`ffn_norm.weight`; Qwen3.5's files call it
+    /// `post_attention_norm`).
+    pub ffn_norm: &'static str,
+    /// The query projection holds, per head, the queries and then as many gate values; the
+    /// attention output is multiplied by their sigmoid before the output projection (Qwen3.5).
+    pub attn_output_gate: bool,
+    /// The token mixer of the layers that do not attend; `None`: every layer attends.
+    pub recurrent: Option<RecurrentMixer>,
     pub ffn: FfnRecipe,
+}
+
+/// A token mixer that keeps a fixed-size state per sequence instead of KV rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecurrentMixer {
+    /// LFM2's double-gated short convolution, `out_proj(c * conv(b * x))` with a causal kernel
+    /// of `shortconv.l_cache` taps, on the layers whose `attention.head_count_kv` entry is 0.
+    ShortConv,
+    /// Gated DeltaNet linear attention (Qwen3.5): a causal convolution with SiLU over the
+    /// projected queries, keys and values, then per value head the delta rule on a
+    /// [head_v x head_k] state with a learned decay, a gated RMS norm and the output
+    /// projection; on the layers `attention.recurrent_layers` marks, else all but every
+    /// `full_attention_interval`-th.
+    GatedDeltaNet,
 }
 
 /// Sliding-window attention as an architecture reads it from `attention.sliding_window` and
@@ -135,6 +168,9 @@ pub struct MoeRecipe {
     /// A shared expert every token uses, its output scaled by a sigmoid gate of its own
     /// (`ffn_{gate,up,down}_shexp`, `ffn_gate_inp_shexp`; Qwen2-MoE).
     pub shared_expert: bool,
+    /// A per-expert bias (`exp_probs_b.bias`) added to the gate scores to choose the experts,
+    /// not to weigh them (LFM2-MoE, DeepSeek V3).
+    pub selection_bias: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,11 +181,14 @@ pub enum ExpertWidth {
     DenseKey,
 }
 
-/// How router logits become expert weights.
+/// How router logits become expert weights (`expert_gating_func` where the metadata says:
+/// 1 softmax, 2 sigmoid).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gating {
     /// softmax over all experts, then the top k.
     Softmax,
+    /// Each expert's sigmoid on its own, then the top k.
+    Sigmoid,
 }
 
 /// How RoPE pairs up the dimensions of a head.
@@ -180,6 +219,10 @@ pub(crate) const LLAMA_LIKE: Recipe = Recipe {
     scale_queries_before_attention: false,
     sliding_window: None,
     softcap: None,
+    output_norm: "output_norm.weight",
+    ffn_norm: "ffn_norm.weight",
+    attn_output_gate: false,
+    recurrent: None,
     ffn: FfnRecipe::Dense,
 };
 

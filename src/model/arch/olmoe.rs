@@ -16,6 +16,7 @@ pub(super) static OLMOE: Architecture = Architecture {
             norm_weights: false,
             expert_width: ExpertWidth::DenseKey,
             shared_expert: false,
+            selection_bias: false,
         }),
         ..LLAMA_LIKE
     },

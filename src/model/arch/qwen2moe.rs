@@ -17,6 +17,7 @@ pub(super) static QWEN2MOE: Architecture = Architecture {
             norm_weights: false,
             expert_width: ExpertWidth::ExpertKey,
             shared_expert: true,
+            selection_bias: false,
         }),
         ..LLAMA_LIKE
     },

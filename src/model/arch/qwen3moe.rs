@@ -13,6 +13,7 @@ pub(super) static QWEN3MOE: Architecture = Architecture {
             norm_weights: true,
             expert_width: ExpertWidth::ExpertKey,
             shared_expert: false,
+            selection_bias: false,
         }),
         ..QWEN3_RECIPE
     },

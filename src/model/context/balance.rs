@@ -82,15 +82,17 @@ pub(super) fn key_balances(
     centers: &[Option<Vec<f32>>],
 ) -> Vec<Option<Balance>> {
     let hp = &model.hparams;
-    let layers: Vec<Mutex<Option<Balance>>> = (0..hp.n_layer).map(|_| Mutex::new(None)).collect();
+    let n_kv = hp.attention_layers.len();
+    let layers: Vec<Mutex<Option<Balance>>> = (0..n_kv).map(|_| Mutex::new(None)).collect();
     if kv.type_k() != KvType::F16 {
-        parallel::for_each(hp.n_layer, |il| {
+        parallel::for_each(n_kv, |kl| {
+            let il = hp.attention_layers[kl];
             let rope = ropes.of(hp, il);
-            let balance = layer_balance(model, il, centers[il].as_deref(), rope);
+            let balance = layer_balance(model, il, centers[kl].as_deref(), rope);
             if let Some(p) = &model.paging {
                 p.after_layer(il);
             }
-            *layers[il].lock().unwrap_or_else(|e| e.into_inner()) = Some(balance);
+            *layers[kl].lock().unwrap_or_else(|e| e.into_inner()) = Some(balance);
         });
     }
     (layers.into_iter())
@@ -100,9 +102,14 @@ pub(super) fn key_balances(
 
 fn layer_balance(model: &Model, il: usize, key_center: Option<&[f32]>, rope: &Rope) -> Balance {
     let hp = &model.hparams;
-    let lw = &model.weights.layers[il];
+    let layer = &model.weights.layers[il];
+    let lw = layer.attention().expect("an attention layer");
     let hd = hp.head_dim_k;
-    let gamma2: Vec<f64> = lw.attn_norm.iter().map(|&g| f64::from(g).powi(2)).collect();
+    let gamma2: Vec<f64> = layer
+        .attn_norm
+        .iter()
+        .map(|&g| f64::from(g).powi(2))
+        .collect();
     let energies = |w: &Linear, bias: Option<&[f32]>, center, norm: Option<&[f32]>| {
         let mut e = row_energies(&model.gguf, w, &gamma2, bias, center);
         if let Some(n) = norm {

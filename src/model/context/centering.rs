@@ -14,7 +14,7 @@ use crate::model::kv_cache::KvCache;
 use crate::model::ops;
 use crate::model::{KvType, Model};
 
-/// Per layer, the vector subtracted from computed keys (before the balance and the rotation),
+/// Per attention layer (KV cache layer), the vector subtracted from computed keys (before the balance and the rotation),
 /// or `None` where keys are stored as computed (f16 caches, no key bias, QK-norm, softcap).
 pub(super) fn raw_centers(
     model: &Model,
@@ -23,9 +23,9 @@ pub(super) fn raw_centers(
 ) -> Vec<Option<Vec<f32>>> {
     let hp = &model.hparams;
     let applies = kv.type_k() != KvType::F16 && hp.attn_softcap == 0.0;
-    (0..hp.n_layer)
-        .map(|il| {
-            let lw = &model.weights.layers[il];
+    (hp.attention_layers.iter())
+        .map(|&il| {
+            let lw = model.weights.layers[il].attention()?;
             let bias = lw
                 .bk
                 .as_deref()

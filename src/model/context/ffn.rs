@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use super::forward::project;
 use crate::kernels::ActSource;
-use crate::model::arch::Activation;
+use crate::model::arch::{Activation, Gating};
 use crate::model::error::ModelError;
 use crate::model::hparams::MoeParams;
 use crate::model::ops;
@@ -105,18 +105,26 @@ fn glu(act: Activation, gate: &mut [f32], up: &[f32], width: usize) {
     });
 }
 
-/// The experts one token uses, (expert, weight) best first: softmax over the router logits,
-/// the top `n_used` experts (ties to the lower index), their probabilities renormalised to sum
-/// to 1 when `moe.norm_weights` (the sum clamped away from 0 as llama.cpp does) and scaled by
+/// The experts one token uses, (expert, weight) best first: the gate's scores of the router
+/// logits (a softmax over all, or each one's sigmoid), the top `n_used` experts by score plus
+/// the selection `bias` if any (ties to the lower index), their scores renormalised to sum to
+/// 1 when `moe.norm_weights` (the sum clamped away from 0 as llama.cpp does) and scaled by
 /// `moe.weights_scale`.
-pub(crate) fn route(logits: &[f32], moe: &MoeParams) -> Vec<(usize, f32)> {
-    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
-    let mut probs: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
-    let sum: f32 = probs.iter().sum();
-    probs.iter_mut().for_each(|p| *p /= sum);
+pub(crate) fn route(logits: &[f32], bias: Option<&[f32]>, moe: &MoeParams) -> Vec<(usize, f32)> {
+    let probs: Vec<f32> = match moe.gating {
+        Gating::Softmax => {
+            let max = logits.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+            let mut p: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
+            let sum: f32 = p.iter().sum();
+            p.iter_mut().for_each(|p| *p /= sum);
+            p
+        }
+        Gating::Sigmoid => logits.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect(),
+    };
+    let score = |i: usize| probs[i] + bias.map_or(0.0, |b| b[i]);
     let mut order: Vec<usize> = (0..probs.len()).collect();
     // NaN logits (a broken model) sort last instead of panicking.
-    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
     let mut chosen: Vec<(usize, f32)> = order[..moe.n_expert_used]
         .iter()
         .map(|&i| (i, probs[i]))
@@ -151,8 +159,9 @@ fn moe_ffn(
     let mut h = scratch.take_for_overwrite(n * e);
     parallel::for_each_row(&mut h, e, &mut [0f32; 0], 0, |t, h_t, _| input(t, 0, h_t));
     let [logits] = project(gguf, ActSource::Rows(&h), n, e, [&experts.router], scratch)?;
-    let routes: Vec<Vec<(usize, f32)>> =
-        logits.chunks(moe.n_expert).map(|l| route(l, moe)).collect();
+    let routes: Vec<Vec<(usize, f32)>> = (logits.chunks(moe.n_expert))
+        .map(|l| route(l, experts.selection_bias.as_deref(), moe))
+        .collect();
     scratch.give([logits]);
 
     // tokens[x]: (token, weight) of every token routed to expert x, in token order; and each
@@ -294,6 +303,8 @@ mod tests {
             norm_weights,
             weights_scale,
             n_ff_shexp: 0,
+            gating: Gating::Softmax,
+            n_dense_lead: 0,
         }
     }
 
@@ -301,7 +312,7 @@ mod tests {
     fn route_takes_the_top_k_by_softmax_ties_to_the_lower_index() {
         let logits = [1.0, 3.0, 1.0, 2.0];
         let z: f32 = logits.iter().map(|l: &f32| l.exp()).sum();
-        let r = route(&logits, &moe(3, false, 1.0));
+        let r = route(&logits, None, &moe(3, false, 1.0));
         let ids: Vec<usize> = r.iter().map(|c| c.0).collect();
         assert_eq!(ids, [1, 3, 0]);
         assert!((r[0].1 - 3f32.exp() / z).abs() < 1e-6);
@@ -311,7 +322,7 @@ mod tests {
     #[test]
     fn route_renormalises_and_scales_the_chosen_weights() {
         let logits = [0.5, -1.0, 2.0, 0.0];
-        let r = route(&logits, &moe(2, true, 2.5));
+        let r = route(&logits, None, &moe(2, true, 2.5));
         let ids: Vec<usize> = r.iter().map(|c| c.0).collect();
         assert_eq!(ids, [2, 0]);
         let sum: f32 = r.iter().map(|c| c.1).sum();
@@ -322,7 +333,7 @@ mod tests {
 
     #[test]
     fn route_survives_nan_logits() {
-        let r = route(&[f32::NAN, 1.0, 0.0, f32::NAN], &moe(2, true, 1.0));
+        let r = route(&[f32::NAN, 1.0, 0.0, f32::NAN], None, &moe(2, true, 1.0));
         assert_eq!(r.len(), 2);
     }
 

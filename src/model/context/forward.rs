@@ -1,15 +1,18 @@
-//! The forward pass: embed, then per layer the attention block and the feed-forward block
-//! ([`super::ffn`]), then the final norm and the output head.
+//! The forward pass: embed, then per layer a token mixer (attention, [`super::attention_layer`], or
+//! a recurrent mixer, [`super::short_conv`]) and a channel mixer (the feed-forward block,
+//! [`super::ffn`]), each behind its norm and added to the residual stream; then the final norm
+//! and the output head.
 
 use std::sync::Arc;
 
 use super::{BatchToken, Context};
-use crate::kernels::{self, ActNeeds, ActSource, AttnScore, QuantizedActivations};
-use crate::model::attention::{attention, AttentionShape, QueryPlace};
+use crate::kernels::{self, ActNeeds, ActSource, QuantizedActivations};
+use crate::model::attention::QueryPlace;
 use crate::model::error::ModelError;
+use crate::model::hparams::HParams;
 use crate::model::ops;
 use crate::model::scratch::Scratch;
-use crate::model::weights::Linear;
+use crate::model::weights::{Linear, TokenMixer};
 use crate::parallel;
 
 impl Context {
@@ -24,10 +27,9 @@ impl Context {
         let (hp, w, gguf) = (&model.hparams, &model.weights, &model.gguf);
         let n = batch.len();
         let e = hp.n_embd;
-        let scratch = &mut self.scratch;
 
         // x: [n, n_embd] residual stream.
-        let mut x = scratch.take(n * e);
+        let mut x = self.scratch.take(n * e);
         for (t, b) in batch.iter().enumerate() {
             w.token_embd
                 .dequantize_row_into(gguf, b.token as usize, &mut x[t * e..(t + 1) * e]);
@@ -47,117 +49,32 @@ impl Context {
             if let Some(p) = paging {
                 p.before_layer(il);
             }
-            // --- attention block ---
             // Per-token element-wise passes run in parallel row chunks for prompts
-            // (`parallel::for_each_row`). The norm feeds the quantizer chunk by chunk
+            // (`parallel::for_each_row`). Each norm feeds the quantizer chunk by chunk
             // (`normed`): no normalized copy of `x` is written.
-            let [mut q, mut k, mut v] = {
+
+            // --- token mixer: attention, or a recurrent mixer ---
+            let mixed = {
                 let inv = row_inv_rms(&mut x, e, hp.rms_eps);
                 let norm = normed(&x, e, &inv, &lw.attn_norm);
-                let qkv = [&lw.wq, &lw.wk, &lw.wv];
-                project(gguf, ActSource::Computed(&norm), n, e, qkv, scratch)?
+                let src = ActSource::Computed(&norm);
+                match &lw.mixer {
+                    TokenMixer::Attention(a) => self.attention(&model, a, il, src, places)?,
+                    TokenMixer::ShortConv(c) => {
+                        self.short_conv(&model, c, il, src, batch, places)?
+                    }
+                    TokenMixer::DeltaNet(d) => self.delta_net(&model, d, il, src, batch, places)?,
+                }
             };
-            for (rows, bias) in [(&mut q, &lw.bq), (&mut k, &lw.bk), (&mut v, &lw.bv)] {
-                if let Some(b) = bias {
-                    ops::add_bias(rows, b);
-                }
-            }
-            let (rotate_k, rotate_v) = (self.kv.rotation_k(), self.kv.rotation_v());
-            let key_balance = self.key_balance[il].as_ref();
-            let key_center = self.key_center[il].as_deref();
-            let sliding = hp.is_sliding(il);
-            let rope = self.ropes.of(hp, il);
-            // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
-            // rounding of small query values in its attention kernel depends on it).
-            let q_scale = model
-                .arch
-                .recipe
-                .scale_queries_before_attention
-                .then_some(hp.attn_scale);
-            parallel::for_each_row(&mut q, hp.q_dim(), &mut k, hp.k_dim(), |t, q_t, k_t| {
-                if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
-                    ops::rms_norm_rows_inplace(q_t, qn, hp.rms_eps);
-                    ops::rms_norm_rows_inplace(k_t, kn, hp.rms_eps);
-                }
-                rope.apply(&mut [&mut *q_t, &mut *k_t], hp.head_dim_k, places[t].pos);
-                if let Some(s) = q_scale {
-                    q_t.iter_mut().for_each(|v| *v *= s);
-                }
-                if let Some(b) = key_balance {
-                    b.apply(q_t, k_t);
-                }
-                if let Some(n) = rotate_k {
-                    ops::hadamard_inplace(q_t, n);
-                    ops::hadamard_inplace(k_t, n);
-                }
-                if let Some(c) = key_center {
-                    super::centering::center(k_t, c);
-                }
-            });
-            if let Some(n) = rotate_v {
-                parallel::for_each_row(&mut v, hp.v_dim(), &mut [0f32; 0], 0, |_, v_t, _| {
-                    ops::hadamard_inplace(v_t, n)
-                });
-            }
-            let scale = if q_scale.is_some() {
-                1.0
-            } else {
-                hp.attn_scale
-            };
-            let (kd, vd) = (hp.k_dim(), hp.v_dim());
-            for (t, place) in places.iter().enumerate() {
-                let row = place.seq_row0 + place.pos;
-                self.kv
-                    .store(il, row, &k[t * kd..(t + 1) * kd], &v[t * vd..(t + 1) * vd]);
-            }
-            let shape = AttentionShape {
-                n_head: hp.n_head,
-                n_head_kv: hp.n_head_kv,
-                head_dim_k: hp.head_dim_k,
-                head_dim_v: hp.head_dim_v,
-                score: AttnScore {
-                    scale,
-                    softcap: hp.attn_softcap,
-                },
-                window: if sliding { hp.sliding_window } else { 0 },
-            };
-            let attn_dim = hp.n_head * hp.head_dim_v;
-            let mut attn = scratch.take(n * attn_dim);
-            attention(&shape, &q, &self.kv, il, places, &mut attn);
-            if let Some(n) = rotate_v {
-                // The values were stored rotated: so is their weighted sum.
-                parallel::for_each_row(&mut attn, attn_dim, &mut [0f32; 0], 0, |_, a_t, _| {
-                    ops::hadamard_inplace(a_t, n)
-                });
-            }
-            scratch.give([q, k, v]);
-            let [mut o] = project(gguf, ActSource::Rows(&attn), n, attn_dim, [&lw.wo], scratch)?;
-            if let Some(b) = &lw.bo {
-                ops::add_bias(&mut o, b);
-            }
-            let post = lw.post_attn_norm.as_deref();
-            parallel::for_each_row(&mut x, e, &mut o, e, |_, x_t, o_t| {
-                if let Some(pn) = post {
-                    ops::rms_norm_rows_inplace(o_t, pn, hp.rms_eps);
-                }
-                ops::add_inplace(x_t, o_t);
-            });
-            scratch.give([attn, o]);
+            self.add_residual(&mut x, mixed, lw.post_attn_norm.as_deref(), hp);
 
-            // --- feed-forward block ---
-            let mut out = {
+            // --- channel mixer: the feed-forward block ---
+            let out = {
                 let inv = row_inv_rms(&mut x, e, hp.rms_eps);
                 let norm = normed(&x, e, &inv, &lw.ffn_norm);
-                super::ffn::ffn(&model, &lw.ffn, &norm, n, scratch)?
+                super::ffn::ffn(&model, &lw.ffn, &norm, n, &mut self.scratch)?
             };
-            let post = lw.post_ffn_norm.as_deref();
-            parallel::for_each_row(&mut x, e, &mut out, e, |_, x_t, d_t| {
-                if let Some(pn) = post {
-                    ops::rms_norm_rows_inplace(d_t, pn, hp.rms_eps);
-                }
-                ops::add_inplace(x_t, d_t);
-            });
-            scratch.give([out]);
+            self.add_residual(&mut x, out, lw.post_ffn_norm.as_deref(), hp);
             if let Some(p) = paging {
                 p.after_layer(il);
             }
@@ -166,7 +83,7 @@ impl Context {
         // Output head: only the rows whose logits are wanted.
         let out_rows: Vec<usize> = (0..n).filter(|&t| batch[t].logits).collect();
         if out_rows.is_empty() {
-            scratch.give([x]);
+            self.scratch.give([x]);
             return Ok(Vec::new());
         }
         let m = out_rows.len();
@@ -174,7 +91,7 @@ impl Context {
         for &t in &out_rows {
             h.extend_from_slice(&x[t * e..(t + 1) * e]);
         }
-        scratch.give([x]);
+        self.scratch.give([x]);
         ops::rms_norm_rows_inplace(&mut h, &w.output_norm, hp.rms_eps);
         if self.hidden_out {
             return Ok(h);
@@ -190,6 +107,27 @@ impl Context {
             logits.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());
         }
         Ok(logits)
+    }
+}
+
+impl Context {
+    /// `x += post_norm(out)` row by row (the norm only where the recipe has post-norms); `out`
+    /// goes back to the scratch buffers.
+    fn add_residual(
+        &mut self,
+        x: &mut [f32],
+        mut out: Vec<f32>,
+        post: Option<&[f32]>,
+        hp: &HParams,
+    ) {
+        let e = hp.n_embd;
+        parallel::for_each_row(x, e, &mut out, e, |_, x_t, o_t| {
+            if let Some(pn) = post {
+                ops::rms_norm_rows_inplace(o_t, pn, hp.rms_eps);
+            }
+            ops::add_inplace(x_t, o_t);
+        });
+        self.scratch.give([out]);
     }
 }
 

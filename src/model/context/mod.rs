@@ -9,12 +9,15 @@
 //! norm → FFN (dense, or a mixture of experts) → (post-norm) → residual; final norm and the
 //! output head (see `forward.rs` and `ffn.rs`).
 
+mod attention_layer;
 mod balance;
 mod centering;
+mod delta_net;
 mod ffn;
 pub(crate) use ffn::DENSE_CHUNK_BYTES;
 mod forward;
 mod shift;
+mod short_conv;
 mod state;
 
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use super::error::ModelError;
 use super::hparams::HParams;
 use super::kv_cache::{KvCache, KvShape, KvType};
 use super::ops::{Rope, RopeParams};
+use super::recurrent::{RecurrentMemory, Snapshot};
 use super::scratch::Scratch;
 use super::workers::Workers;
 use super::Model;
@@ -80,7 +84,10 @@ pub struct BatchToken {
 
 pub struct Context {
     model: Arc<Model>,
+    /// The attention layers' keys and values, per sequence and position.
     kv: KvCache,
+    /// The recurrent layers' state, per sequence.
+    recurrent: RecurrentMemory,
     /// The tokens each sequence holds, in position order.
     tokens: Vec<Vec<TokenId>>,
     n_batch: usize,
@@ -148,7 +155,7 @@ impl Context {
             local: Rope::new(&rope(hp.rope_base_swa, hp.rope_freq_scale_swa)),
         };
         let kv = KvCache::new(&KvShape {
-            n_layer: hp.n_layer,
+            n_layer: hp.attention_layers.len(),
             n_ctx: params.n_ctx,
             n_seq: params.n_seq,
             n_head_kv: hp.n_head_kv,
@@ -162,6 +169,7 @@ impl Context {
         let key_center = centering::in_cache_basis(centers, &key_balance, kv.rotation_k());
         Ok(Context {
             kv,
+            recurrent: RecurrentMemory::new(hp, params.n_seq)?,
             key_balance,
             key_center,
             model,
@@ -240,10 +248,17 @@ impl Context {
         &self.tokens[seq]
     }
 
-    /// Forgets every position of sequence `seq` from `n` on (panics if `seq >= n_seq`).
-    pub fn truncate_seq(&mut self, seq: usize, n: usize) {
-        self.tokens[seq].truncate(n);
-        self.kv.truncate_seq(seq, self.tokens[seq].len());
+    /// Forgets every position of sequence `seq` from `n` on (panics if `seq >= n_seq`), and
+    /// returns the tokens it keeps: `n` (or fewer if it held fewer), except on a model with
+    /// recurrent layers when the state after `n` tokens is no longer known (more than
+    /// [`Context::rewind_depth`] tokens back): then the longest shorter
+    /// prefix whose state is, and the caller evaluates the rest again.
+    pub fn truncate_seq(&mut self, seq: usize, n: usize) -> usize {
+        let held = self.tokens[seq].len();
+        let kept = self.recurrent.truncate(seq, held, n);
+        self.tokens[seq].truncate(kept);
+        self.kv.truncate_seq(seq, kept);
+        kept
     }
 
     /// Makes sequence `dst` a copy of sequence `src` (its tokens and their keys and values):
@@ -258,7 +273,34 @@ impl Context {
         }
         let n = self.tokens[src].len();
         self.kv.copy_seq(src, dst, n);
+        self.recurrent.copy_seq(src, dst);
         self.tokens[dst] = self.tokens[src].clone();
+    }
+
+    /// Tokens back from a sequence's end to which [`Context::truncate_seq`] is exact on a model
+    /// with recurrent layers (`usize::MAX` without): speculation verifies at most this many
+    /// tokens in a pass.
+    pub fn rewind_depth(&self) -> usize {
+        self.recurrent.rewind_depth()
+    }
+
+    /// Keeps sequence `seq`'s recurrent state at its current length as a checkpoint (a few
+    /// per sequence; beyond them the closest pair is thinned), so a later truncation back to
+    /// this length (a follow-up request sharing the prefix) keeps it instead of evaluating it
+    /// again. Passes also keep checkpoints of their own: every 64 positions, and one before
+    /// the end of a prompt. Nothing on models without recurrent layers.
+    pub fn checkpoint_seq(&mut self, seq: usize) {
+        let held = self.tokens[seq].len();
+        self.recurrent.checkpoint(seq, held);
+    }
+
+    /// Zeroes sequence `seq`'s recurrent state, keeping its tokens and KV rows: for tests that
+    /// show the recurrent layers matter.
+    #[doc(hidden)]
+    pub fn zero_recurrent_state(&mut self, seq: usize) {
+        let held = self.tokens[seq].len();
+        let zeros = vec![0.0; self.recurrent.state_len()];
+        self.recurrent.set_seq_state(seq, held, &zeros);
     }
 
     /// Installs (or with `None` removes) a callback asked before each layer of every forward
@@ -268,9 +310,9 @@ impl Context {
         self.abort = abort;
     }
 
-    /// Forgets every position of sequence 0 from `n` on (keeps the first `n` tokens).
-    pub fn truncate(&mut self, n: usize) {
-        self.truncate_seq(0, n);
+    /// Forgets every position of sequence 0 from `n` on: [`Context::truncate_seq`].
+    pub fn truncate(&mut self, n: usize) -> usize {
+        self.truncate_seq(0, n)
     }
 
     /// Evaluates `tokens` at the next positions of sequence 0 and returns their logits. On error
@@ -327,26 +369,21 @@ impl Context {
     pub fn decode(&mut self, batch: &[BatchToken]) -> Result<Vec<f32>, ModelError> {
         self.validate(batch)?;
         let before: Vec<usize> = self.tokens.iter().map(Vec::len).collect();
+        let pass_len = self.n_batch.min(self.kv.rows_per_pass());
+        // Several passes: a failure in a later one rewinds recurrent states further back than
+        // their per-token snapshots may reach, so the states before the call are kept.
+        let rollback = self.recurrent_rollback(batch, &before, pass_len);
         let mut logits = Vec::new();
-        for chunk in batch.chunks(self.n_batch.min(self.kv.rows_per_pass())) {
-            let places: Vec<QueryPlace> = chunk
-                .iter()
-                .map(|b| {
-                    let pos = self.tokens[b.seq].len();
-                    self.tokens[b.seq].push(b.token);
-                    QueryPlace {
-                        seq_row0: self.kv.row(b.seq, 0),
-                        pos,
-                    }
-                })
-                .collect();
-            let pool = Arc::clone(&self.pool);
-            match pool.install(|| self.forward(chunk, &places)) {
+        for chunk in batch.chunks(pass_len) {
+            match self.pass(chunk) {
                 // One pass (the usual case): its buffer is the result, not copied.
                 Ok(out) if logits.is_empty() => logits = out,
                 Ok(out) => logits.extend_from_slice(&out),
                 Err(e) => {
                     for (seq, n) in before.into_iter().enumerate() {
+                        if let Some(i) = rollback.iter().position(|(s, _)| *s == seq) {
+                            self.recurrent.restore(seq, rollback[i].1.clone());
+                        }
                         self.truncate_seq(seq, n);
                     }
                     return Err(e);
@@ -354,6 +391,51 @@ impl Context {
             }
         }
         Ok(logits)
+    }
+
+    /// One forward pass appending `chunk` to its sequences; on error the recurrent states are
+    /// as before it (the caller truncates the tokens and KV rows).
+    fn pass(&mut self, chunk: &[BatchToken]) -> Result<Vec<f32>, ModelError> {
+        let held: Vec<usize> = self.tokens.iter().map(Vec::len).collect();
+        let mut added = vec![0; held.len()];
+        chunk.iter().for_each(|b| added[b.seq] += 1);
+        self.recurrent.begin_pass(&held, &added);
+        let places: Vec<QueryPlace> = chunk
+            .iter()
+            .map(|b| {
+                let pos = self.tokens[b.seq].len();
+                self.tokens[b.seq].push(b.token);
+                QueryPlace {
+                    seq_row0: self.kv.row(b.seq, 0),
+                    pos,
+                }
+            })
+            .collect();
+        let pool = Arc::clone(&self.pool);
+        let out = pool.install(|| self.forward(chunk, &places));
+        match out {
+            Ok(_) => self.recurrent.end_pass(),
+            Err(_) => self.recurrent.abandon_pass(),
+        }
+        out
+    }
+
+    /// The recurrent states of the sequences `batch` touches, when it takes several passes.
+    fn recurrent_rollback(
+        &self,
+        batch: &[BatchToken],
+        before: &[usize],
+        pass_len: usize,
+    ) -> Vec<(usize, Snapshot)> {
+        if !self.recurrent.is_used() || batch.len() <= pass_len {
+            return Vec::new();
+        }
+        let mut seqs: Vec<usize> = batch.iter().map(|b| b.seq).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        (seqs.into_iter())
+            .map(|seq| (seq, self.recurrent.snapshot(seq, before[seq])))
+            .collect()
     }
 
     fn validate(&self, batch: &[BatchToken]) -> Result<(), ModelError> {

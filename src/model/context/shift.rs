@@ -34,7 +34,7 @@ impl Context {
         let mut k = vec![0f32; hp.k_dim()];
         for (layer, center) in self.key_center.iter().enumerate() {
             let balance = self.key_balance[layer].as_ref();
-            let rope = self.ropes.of(hp, layer);
+            let rope = self.ropes.of(hp, hp.attention_layers[layer]);
             let back = rope.shift(-(n_discard as f32));
             for pos in n_keep + n_discard..len {
                 let (src, dst) = (row0 + pos, row0 + pos - n_discard);
@@ -63,6 +63,7 @@ impl Context {
             }
         }
         self.tokens[seq].drain(n_keep..n_keep + n_discard);
+        self.recurrent.shift(seq, n_keep, n_discard);
         // Moved keys were re-stored from their quantized rows, so the ring's last group is too.
         let n = self.tokens[seq].len();
         self.kv
@@ -70,7 +71,8 @@ impl Context {
         Ok(())
     }
 
-    /// Sequence `seq`'s keys of layer `layer` at position `pos`, widened to f32 (as rotated for
+    /// Sequence `seq`'s keys of KV cache layer `layer` (the `layer`-th attention layer) at
+    /// position `pos`, widened to f32 (as rotated for
     /// attention): for tests of what the cache holds.
     #[doc(hidden)]
     pub fn key_row(&self, layer: usize, seq: usize, pos: usize) -> Vec<f32> {

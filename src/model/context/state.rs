@@ -5,13 +5,14 @@
 //! The format (little-endian), version [`VERSION`]:
 //! - `KLBSTATE`, the version (u32), the model's fingerprint (u64: its metadata and tensor
 //!   index, see [`Model::fingerprint`]), its name (u32 length + UTF-8);
-//! - the cache layout (9 × u32: layers, KV heads, key and value head sizes, key and value
-//!   types, their Hadamard blocks, a checksum of the key centers and balances), the token
-//!   count and logit count (u32 each);
+//! - the cache layout (10 × u32: attention layers, KV heads, key and value head sizes, key
+//!   and value types, their Hadamard blocks, a checksum of the key centers and balances, the
+//!   floats of a sequence's recurrent state), the token count and logit count (u32 each);
 //! - the tokens (u32 each), the logits (f32 each);
 //! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
 //!   the values, then (quantized keys) per (layer, KV head) the f16 keys of the positions of
 //!   the last, incomplete group (see `kv_cache::recent`);
+//! - the recurrent layers' state after the last token (f32 each; none for transformers);
 //! - a checksum (u64, [`Checksum`]) of everything before it.
 //!
 //! Loading checks all of it (format, length, checksum, model, layout, sizes) before it touches
@@ -28,7 +29,7 @@ use crate::tokenizer::TokenId;
 
 const MAGIC: &[u8; 8] = b"KLBSTATE";
 /// Bumped whenever the layout above changes; other versions are refused, not guessed at.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// Longest model name a state file may carry (a guard against a corrupt length).
 const MAX_NAME: usize = 4096;
 
@@ -36,7 +37,7 @@ const MAX_NAME: usize = 4096;
 struct Header {
     fingerprint: u64,
     name: String,
-    layout: [u32; 9],
+    layout: [u32; 10],
     tokens: Vec<TokenId>,
     logits: Vec<f32>,
 }
@@ -85,12 +86,12 @@ impl Header {
         let mut name = vec![0u8; name_len];
         r.read_exact(&mut name).map_err(|_| truncated())?;
         let name = String::from_utf8(name).map_err(|_| corrupt())?;
-        let mut layout = [0u32; 9];
+        let mut layout = [0u32; 10];
         for x in &mut layout {
             *x = read_u32(r)?;
         }
         let (n_tokens, n_logits) = (read_u32(r)? as u64, read_u32(r)? as u64);
-        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 9 * 4 + 4 + 4;
+        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 10 * 4 + 4 + 4;
         let size = fixed + 4 * (n_tokens + n_logits);
         if size > len {
             return Err(truncated());
@@ -114,10 +115,11 @@ impl Header {
         Ok((header, size))
     }
 
-    /// Bytes of cache rows the header's layout and token count imply (`None`: a layout no
-    /// cache has).
+    /// Bytes of cache rows and recurrent state the header's layout and token count imply
+    /// (`None`: a layout no cache has).
     fn rows_bytes(&self) -> Option<u64> {
-        let [n_layer, n_head_kv, dim_k, dim_v, ty_k, ty_v, ..] = self.layout.map(u64::from);
+        let [n_layer, n_head_kv, dim_k, dim_v, ty_k, ty_v, .., recurrent] =
+            self.layout.map(u64::from);
         let row = |ty: u64, dim: u64| {
             let ty = KvType::from_code(i32::try_from(ty).ok()?)?;
             dim.is_multiple_of(ty.block_len() as u64)
@@ -136,7 +138,10 @@ impl Header {
                 .checked_mul(n_layer)?
                 .checked_mul(n_head_kv)?
         };
-        position.checked_mul(n as u64)?.checked_add(recent)
+        position
+            .checked_mul(n as u64)?
+            .checked_add(recent)?
+            .checked_add(4 * recurrent)
     }
 }
 
@@ -167,6 +172,9 @@ impl Context {
         for run in self.kv.seq_bytes(seq, header.tokens.len()) {
             w.put(run)?;
         }
+        for x in self.recurrent.seq_state(seq) {
+            w.put(&x.to_le_bytes())?;
+        }
         let sum = w.sum.finish();
         w.put(&sum.to_le_bytes())?;
         w.inner.flush().map_err(write_err)?;
@@ -182,7 +190,8 @@ impl Context {
             .seq_bytes(seq, header.tokens.len())
             .map(<[u8]>::len)
             .sum();
-        Ok((header.encode().len() + rows + 8) as u64)
+        let recurrent = 4 * self.recurrent.state_len();
+        Ok((header.encode().len() + rows + recurrent + 8) as u64)
     }
 
     fn header(&self, seq: usize, logits: &[f32]) -> Header {
@@ -237,13 +246,19 @@ impl Context {
         self.check_fits(&header)?;
         input.seek(SeekFrom::Start(header_len)).map_err(read_err)?;
         let n = header.tokens.len();
-        let copied = self.kv.fill_seq(seq, n, |run| input.read_exact(run));
+        let mut state = vec![0u8; 4 * self.recurrent.state_len()];
+        let copied = (self.kv.fill_seq(seq, n, |run| input.read_exact(run)))
+            .and_then(|()| input.read_exact(&mut state));
         if let Err(e) = copied {
             self.truncate_seq(seq, 0);
             return Err(bad(format!(
                 "reading the cache rows failed ({e}); the sequence is now empty"
             )));
         }
+        let state: Vec<f32> = (state.chunks_exact(4))
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        self.recurrent.set_seq_state(seq, n, &state);
         self.tokens[seq] = header.tokens;
         Ok(header.logits)
     }
@@ -288,9 +303,10 @@ impl Context {
 
     /// The cache layout a state must match: the cache's, and how its keys are balanced and
     /// centered.
-    fn layout(&self) -> [u32; 9] {
+    fn layout(&self) -> [u32; 10] {
         let [a, b, c, d, e, f, g, h] = self.kv.layout();
-        [a, b, c, d, e, f, g, h, self.key_basis_checksum()]
+        let recurrent = self.recurrent.state_len() as u32;
+        [a, b, c, d, e, f, g, h, self.key_basis_checksum(), recurrent]
     }
 
     fn check_seq(&self, seq: usize) -> Result<(), ModelError> {
@@ -371,7 +387,7 @@ fn checksum_of(r: &mut impl Read, mut n: u64) -> Result<u64, ModelError> {
 }
 
 /// A layout in words, for messages.
-fn describe(l: [u32; 9]) -> String {
+fn describe(l: [u32; 10]) -> String {
     let ty = |code: u32| {
         i32::try_from(code)
             .ok()
@@ -379,13 +395,14 @@ fn describe(l: [u32; 9]) -> String {
             .map_or_else(|| format!("type {code}"), |t| t.name().to_owned())
     };
     format!(
-        "{} layers x {} KV heads, keys {} x {}, values {} x {}",
+        "{} layers x {} KV heads, keys {} x {}, values {} x {}, recurrent state {} floats",
         l[0],
         l[1],
         ty(l[4]),
         l[2],
         ty(l[5]),
-        l[3]
+        l[3],
+        l[9]
     )
 }
 

@@ -1,14 +1,19 @@
 //! Hyperparameters read from GGUF metadata (`<arch>.*` keys).
 
+mod mixers;
 mod moe;
 mod rope;
 mod window;
 
+pub use mixers::{DeltaNetShape, MixerKind};
 pub use moe::MoeParams;
 
 use super::arch::Arch;
 use super::error::ModelError;
 use crate::gguf::GgufFile;
+
+/// More layers than any model has: a bound before per-layer tables are allocated.
+const MAX_LAYERS: usize = 1 << 14;
 
 #[derive(Clone, Debug)]
 pub struct HParams {
@@ -48,6 +53,15 @@ pub struct HParams {
     pub attn_scale: f32,
     /// Mixture-of-experts shape; `None` for a dense model.
     pub moe: Option<MoeParams>,
+    /// Per layer: its token mixer.
+    pub mixers: Vec<MixerKind>,
+    /// The layers that attend, in order: the KV cache's layer `j` is layer
+    /// `attention_layers[j]`.
+    pub attention_layers: Vec<usize>,
+    /// Taps of the short convolution (`shortconv.l_cache`); 0 without short-convolution layers.
+    pub conv_kernel: usize,
+    /// The Gated DeltaNet layers' shape, if the model has them.
+    pub delta_net: Option<DeltaNetShape>,
 }
 
 impl HParams {
@@ -72,8 +86,27 @@ impl HParams {
 
         let n_embd = req("embedding_length")?;
         let n_head = req("attention.head_count")?;
-        let n_head_kv = opt("attention.head_count_kv")?.unwrap_or(n_head);
         let n_layer = req("block_count")?;
+        if n_layer > MAX_LAYERS {
+            return Err(ModelError::BadHyperparameter {
+                key: key("block_count"),
+                reason: format!("{n_layer} layers (at most {MAX_LAYERS})"),
+            });
+        }
+        let (mixers, n_head_kv, conv_kernel, delta_net) = match arch.recipe.recurrent {
+            None => {
+                let n_head_kv = opt("attention.head_count_kv")?;
+                (vec![MixerKind::Attention; n_layer], n_head_kv, 0, None)
+            }
+            Some(_) => {
+                let m = mixers::read(gguf, arch, n_layer)?;
+                let n_head_kv = m
+                    .n_head_kv
+                    .map(|h| usize::try_from(h).unwrap_or(usize::MAX));
+                (m.kinds, n_head_kv, m.conv_kernel, m.delta_net)
+            }
+        };
+        let n_head_kv = n_head_kv.unwrap_or(n_head);
         let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
         let head_dim_v = opt("attention.value_length")?.unwrap_or(head_dim_k);
         let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
@@ -162,9 +195,20 @@ impl HParams {
             final_logit_softcap,
             attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
             moe,
+            attention_layers: (0..n_layer)
+                .filter(|&il| mixers[il] == MixerKind::Attention)
+                .collect(),
+            mixers,
+            conv_kernel,
+            delta_net,
         };
         (arch.quirks)(&mut hp);
         Ok(hp)
+    }
+
+    /// The KV cache layer of layer `il`, if it attends.
+    pub fn kv_layer(&self, il: usize) -> Option<usize> {
+        self.attention_layers.binary_search(&il).ok()
     }
 
     /// Whether layer `il` attends only within the sliding window.

@@ -1,6 +1,6 @@
 //! The expert counts of mixture-of-experts models.
 
-use super::super::arch::{ExpertWidth, MoeRecipe};
+use super::super::arch::{ExpertWidth, Gating, MoeRecipe};
 use super::super::error::ModelError;
 use crate::gguf::GgufFile;
 
@@ -19,6 +19,10 @@ pub struct MoeParams {
     pub weights_scale: f32,
     /// Hidden width of the shared expert (`expert_shared_feed_forward_length`); 0 without one.
     pub n_ff_shexp: usize,
+    /// How router logits become expert weights.
+    pub gating: Gating,
+    /// The first layers whose FFN is dense, not a mixture (`leading_dense_block_count`).
+    pub n_dense_lead: usize,
 }
 
 /// The expert counts of a mixture-of-experts model, checked against each other.
@@ -50,9 +54,10 @@ pub(super) fn moe_params(
         });
     }
     // Without the key, llama.cpp splits the dense width among the used experts.
+    // A per-layer array (LFM2-MoE's converter writes one) must hold one width.
     let n_ff_exp = match (
         recipe.expert_width,
-        gguf.get_u64(&key("expert_feed_forward_length")),
+        super::per_model_value(gguf, &key("expert_feed_forward_length"))?,
     ) {
         (ExpertWidth::DenseKey, _) => n_ff.unwrap_or(0),
         (ExpertWidth::ExpertKey, Some(v)) => usize::try_from(v).unwrap_or(0),
@@ -76,6 +81,20 @@ pub(super) fn moe_params(
             reason: format!("shared expert width {n_ff_shexp}"),
         });
     }
+    let gating = match gguf.get_u64(&key("expert_gating_func")) {
+        None => recipe.gating,
+        Some(1) => Gating::Softmax,
+        Some(2) => Gating::Sigmoid,
+        Some(other) => {
+            return Err(ModelError::BadHyperparameter {
+                key: key("expert_gating_func"),
+                reason: format!("gating function {other} (1: softmax, 2: sigmoid)"),
+            })
+        }
+    };
+    let n_dense_lead = gguf
+        .get_u64(&key("leading_dense_block_count"))
+        .map_or(0, |v| usize::try_from(v).unwrap_or(usize::MAX));
     let weights_scale = gguf.get_f32(&key("expert_weights_scale")).unwrap_or(0.0);
     if !weights_scale.is_finite() || weights_scale < 0.0 {
         return Err(ModelError::BadHyperparameter {
@@ -97,6 +116,8 @@ pub(super) fn moe_params(
             weights_scale
         },
         n_ff_shexp,
+        gating,
+        n_dense_lead,
     })
 }
 

@@ -1,32 +1,21 @@
-//! One transformer block's tensors, found by the names llama.cpp's converters write and
+//! One layer's tensors, found by the names llama.cpp's converters write and
 //! required as the architecture's recipe says.
 
+use super::attention::AttentionWeights;
+use super::delta_net::DeltaNetWeights;
+use super::short_conv::ShortConvWeights;
 use super::tensors::Loader;
 use super::Linear;
-use crate::model::arch::{Arch, FfnRecipe, Presence, QkNorm};
+use crate::model::arch::{Arch, FfnRecipe};
 use crate::model::error::ModelError;
-use crate::model::hparams::HParams;
+use crate::model::hparams::{HParams, MixerKind};
 
-/// One transformer block. Shapes in comments: [out, in] for matrices.
+/// One layer: a norm and a token mixer, then a norm and a channel mixer (the FFN). Shapes in
+/// comments: [out, in] for matrices.
 pub struct LayerWeights {
-    /// [n_embd]
+    /// [n_embd]: the norm before the token mixer.
     pub attn_norm: Vec<f32>,
-    /// [n_head*head_dim_k, n_embd]
-    pub wq: Linear,
-    /// [n_head_kv*head_dim_k, n_embd]
-    pub wk: Linear,
-    /// [n_head_kv*head_dim_v, n_embd]
-    pub wv: Linear,
-    /// [n_embd, n_head*head_dim_v]
-    pub wo: Linear,
-    pub bq: Option<Vec<f32>>,
-    pub bk: Option<Vec<f32>>,
-    pub bv: Option<Vec<f32>>,
-    pub bo: Option<Vec<f32>>,
-    /// [head_dim_k] per head, or [q_dim] and [k_dim] for the whole projections (recipes with
-    /// QK-norm): RMS-normalised in pieces of their length.
-    pub q_norm: Option<Vec<f32>>,
-    pub k_norm: Option<Vec<f32>>,
+    pub mixer: TokenMixer,
     /// [n_embd] (recipes with post-norms)
     pub post_attn_norm: Option<Vec<f32>>,
     /// [n_embd]
@@ -34,6 +23,14 @@ pub struct LayerWeights {
     pub ffn: Ffn,
     /// [n_embd] (recipes with post-norms)
     pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// What mixes information between positions in a layer.
+#[allow(clippy::large_enum_variant)] // one per layer: a box would only add an indirection
+pub enum TokenMixer {
+    Attention(AttentionWeights),
+    ShortConv(ShortConvWeights),
+    DeltaNet(DeltaNetWeights),
 }
 
 /// The feed-forward block's matrices.
@@ -59,6 +56,9 @@ pub struct Experts {
     /// Per expert: [n_embd, n_ff_exp].
     pub down: Vec<Linear>,
     pub shared: Option<SharedExpert>,
+    /// [n_expert]: added to the gate scores to choose experts (recipes with a selection
+    /// bias).
+    pub selection_bias: Option<Vec<f32>>,
 }
 
 /// An expert every token uses, its output scaled by `sigmoid(gate_inp · x)`.
@@ -83,36 +83,34 @@ impl LayerWeights {
         let n = |s: &str| format!("blk.{il}.{s}");
         let e = hp.n_embd;
         let r = &arch.recipe;
-        let vector_if =
-            |required: bool, name: &str, len: usize| l.vector_if(required, &n(name), len);
-        let (qkv, biases) = QkvWeights::load(l, r.qkv_bias, hp, il)?;
-        let (qk_norm, q_norm_len, k_norm_len) = match r.qk_norm {
-            QkNorm::None => (false, hp.head_dim_k, hp.head_dim_k),
-            QkNorm::PerHead => (true, hp.head_dim_k, hp.head_dim_k),
-            QkNorm::Whole => (true, hp.q_dim(), hp.k_dim()),
+        // Post-norms only where the recipe has them (Qwen3.5's `post_attention_norm` is its
+        // FFN's pre-norm).
+        let post_norm = |name: &str| match r.post_norms {
+            true => l.vector(&n(name), e).map(Some),
+            false => Ok(None),
+        };
+        let mixer = match hp.mixers[il] {
+            MixerKind::Attention => TokenMixer::Attention(AttentionWeights::load(l, arch, hp, il)?),
+            MixerKind::ShortConv => TokenMixer::ShortConv(ShortConvWeights::load(l, hp, il)?),
+            MixerKind::DeltaNet => TokenMixer::DeltaNet(DeltaNetWeights::load(l, hp, il)?),
         };
         Ok(LayerWeights {
             attn_norm: l.vector(&n("attn_norm.weight"), e)?,
-            wq: qkv.q,
-            wk: qkv.k,
-            wv: qkv.v,
-            wo: l.linear(&n("attn_output.weight"), hp.n_head * hp.head_dim_v, e)?,
-            bq: biases.q,
-            bk: biases.k,
-            bv: biases.v,
-            bo: l.vector_opt(&n("attn_output.bias"), e)?,
-            q_norm: vector_if(qk_norm, "attn_q_norm.weight", q_norm_len)?,
-            k_norm: vector_if(qk_norm, "attn_k_norm.weight", k_norm_len)?,
-            post_attn_norm: vector_if(r.post_norms, "post_attention_norm.weight", e)?,
-            ffn_norm: l.vector(&n("ffn_norm.weight"), e)?,
+            mixer,
+            post_attn_norm: post_norm("post_attention_norm.weight")?,
+            ffn_norm: l.vector(&n(r.ffn_norm), e)?,
             ffn: Ffn::load(l, arch, hp, il)?,
-            post_ffn_norm: vector_if(r.post_norms, "post_ffw_norm.weight", e)?,
+            post_ffn_norm: post_norm("post_ffw_norm.weight")?,
         })
     }
 
     /// The layer's matrices, in load order.
     pub fn matrices(&self) -> Vec<&Linear> {
-        let mut m = vec![&self.wq, &self.wk, &self.wv, &self.wo];
+        let mut m = match &self.mixer {
+            TokenMixer::Attention(a) => vec![&a.wq, &a.wk, &a.wv, &a.wo],
+            TokenMixer::ShortConv(c) => vec![&c.in_proj, &c.out_proj],
+            TokenMixer::DeltaNet(d) => vec![&d.qkv, &d.z, &d.beta, &d.alpha, &d.out],
+        };
         match &self.ffn {
             Ffn::Dense { gate, up, down } => m.extend([gate, up, down]),
             Ffn::Moe(x) => {
@@ -127,7 +125,13 @@ impl LayerWeights {
     }
 
     pub(super) fn matrices_mut(&mut self) -> Vec<&mut Linear> {
-        let mut m = vec![&mut self.wq, &mut self.wk, &mut self.wv, &mut self.wo];
+        let mut m = match &mut self.mixer {
+            TokenMixer::Attention(a) => vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+            TokenMixer::ShortConv(c) => vec![&mut c.in_proj, &mut c.out_proj],
+            TokenMixer::DeltaNet(d) => {
+                vec![&mut d.qkv, &mut d.z, &mut d.beta, &mut d.alpha, &mut d.out]
+            }
+        };
         match &mut self.ffn {
             Ffn::Dense { gate, up, down } => m.extend([gate, up, down]),
             Ffn::Moe(x) => {
@@ -140,14 +144,23 @@ impl LayerWeights {
         }
         m
     }
+
+    /// The attention weights, if the layer attends.
+    pub fn attention(&self) -> Option<&AttentionWeights> {
+        match &self.mixer {
+            TokenMixer::Attention(a) => Some(a),
+            TokenMixer::ShortConv(_) | TokenMixer::DeltaNet(_) => None,
+        }
+    }
 }
 
 impl Ffn {
     fn load(l: &Loader, arch: Arch, hp: &HParams, il: usize) -> Result<Ffn, ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}");
         let e = hp.n_embd;
-        // The hyperparameters have expert counts exactly when the recipe's FFN is a mixture.
-        match hp.moe {
+        // The hyperparameters have expert counts exactly when the recipe's FFN is a mixture;
+        // its first `n_dense_lead` layers are dense.
+        match hp.moe.filter(|m| il >= m.n_dense_lead) {
             Some(m) => {
                 let (f, x) = (m.n_ff_exp, m.n_expert);
                 let key = format!("{}.expert_count", arch.name);
@@ -160,12 +173,27 @@ impl Ffn {
                         down: l.linear(&n("ffn_down_shexp.weight"), f, e)?,
                     })
                 });
+                // The router first: its shape names a wrong expert count best.
+                let router = l.router(&n("ffn_gate_inp.weight"), e, x, &key)?;
+                // Gate and up stacked apart, or in one tensor (Qwen3.5-MoE's converter).
+                let fused = n("ffn_gate_up_exps.weight");
+                let (gate, up) = match l.experts_gate_up_opt(&fused, e, f, x, &key)? {
+                    Some(both) => both,
+                    None => (
+                        l.experts(&n("ffn_gate_exps.weight"), e, f, x, &key)?,
+                        l.experts(&n("ffn_up_exps.weight"), e, f, x, &key)?,
+                    ),
+                };
                 Ok(Ffn::Moe(Experts {
-                    router: l.router(&n("ffn_gate_inp.weight"), e, x, &key)?,
-                    gate: l.experts(&n("ffn_gate_exps.weight"), e, f, x, &key)?,
-                    up: l.experts(&n("ffn_up_exps.weight"), e, f, x, &key)?,
+                    router,
+                    gate,
+                    up,
                     down: l.experts(&n("ffn_down_exps.weight"), f, e, x, &key)?,
                     shared: shared.transpose()?,
+                    selection_bias: match arch.moe() {
+                        Some(r) if r.selection_bias => Some(l.vector(&n("exp_probs_b.bias"), x)?),
+                        _ => None,
+                    },
                 }))
             }
             None if arch.recipe.ffn == FfnRecipe::DenseGateUpFused => {
@@ -187,84 +215,8 @@ impl Ffn {
     }
 }
 
-/// Q, K and V (`[q|k|v]`): three tensors, or one fused `attn_qkv` cut into its row blocks, as
-/// llama.cpp accepts for every architecture.
-struct QkvWeights<T> {
-    q: T,
-    k: T,
-    v: T,
-}
-
-type QkvBiases = QkvWeights<Option<Vec<f32>>>;
-
-impl QkvWeights<Linear> {
-    /// The projections and their biases: a fused `attn_qkv.bias`, else separate ones.
-    /// `bias` says whether the biases are required.
-    fn load(
-        l: &Loader,
-        bias: Presence,
-        hp: &HParams,
-        il: usize,
-    ) -> Result<(Self, QkvBiases), ModelError> {
-        let n = |s: &str| format!("blk.{il}.{s}");
-        let (e, dims) = (hp.n_embd, [hp.q_dim(), hp.k_dim(), hp.v_dim()]);
-        let parts = [("q", dims[0]), ("k", dims[1]), ("v", dims[2])];
-        let fused = l.fused_opt(&n("attn_qkv.weight"), e, &parts)?;
-        let fused_bias = match &fused {
-            Some(_) => l.vector_opt(&n("attn_qkv.bias"), dims.iter().sum())?,
-            None => None,
-        };
-        let weights = match fused {
-            Some(blocks) => {
-                let [q, k, v] = fused_parts(Some(blocks), &n("attn_qkv.weight"))?;
-                QkvWeights { q, k, v }
-            }
-            None => {
-                // A file with neither form: the error names both.
-                let one = |part: &str, rows| {
-                    l.linear(&n(&format!("attn_{part}.weight")), e, rows)
-                        .map_err(|err| match err {
-                            ModelError::MissingTensor(t) => ModelError::MissingTensor(format!(
-                                "{t} (or a fused {})",
-                                n("attn_qkv.weight")
-                            )),
-                            other => other,
-                        })
-                };
-                QkvWeights {
-                    q: one("q", dims[0])?,
-                    k: one("k", dims[1])?,
-                    v: one("v", dims[2])?,
-                }
-            }
-        };
-        let biases = match fused_bias {
-            Some(b) => {
-                let (q, rest) = b.split_at(dims[0]);
-                let (k, v) = rest.split_at(dims[1]);
-                QkvWeights {
-                    q: Some(q.to_vec()),
-                    k: Some(k.to_vec()),
-                    v: Some(v.to_vec()),
-                }
-            }
-            None => {
-                let required = bias == Presence::Required;
-                let one =
-                    |part: &str, len| l.vector_if(required, &n(&format!("attn_{part}.bias")), len);
-                QkvWeights {
-                    q: one("q", dims[0])?,
-                    k: one("k", dims[1])?,
-                    v: one("v", dims[2])?,
-                }
-            }
-        };
-        Ok((weights, biases))
-    }
-}
-
 /// The row blocks of a fused tensor, which must exist.
-fn fused_parts<const N: usize>(
+pub(super) fn fused_parts<const N: usize>(
     blocks: Option<Vec<Linear>>,
     name: &str,
 ) -> Result<[Linear; N], ModelError> {

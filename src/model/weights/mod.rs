@@ -3,12 +3,18 @@
 //! Matrices stay in their quantized blocks inside the mapping; only the small norm vectors and
 //! biases are copied out as f32.
 
+mod attention;
+mod delta_net;
 mod layer;
 mod linear;
+mod short_conv;
 mod tensors;
 
-pub use layer::{Experts, Ffn, LayerWeights, SharedExpert};
+pub use attention::AttentionWeights;
+pub use delta_net::DeltaNetWeights;
+pub use layer::{Experts, Ffn, LayerWeights, SharedExpert, TokenMixer};
 pub use linear::Linear;
+pub use short_conv::ShortConvWeights;
 
 use super::arch::Arch;
 use super::error::ModelError;
@@ -159,7 +165,7 @@ impl Weights {
             output = token_embd.clone();
         }
         let weights = Weights {
-            output_norm: l.vector("output_norm.weight", e)?,
+            output_norm: l.vector(arch.recipe.output_norm, e)?,
             output,
             token_embd,
             layers,

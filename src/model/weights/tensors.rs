@@ -6,6 +6,9 @@ use crate::kernels::{self, MatmulPlan, WeightMatrix};
 use crate::model::error::ModelError;
 use crate::quant::dequant::dequantize_row;
 
+/// Experts' gate and up matrices.
+pub(super) type GateUp = (Vec<Linear>, Vec<Linear>);
+
 pub(super) struct Loader<'a> {
     pub gguf: &'a GgufFile,
 }
@@ -81,6 +84,31 @@ impl Loader<'_> {
         Ok(Some(out))
     }
 
+    /// A small matrix of `rows` rows of `cols` (ggml dims [cols, rows]), read whole as f32.
+    pub fn small_matrix(
+        &self,
+        name: &str,
+        cols: usize,
+        rows: usize,
+    ) -> Result<Vec<f32>, ModelError> {
+        let t = self
+            .find(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+        self.check_shape(t, &[cols as u64, rows as u64])?;
+        let mut out = vec![0.0; cols * rows];
+        let data = self.gguf.tensor_data(t);
+        let row_bytes = data.len() / rows.max(1);
+        for (r, row) in out.chunks_exact_mut(cols).enumerate() {
+            dequantize_row(t.ggml_type, &data[r * row_bytes..(r + 1) * row_bytes], row).map_err(
+                |_| ModelError::UnsupportedTensorType {
+                    tensor: name.into(),
+                    ty: t.ggml_type,
+                },
+            )?;
+        }
+        Ok(out)
+    }
+
     pub fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>, ModelError> {
         self.vector_opt(name, n)?
             .ok_or_else(|| ModelError::MissingTensor(name.into()))
@@ -111,6 +139,40 @@ impl Loader<'_> {
             .map(|i| (format!("{name}[{i}]"), rows))
             .collect();
         self.row_blocks(t, k, &parts)
+    }
+
+    /// The experts' gate and up matrices [rows, k] from one stacked tensor holding per expert
+    /// its gate rows then its up rows (ggml dims [k, 2 * rows, n_expert]); `None` when the file
+    /// has no such tensor.
+    pub fn experts_gate_up_opt(
+        &self,
+        name: &str,
+        k: usize,
+        rows: usize,
+        n_expert: usize,
+        count_key: &str,
+    ) -> Result<Option<GateUp>, ModelError> {
+        let Some(t) = self.find(name) else {
+            return Ok(None);
+        };
+        check_expert_count(t, &[k as u64, 2 * rows as u64], n_expert, count_key)?;
+        self.check_shape(t, &[k as u64, 2 * rows as u64, n_expert as u64])?;
+        if !kernels::supports(t.ggml_type) {
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: name.into(),
+                ty: t.ggml_type,
+            });
+        }
+        let parts: Vec<(String, usize)> = (0..n_expert)
+            .flat_map(|i| ["gate", "up"].map(|p| (format!("{name}[{i}]:{p}"), rows)))
+            .collect();
+        let mut blocks = self.row_blocks(t, k, &parts)?.into_iter();
+        let (mut gate, mut up) = (Vec::new(), Vec::new());
+        while let (Some(g), Some(u)) = (blocks.next(), blocks.next()) {
+            gate.push(g);
+            up.push(u);
+        }
+        Ok(Some((gate, up)))
     }
 
     /// A matrix stored fused with others in one tensor [k, sum of rows] (ggml dims), cut into

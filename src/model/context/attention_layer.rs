@@ -1,0 +1,164 @@
+//! The attention token mixer: QKV → (QK-norm) → RoPE → store K, V in the cache → attention
+//! over the sequence's cached positions → output projection.
+
+use super::forward::project;
+use super::Context;
+use crate::kernels::{ActSource, AttnScore};
+use crate::model::attention::{attention, AttentionShape, QueryPlace};
+use crate::model::error::ModelError;
+use crate::model::ops;
+use crate::model::weights::AttentionWeights;
+use crate::model::Model;
+use crate::parallel;
+
+impl Context {
+    /// Layer `il`'s attention over its normed input `src` ([n, n_embd]): its output before the
+    /// residual add, [n, n_embd].
+    pub(super) fn attention(
+        &mut self,
+        model: &Model,
+        a: &AttentionWeights,
+        il: usize,
+        src: ActSource,
+        places: &[QueryPlace],
+    ) -> Result<Vec<f32>, ModelError> {
+        let (hp, gguf) = (&model.hparams, &model.gguf);
+        let (n, e) = (places.len(), hp.n_embd);
+        let kl = hp
+            .kv_layer(il)
+            .expect("an attention layer has a KV cache layer");
+        // [n, q_dim], [n, k_dim], [n, v_dim]
+        let [mut q, mut k, mut v] =
+            project(gguf, src, n, e, [&a.wq, &a.wk, &a.wv], &mut self.scratch)?;
+        for (rows, bias) in [(&mut q, &a.bq), (&mut k, &a.bk), (&mut v, &a.bv)] {
+            if let Some(b) = bias {
+                ops::add_bias(rows, b);
+            }
+        }
+        // [n, q_dim] each: the queries, and the output gate where the recipe has one.
+        let gate = (model.arch.recipe.attn_output_gate)
+            .then(|| split_query_gate(&mut q, n, hp.n_head, hp.head_dim_k));
+        // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
+        // rounding of small query values in its attention kernel depends on it).
+        let q_scale = (model.arch.recipe.scale_queries_before_attention).then_some(hp.attn_scale);
+        self.position_queries_and_keys(model, a, il, kl, q_scale, places, &mut q, &mut k);
+        let rotate_v = self.kv.rotation_v();
+        if let Some(n) = rotate_v {
+            parallel::for_each_row(&mut v, hp.v_dim(), &mut [0f32; 0], 0, |_, v_t, _| {
+                ops::hadamard_inplace(v_t, n)
+            });
+        }
+        let (kd, vd) = (hp.k_dim(), hp.v_dim());
+        for (t, place) in places.iter().enumerate() {
+            let row = place.seq_row0 + place.pos;
+            self.kv
+                .store(kl, row, &k[t * kd..(t + 1) * kd], &v[t * vd..(t + 1) * vd]);
+        }
+        let shape = AttentionShape {
+            n_head: hp.n_head,
+            n_head_kv: hp.n_head_kv,
+            head_dim_k: hp.head_dim_k,
+            head_dim_v: hp.head_dim_v,
+            score: AttnScore {
+                scale: if q_scale.is_some() {
+                    1.0
+                } else {
+                    hp.attn_scale
+                },
+                softcap: hp.attn_softcap,
+            },
+            window: if hp.is_sliding(il) {
+                hp.sliding_window
+            } else {
+                0
+            },
+        };
+        let attn_dim = hp.n_head * hp.head_dim_v;
+        // [n, n_head * head_dim_v]
+        let mut attn = self.scratch.take(n * attn_dim);
+        attention(&shape, &q, &self.kv, kl, places, &mut attn);
+        if let Some(n) = rotate_v {
+            // The values were stored rotated: so is their weighted sum.
+            parallel::for_each_row(&mut attn, attn_dim, &mut [0f32; 0], 0, |_, a_t, _| {
+                ops::hadamard_inplace(a_t, n)
+            });
+        }
+        if let Some(gate) = gate {
+            ops::mul_sigmoid_inplace(&mut attn, &gate);
+        }
+        self.scratch.give([q, k, v]);
+        let [mut o] = project(
+            gguf,
+            ActSource::Rows(&attn),
+            n,
+            attn_dim,
+            [&a.wo],
+            &mut self.scratch,
+        )?;
+        if let Some(b) = &a.bo {
+            ops::add_bias(&mut o, b);
+        }
+        self.scratch.give([attn]);
+        Ok(o)
+    }
+}
+
+/// Splits query rows that hold per head its queries then its gate values ([n, n_head * 2 *
+/// head_dim]) into the queries, left in `q` ([n, n_head * head_dim]), and the gate, returned.
+fn split_query_gate(q: &mut Vec<f32>, n: usize, n_head: usize, head_dim: usize) -> Vec<f32> {
+    let q_dim = n_head * head_dim;
+    let mut queries = vec![0f32; n * q_dim];
+    let mut gate = vec![0f32; n * q_dim];
+    for (t, row) in q.chunks_exact(2 * q_dim).enumerate() {
+        for (h, pair) in row.chunks_exact(2 * head_dim).enumerate() {
+            let at = t * q_dim + h * head_dim;
+            queries[at..at + head_dim].copy_from_slice(&pair[..head_dim]);
+            gate[at..at + head_dim].copy_from_slice(&pair[head_dim..]);
+        }
+    }
+    *q = queries;
+    gate
+}
+
+impl Context {
+    /// QK-norm, RoPE at each token's position, the query scale, and the cache's key basis
+    /// (balance, Hadamard rotation, centering), row by row.
+    #[allow(clippy::too_many_arguments)]
+    fn position_queries_and_keys(
+        &self,
+        model: &Model,
+        a: &AttentionWeights,
+        il: usize,
+        kl: usize,
+        q_scale: Option<f32>,
+        places: &[QueryPlace],
+        q: &mut [f32],
+        k: &mut [f32],
+    ) {
+        let hp = &model.hparams;
+        let rotate_k = self.kv.rotation_k();
+        let key_balance = self.key_balance[kl].as_ref();
+        let key_center = self.key_center[kl].as_deref();
+        let rope = self.ropes.of(hp, il);
+        parallel::for_each_row(q, hp.q_dim(), k, hp.k_dim(), |t, q_t, k_t| {
+            if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
+                ops::rms_norm_rows_inplace(q_t, qn, hp.rms_eps);
+                ops::rms_norm_rows_inplace(k_t, kn, hp.rms_eps);
+            }
+            rope.apply(&mut [&mut *q_t, &mut *k_t], hp.head_dim_k, places[t].pos);
+            if let Some(s) = q_scale {
+                q_t.iter_mut().for_each(|v| *v *= s);
+            }
+            if let Some(b) = key_balance {
+                b.apply(q_t, k_t);
+            }
+            if let Some(n) = rotate_k {
+                ops::hadamard_inplace(q_t, n);
+                ops::hadamard_inplace(k_t, n);
+            }
+            if let Some(c) = key_center {
+                super::centering::center(k_t, c);
+            }
+        });
+    }
+}

@@ -1,0 +1,145 @@
+//! An attention layer's tensors: Q, K, V and output projections, their optional biases and the
+//! optional QK-norm weights.
+
+use super::layer::fused_parts;
+use super::tensors::Loader;
+use super::Linear;
+use crate::model::arch::{Arch, Presence, QkNorm};
+use crate::model::error::ModelError;
+use crate::model::hparams::HParams;
+
+/// Shapes: [out, in] for matrices.
+pub struct AttentionWeights {
+    /// [n_head*head_dim_k, n_embd], or with an output gate [n_head*2*head_dim_k, n_embd]: per
+    /// head its queries, then its gate values.
+    pub wq: Linear,
+    /// [n_head_kv*head_dim_k, n_embd]
+    pub wk: Linear,
+    /// [n_head_kv*head_dim_v, n_embd]
+    pub wv: Linear,
+    /// [n_embd, n_head*head_dim_v]
+    pub wo: Linear,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub bo: Option<Vec<f32>>,
+    /// [head_dim_k] per head, or [q_dim] and [k_dim] for the whole projections (recipes with
+    /// QK-norm): RMS-normalised in pieces of their length.
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+}
+
+impl AttentionWeights {
+    pub(super) fn load(
+        l: &Loader,
+        arch: Arch,
+        hp: &HParams,
+        il: usize,
+    ) -> Result<AttentionWeights, ModelError> {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let r = &arch.recipe;
+        // With an output gate, the query rows hold each head's queries then its gate values.
+        let q_rows = if r.attn_output_gate { 2 } else { 1 } * hp.q_dim();
+        let (qkv, biases) = QkvWeights::load(l, r.qkv_bias, hp, q_rows, il)?;
+        let (qk_norm, q_norm_len, k_norm_len) = match r.qk_norm {
+            QkNorm::None => (false, hp.head_dim_k, hp.head_dim_k),
+            QkNorm::PerHead => (true, hp.head_dim_k, hp.head_dim_k),
+            QkNorm::Whole => (true, hp.q_dim(), hp.k_dim()),
+        };
+        let vector_if =
+            |required: bool, name: &str, len: usize| l.vector_if(required, &n(name), len);
+        Ok(AttentionWeights {
+            wq: qkv.q,
+            wk: qkv.k,
+            wv: qkv.v,
+            wo: l.linear(
+                &n("attn_output.weight"),
+                hp.n_head * hp.head_dim_v,
+                hp.n_embd,
+            )?,
+            bq: biases.q,
+            bk: biases.k,
+            bv: biases.v,
+            bo: l.vector_opt(&n("attn_output.bias"), hp.n_embd)?,
+            q_norm: vector_if(qk_norm, "attn_q_norm.weight", q_norm_len)?,
+            k_norm: vector_if(qk_norm, "attn_k_norm.weight", k_norm_len)?,
+        })
+    }
+}
+
+/// Q, K and V (`[q|k|v]`): three tensors, or one fused `attn_qkv` cut into its row blocks, as
+/// llama.cpp accepts for every architecture.
+struct QkvWeights<T> {
+    q: T,
+    k: T,
+    v: T,
+}
+
+type QkvBiases = QkvWeights<Option<Vec<f32>>>;
+
+impl QkvWeights<Linear> {
+    /// The projections and their biases: a fused `attn_qkv.bias`, else separate ones.
+    /// `bias` says whether the biases are required.
+    fn load(
+        l: &Loader,
+        bias: Presence,
+        hp: &HParams,
+        q_rows: usize,
+        il: usize,
+    ) -> Result<(Self, QkvBiases), ModelError> {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let (e, dims) = (hp.n_embd, [q_rows, hp.k_dim(), hp.v_dim()]);
+        let parts = [("q", dims[0]), ("k", dims[1]), ("v", dims[2])];
+        let fused = l.fused_opt(&n("attn_qkv.weight"), e, &parts)?;
+        let fused_bias = match &fused {
+            Some(_) => l.vector_opt(&n("attn_qkv.bias"), dims.iter().sum())?,
+            None => None,
+        };
+        let weights = match fused {
+            Some(blocks) => {
+                let [q, k, v] = fused_parts(Some(blocks), &n("attn_qkv.weight"))?;
+                QkvWeights { q, k, v }
+            }
+            None => {
+                // A file with neither form: the error names both.
+                let one = |part: &str, rows| {
+                    l.linear(&n(&format!("attn_{part}.weight")), e, rows)
+                        .map_err(|err| match err {
+                            ModelError::MissingTensor(t) => ModelError::MissingTensor(format!(
+                                "{t} (or a fused {})",
+                                n("attn_qkv.weight")
+                            )),
+                            other => other,
+                        })
+                };
+                QkvWeights {
+                    q: one("q", dims[0])?,
+                    k: one("k", dims[1])?,
+                    v: one("v", dims[2])?,
+                }
+            }
+        };
+        let biases = match fused_bias {
+            Some(b) => {
+                let (q, rest) = b.split_at(dims[0]);
+                let (k, v) = rest.split_at(dims[1]);
+                QkvWeights {
+                    q: Some(q.to_vec()),
+                    k: Some(k.to_vec()),
+                    v: Some(v.to_vec()),
+                }
+            }
+            None => {
+                let required = bias == Presence::Required;
+                let one =
+                    |part: &str, len| l.vector_if(required, &n(&format!("attn_{part}.bias")), len);
+                QkvWeights {
+                    q: one("q", dims[0])?,
+                    k: one("k", dims[1])?,
+                    v: one("v", dims[2])?,
+                }
+            }
+        };
+        Ok((weights, biases))
+    }
+}
