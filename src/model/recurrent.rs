@@ -80,6 +80,9 @@ pub struct RecurrentMemory {
     /// Per sequence: states kept at chosen positions (the end of a prompt), oldest first, so a
     /// later request sharing that prefix does not evaluate it again.
     checkpoints: Vec<VecDeque<Snapshot>>,
+    /// Snapshot buffers no longer in use, for the next pass: a decode step's snapshot is a
+    /// fresh allocation otherwise (megabytes of pages the kernel zeroes, every token).
+    spare: Vec<Box<[f32]>>,
 }
 
 /// Floats of layer `il`'s state per sequence (0: no state).
@@ -140,6 +143,7 @@ impl RecurrentMemory {
             pending: vec![Vec::new(); n_seq],
             pending_recent: vec![0; n_seq],
             checkpoints: vec![VecDeque::new(); n_seq],
+            spare: Vec::new(),
         };
         for seq in 0..n_seq {
             memory.reset(seq);
@@ -181,23 +185,37 @@ impl RecurrentMemory {
         if !self.is_used() {
             return;
         }
-        let len = self.len;
-        let snapshot = |held| Snapshot {
-            held,
-            state: vec![0.0; len].into(),
-        };
-        for (seq, pending) in self.pending.iter_mut().enumerate() {
+        for seq in 0..self.pending.len() {
             let (h, a) = (held[seq], added[seq]);
             let recent = h + a - a.min(self.limits.rewind_depth) + 1..=h + a;
-            *pending = recent.clone().map(snapshot).collect();
-            self.pending_recent[seq] = pending.len();
             let interval = (h / CHECKPOINT_INTERVAL + 1..=(h + a) / CHECKPOINT_INTERVAL)
                 .map(|i| i * CHECKPOINT_INTERVAL);
             let before_end = (a > 1).then_some(h + a - 1);
             let mut kept: Vec<usize> = interval.chain(before_end).collect();
             kept.sort_unstable();
             kept.dedup();
-            pending.extend(kept.into_iter().map(snapshot));
+            self.pending_recent[seq] = recent.clone().count();
+            // Every recurrent layer records its part at each of these positions, so a reused
+            // buffer's old contents are all overwritten.
+            let pending: Vec<Snapshot> = (recent.chain(kept))
+                .map(|held| Snapshot {
+                    held,
+                    state: self.buffer(),
+                })
+                .collect();
+            self.pending[seq] = pending;
+        }
+    }
+
+    /// A snapshot buffer: a spare one, else a new one.
+    fn buffer(&mut self) -> Box<[f32]> {
+        (self.spare.pop()).unwrap_or_else(|| vec![0.0; self.len].into())
+    }
+
+    /// Keeps a snapshot's buffer for a later pass (a few of them).
+    fn recycle(&mut self, s: Snapshot) {
+        if self.spare.len() < 2 * MIN_REWIND_DEPTH {
+            self.spare.push(s.state);
         }
     }
 
@@ -233,10 +251,10 @@ impl RecurrentMemory {
         for seq in 0..self.pending.len() {
             let mut pending = std::mem::take(&mut self.pending[seq]);
             let kept = pending.split_off(self.pending_recent[seq]);
-            let history = &mut self.history[seq];
-            history.extend(pending);
-            while history.len() > self.limits.rewind_depth + 1 {
-                history.pop_front();
+            self.history[seq].extend(pending);
+            while self.history[seq].len() > self.limits.rewind_depth + 1 {
+                let oldest = self.history[seq].pop_front().expect("not empty");
+                self.recycle(oldest);
             }
             for s in kept {
                 self.keep_checkpoint(seq, s);
@@ -261,24 +279,27 @@ impl RecurrentMemory {
         if !self.is_used() || n >= held {
             return n.min(held);
         }
-        let (history, checkpoints) = (&mut self.history[seq], &mut self.checkpoints[seq]);
-        while history.back().is_some_and(|s| s.held > n) {
-            history.pop_back();
+        let mut dropped = Vec::new();
+        while self.history[seq].back().is_some_and(|s| s.held > n) {
+            dropped.extend(self.history[seq].pop_back());
         }
-        checkpoints.retain(|s| s.held <= n);
-        let best = [history.back(), checkpoints.back()]
-            .into_iter()
-            .flatten()
-            .max_by_key(|s| s.held)
+        dropped.into_iter().for_each(|s| self.recycle(s));
+        self.checkpoints[seq].retain(|s| s.held <= n);
+        // A checkpoint later than every recent state: the sequence resumes from it.
+        let recent = self.history[seq].back().map(|s| s.held);
+        let checkpoint = (self.checkpoints[seq].back())
+            .filter(|c| recent.is_none_or(|r| c.held > r))
             .cloned();
-        match best {
-            Some(s) => {
-                self.states[seq].copy_from_slice(&s.state);
-                if history.back().is_none_or(|h| h.held != s.held) {
-                    history.clear();
-                    history.push_back(s.clone());
-                }
-                s.held
+        if let Some(c) = checkpoint {
+            self.states[seq].copy_from_slice(&c.state);
+            let held = c.held;
+            self.history[seq] = VecDeque::from([c]);
+            return held;
+        }
+        match self.history[seq].back() {
+            Some(h) => {
+                self.states[seq].copy_from_slice(&h.state);
+                h.held
             }
             None => {
                 self.reset(seq);
@@ -400,6 +421,7 @@ mod tests {
             pending: vec![Vec::new(); n_seq],
             pending_recent: vec![0; n_seq],
             checkpoints: vec![VecDeque::new(); n_seq],
+            spare: Vec::new(),
         };
         (0..n_seq).for_each(|s| m.reset(s));
         m
