@@ -203,6 +203,7 @@ MODELS = {
                             n_head_kv=2, head_dim=128, n_ff=3072, seed=16,
                             rope_base=10_000_000.0, n_expert=48, n_expert_used=4,
                             n_ff_exp=512, tied_output=True, default=False, fast_weights=True,
+                            n_ctx_train=262_144,
                             extra={"delta": (4, 8, 16, 64), "full_attn_interval": 4,
                                    "rope_dims": 32, "rope_sections": [6, 5, 5, 0],
                                    "shared_ff": 512, "gate_up_fused": True}),

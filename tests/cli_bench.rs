@@ -94,3 +94,29 @@ fn speculative_mode_compares_with_plain_decoding() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("-f FILE"));
 }
+
+/// On a hybrid model each run rewinds to the depth further back than its recurrent state's
+/// per-token snapshots reach (a 100-token prompt test): bench evaluates again what the state
+/// cannot keep, untimed, and every test runs (none overflows the context sized for it).
+#[test]
+fn hybrid_models_are_measured_at_depth() {
+    let model = common::synthetic::synthetic_path("qwen35-tiny");
+    let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
+        .args(["bench", "-m", model.to_str().unwrap(), "-r", "2", "-t", "2"])
+        .args(["-p", "100", "-n", "50", "-d", "0,200", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let tests: Vec<(u64, &str)> = (rows.iter())
+        .map(|r| (r["n_depth"].as_u64().unwrap(), r["test"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        tests,
+        [(0, "pp100"), (0, "tg50"), (200, "pp100"), (200, "tg50")]
+    );
+}

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kolibri::model::{Context, ContextParams, KvType, Logits};
+use kolibri::tokenizer::TokenId;
 
 use crate::args::Args;
 
@@ -163,6 +164,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                         ctx.eval(&tokens.take(depth), Logits::Last)
                             .map_err(|e| e.to_string())?;
                     }
+                    let depth_tokens = ctx.seq_tokens(0).to_vec();
                     let tests = prompts
                         .iter()
                         .filter(|&&p| p > 0)
@@ -173,7 +175,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                                 .map(|&n| (format!("tg{n}"), n, false)),
                         );
                     for (test, n, is_prompt) in tests {
-                        let samples = time_runs(&mut ctx, &mut tokens, depth, n, is_prompt, reps)?;
+                        let run = (n, is_prompt, reps);
+                        let samples = time_runs(&mut ctx, &depth_tokens, &mut tokens, run)?;
                         let row = Row {
                             model: name.clone(),
                             size_bytes,
@@ -225,19 +228,23 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// One warm-up and `reps` timed runs of a test, each from `depth` tokens in the cache; tokens/s
-/// of the timed ones.
+/// One warm-up and `reps` timed runs of a test of `n` tokens (a prompt, or generated one by
+/// one), each from `depth_tokens` in the cache; tokens/s of the timed ones.
 fn time_runs(
     ctx: &mut Context,
+    depth_tokens: &[TokenId],
     tokens: &mut RandomTokens,
-    depth: usize,
-    n: usize,
-    is_prompt: bool,
-    reps: usize,
+    (n, is_prompt, reps): (usize, bool, usize),
 ) -> Result<Vec<f64>, String> {
     let mut samples = Vec::with_capacity(reps);
     for rep in 0..=reps {
-        ctx.truncate(depth);
+        // A recurrent state may not rewind that far: what it cannot keep is evaluated again,
+        // untimed.
+        let kept = ctx.truncate(depth_tokens.len());
+        if kept < depth_tokens.len() {
+            ctx.eval(&depth_tokens[kept..], Logits::Last)
+                .map_err(|e| e.to_string())?;
+        }
         let seconds = if is_prompt {
             let batch = tokens.take(n);
             let start = Instant::now();
