@@ -46,54 +46,25 @@ impl Context {
             .delta_net
             .expect("delta-net layers have a delta-net shape");
         let (n, e) = (batch.len(), hp.n_embd);
-        let (cd, vd) = (d.conv_dim(), d.value_dim());
+        let vd = d.value_dim();
         // [n, conv_dim], [n, value_dim], [n, n_v_heads] twice
         let mats = [&w.qkv, &w.z, &w.beta, &w.alpha];
         let [mut qkv, mut z, beta, alpha] = project(gguf, src, n, e, mats, &mut self.scratch)?;
-        // Phase 1, token by token: the convolution (its state moves on), the L2 norms and
-        // each head's gates.
-        let conv_len = delta_net_conv_len(&d);
-        let mut gates = vec![(0f32, 0f32); n * d.n_v_heads];
-        for (t, token) in batch.iter().enumerate() {
-            let conv_state = &mut self.recurrent.layer_state(token.seq, il)[..conv_len];
-            let x = &mut qkv[t * cd..(t + 1) * cd];
-            conv_silu_step(conv_state, &w.conv, x);
-            for head in x[..2 * d.key_dim()].chunks_exact_mut(d.head_k) {
-                l2_normalize(head, hp.rms_eps);
-            }
-            for h in 0..d.n_v_heads {
-                let at = t * d.n_v_heads + h;
-                let decay = ops::softplus(alpha[at] + w.dt_bias[h]) * w.a[h];
-                gates[at] = (decay.exp(), 1.0 / (1.0 + (-beta[at]).exp()));
-            }
-            let held = places[t].pos + 1;
-            self.recurrent.record_part(token.seq, il, held, 0..conv_len);
-        }
-        // Phase 2, head by head: each sequence's tokens through each head's state, in runs
-        // that end where the pass records a snapshot (so a head's state stays in cache over a
-        // run, and is whole at each recorded position).
+        let inputs = ConvInputs::new(&qkv, batch, d.conv_kernel, |seq| {
+            self.recurrent.layer_state(seq, il)[..delta_net_conv_len(&d)].to_vec()
+        });
+        let gates = convolve_and_gate(model, w, &inputs, &mut qkv, &beta, &alpha);
+        self.move_conv_states(&d, il, &inputs, places);
         // [n, value_dim]: the heads' outputs
         let mut o = self.scratch.take_for_overwrite(n * vd);
-        let state_len = conv_len + d.n_v_heads * d.head_v * d.head_k;
-        let mut seqs: Vec<usize> = batch.iter().map(|b| b.seq).collect();
-        seqs.sort_unstable();
-        seqs.dedup();
-        for seq in seqs {
-            let tokens: Vec<usize> = (0..n).filter(|&t| batch[t].seq == seq).collect();
-            let recorded = self.recurrent.recorded_positions(seq);
-            for run in runs(&tokens, places, &recorded) {
-                let heads = &mut self.recurrent.layer_state(seq, il)[conv_len..];
-                let inputs = RunInputs {
-                    d: &d,
-                    qkv: &qkv,
-                    gates: &gates,
-                    tokens: run,
-                };
-                inputs.through_heads(heads, &mut o);
-                let held = places[*run.last().expect("a run has tokens")].pos + 1;
-                self.recurrent
-                    .record_part(seq, il, held, conv_len..state_len);
-            }
+        for (seq, tokens) in inputs.sequences() {
+            let run_inputs = |run| RunInputs {
+                d: &d,
+                qkv: &qkv,
+                gates: &gates,
+                tokens: run,
+            };
+            self.move_head_states(&d, il, seq, &tokens, places, run_inputs, &mut o);
         }
         // The gated norm: rms_norm(o) per head, times silu(z), left in z.
         parallel::for_each_row(&mut o, vd, &mut z, vd, |_, o_t, z_t| {
@@ -114,27 +85,172 @@ impl Context {
     }
 }
 
-/// One position of the causal convolution with SiLU, in place on `x` ([conv_dim]): `x =
-/// silu(conv(state ++ [x]))`, and the state moves on (the input `x` becomes its newest row).
-/// `state`: [taps - 1][conv_dim], oldest first; `kernel`: [conv_dim][taps], oldest tap first.
-pub(crate) fn conv_silu_step(state: &mut [f32], kernel: &[f32], x: &mut [f32]) {
-    let c = x.len();
-    let taps = kernel.len() / c;
-    let newest = state.len() - c;
-    for ch in 0..c {
-        let w = &kernel[ch * taps..(ch + 1) * taps];
-        let mut sum = 0f32;
-        for (k, &wk) in w[..taps - 1].iter().enumerate() {
-            sum += state[k * c + ch] * wk;
+/// Phase 1, every token at once (rows in parallel): `qkv` ([n, conv_dim]) becomes the
+/// convolution over each token's window of inputs with SiLU, its queries and keys
+/// L2-normalised; returns each token's heads' (decay, beta), [n, n_v_heads].
+fn convolve_and_gate(
+    model: &Model,
+    w: &DeltaNetWeights,
+    inputs: &ConvInputs,
+    qkv: &mut [f32],
+    beta: &[f32],
+    alpha: &[f32],
+) -> Vec<(f32, f32)> {
+    let hp = &model.hparams;
+    let d = hp
+        .delta_net
+        .expect("delta-net layers have a delta-net shape");
+    let n = qkv.len() / d.conv_dim();
+    let mut gates = vec![(0f32, 0f32); n * d.n_v_heads];
+    parallel::for_each_row(qkv, d.conv_dim(), &mut gates, d.n_v_heads, |t, x, g| {
+        inputs.convolve(t, &w.conv, x);
+        for head in x[..2 * d.key_dim()].chunks_exact_mut(d.head_k) {
+            l2_normalize(head, hp.rms_eps);
         }
-        let input = x[ch];
-        sum += input * w[taps - 1];
-        // Shift this channel's column while its old values are at hand.
-        for k in 0..taps - 2 {
-            state[k * c + ch] = state[(k + 1) * c + ch];
+        for (h, g) in g.iter_mut().enumerate() {
+            let at = t * d.n_v_heads + h;
+            let decay = ops::softplus(alpha[at] + w.dt_bias[h]) * w.a[h];
+            *g = (decay.exp(), 1.0 / (1.0 + (-beta[at]).exp()));
         }
-        state[newest + ch] = input;
-        x[ch] = sum / (1.0 + (-sum).exp());
+    });
+    gates
+}
+
+impl Context {
+    /// Each sequence's convolution state moves on to its last inputs, recorded where the pass
+    /// keeps snapshots.
+    fn move_conv_states(
+        &mut self,
+        d: &DeltaNetShape,
+        il: usize,
+        inputs: &ConvInputs,
+        places: &[QueryPlace],
+    ) {
+        let conv_len = delta_net_conv_len(d);
+        for (seq, rows) in inputs.sequences() {
+            for held in self.recurrent.recorded_positions(seq) {
+                let Some(i) = rows.iter().position(|&t| places[t].pos + 1 == held) else {
+                    continue;
+                };
+                let state = &mut self.recurrent.layer_state(seq, il)[..conv_len];
+                inputs.state_after(seq, i, state);
+                self.recurrent.record_part(seq, il, held, 0..conv_len);
+            }
+            let state = &mut self.recurrent.layer_state(seq, il)[..conv_len];
+            inputs.state_after(seq, rows.len() - 1, state);
+        }
+    }
+
+    /// Phase 2, head by head: sequence `seq`'s tokens (rows of the pass, in order) through
+    /// each head's state, in runs that end where the pass records a snapshot (so a head's
+    /// state stays in cache over a run, and is whole at each recorded position). Outputs go
+    /// to the tokens' rows of `o`.
+    #[allow(clippy::too_many_arguments)]
+    fn move_head_states<'a>(
+        &mut self,
+        d: &DeltaNetShape,
+        il: usize,
+        seq: usize,
+        tokens: &'a [usize],
+        places: &[QueryPlace],
+        run_inputs: impl Fn(&'a [usize]) -> RunInputs<'a>,
+        o: &mut [f32],
+    ) {
+        let conv_len = delta_net_conv_len(d);
+        let state_len = conv_len + d.n_v_heads * d.head_v * d.head_k;
+        let recorded = self.recurrent.recorded_positions(seq);
+        for run in runs(tokens, places, &recorded) {
+            let heads = &mut self.recurrent.layer_state(seq, il)[conv_len..];
+            run_inputs(run).through_heads(heads, o);
+            let held = places[*run.last().expect("a run has tokens")].pos + 1;
+            self.recurrent
+                .record_part(seq, il, held, conv_len..state_len);
+        }
+    }
+}
+
+/// The inputs of the causal convolution over a pass: each sequence's state before it (its last
+/// `taps - 1` inputs, oldest first) followed by its tokens' projected rows, in order.
+struct ConvInputs {
+    /// [n, conv_dim]: the tokens' rows before the convolution.
+    raw: Vec<f32>,
+    conv_dim: usize,
+    taps: usize,
+    /// Per token: its sequence's place in `seqs`, and its index among that sequence's tokens.
+    at: Vec<(usize, usize)>,
+    /// Per sequence of the pass: its id, its state before the pass ([taps - 1][conv_dim]) and
+    /// its tokens (their rows), in order.
+    seqs: Vec<(usize, Vec<f32>, Vec<usize>)>,
+}
+
+impl ConvInputs {
+    fn new(
+        qkv: &[f32],
+        batch: &[BatchToken],
+        taps: usize,
+        mut state: impl FnMut(usize) -> Vec<f32>,
+    ) -> ConvInputs {
+        let mut seqs: Vec<(usize, Vec<f32>, Vec<usize>)> = Vec::new();
+        let mut at = Vec::with_capacity(batch.len());
+        for (t, token) in batch.iter().enumerate() {
+            let s = match seqs.iter().position(|(id, ..)| *id == token.seq) {
+                Some(s) => s,
+                None => {
+                    seqs.push((token.seq, state(token.seq), Vec::new()));
+                    seqs.len() - 1
+                }
+            };
+            at.push((s, seqs[s].2.len()));
+            seqs[s].2.push(t);
+        }
+        ConvInputs {
+            raw: qkv.to_vec(),
+            conv_dim: qkv.len() / batch.len().max(1),
+            taps,
+            at,
+            seqs,
+        }
+    }
+
+    /// Input `u` of the sequence at `s`: its state's rows, then its tokens'.
+    fn input(&self, s: usize, u: usize) -> &[f32] {
+        let (c, (_, state, rows)) = (self.conv_dim, &self.seqs[s]);
+        match u.checked_sub(self.taps - 1) {
+            None => &state[u * c..(u + 1) * c],
+            Some(i) => &self.raw[rows[i] * c..(rows[i] + 1) * c],
+        }
+    }
+
+    /// Token `t`'s output: `x = silu(conv(window))` over its last `taps` inputs. `kernel`:
+    /// [conv_dim][taps], oldest tap first (as ggml's `ssm_conv` sums).
+    fn convolve(&self, t: usize, kernel: &[f32], x: &mut [f32]) {
+        let (s, i) = self.at[t];
+        let window: Vec<&[f32]> = (0..self.taps).map(|k| self.input(s, i + k)).collect();
+        for (ch, x) in x.iter_mut().enumerate() {
+            let w = &kernel[ch * self.taps..(ch + 1) * self.taps];
+            let mut sum = 0f32;
+            for (input, &wk) in window.iter().zip(w) {
+                sum += input[ch] * wk;
+            }
+            *x = sum / (1.0 + (-sum).exp());
+        }
+    }
+
+    /// The sequences of the pass: (id, their tokens' rows in order).
+    fn sequences(&self) -> Vec<(usize, Vec<usize>)> {
+        (self.seqs.iter())
+            .map(|(id, _, rows)| (*id, rows.clone()))
+            .collect()
+    }
+
+    /// The convolution state of sequence `seq` after its `i`-th token of the pass: its last
+    /// `taps - 1` inputs.
+    fn state_after(&self, seq: usize, i: usize, out: &mut [f32]) {
+        let s = (self.seqs.iter().position(|(id, ..)| *id == seq)).expect("a sequence of the pass");
+        let c = self.conv_dim;
+        for (k, row) in out.chunks_exact_mut(c).enumerate() {
+            row.copy_from_slice(self.input(s, i + 1 + k));
+        }
     }
 }
 
@@ -209,27 +325,38 @@ fn l2_normalize(x: &mut [f32], eps: f32) {
 
 #[cfg(test)]
 mod tests {
-    use super::conv_silu_step;
+    use super::{BatchToken, ConvInputs};
 
     #[test]
-    fn conv_steps_compute_the_causal_convolution_with_silu() {
+    fn convolution_over_a_pass_is_the_causal_convolution_with_silu() {
         let (c, taps, n) = (3, 4, 7);
         let kernel: Vec<f32> = (0..c * taps).map(|i| 0.1 * i as f32 - 0.5).collect();
         let xs: Vec<f32> = (0..n * c).map(|i| (i as f32 * 0.9).cos()).collect();
-        let mut state = vec![0f32; (taps - 1) * c];
+        // One sequence, its state before the pass: inputs at positions -3..-1.
+        let before: Vec<f32> = (0..(taps - 1) * c).map(|i| 0.2 * i as f32 - 0.4).collect();
+        let batch: Vec<BatchToken> = (0..n)
+            .map(|_| BatchToken {
+                token: 0,
+                seq: 0,
+                logits: false,
+            })
+            .collect();
+        let inputs = ConvInputs::new(&xs, &batch, taps, |_| before.clone());
+        // Inputs by position: the state's rows, then the tokens'.
+        let all: Vec<f32> = before.iter().chain(&xs).copied().collect();
         for t in 0..n {
             let mut x = xs[t * c..(t + 1) * c].to_vec();
-            conv_silu_step(&mut state, &kernel, &mut x);
+            inputs.convolve(t, &kernel, &mut x);
             for ch in 0..c {
-                let mut sum = 0f32;
-                for k in 0..taps {
-                    if let Some(p) = (t + k).checked_sub(taps - 1) {
-                        sum += kernel[ch * taps + k] * xs[p * c + ch];
-                    }
-                }
+                let sum: f32 = (0..taps)
+                    .map(|k| all[(t + k) * c + ch] * kernel[ch * taps + k])
+                    .sum();
                 let want = sum / (1.0 + (-sum).exp());
                 assert!((x[ch] - want).abs() < 1e-6, "t {t} ch {ch}");
             }
+            let mut state = vec![0f32; (taps - 1) * c];
+            inputs.state_after(0, t, &mut state);
+            assert_eq!(state, all[(t + 1) * c..(t + taps) * c]);
         }
     }
 }
