@@ -85,10 +85,11 @@ static AMX: Backend = Backend {
 };
 
 /// The NEON paths run the scalar twins for the element-wise ops (no NEON versions yet) and
-/// NEON for matmuls and attention tiles.
+/// NEON for matmuls, attention tiles and the delta-net step.
 #[cfg(target_arch = "aarch64")]
 const NEON_OPS: Ops = Ops {
     f32_gemm: f32_gemm::neon::f32_gemm,
+    delta_rows: delta_rows::neon::delta_rows,
     q8_0_to_f32: kv_rows::neon::q8_0_to_f32,
     q4_0_to_f32: kv_rows::neon::q4_0_to_f32,
     ..SCALAR_OPS

@@ -1,9 +1,11 @@
 //! The Gated DeltaNet step on one head's state, row by row: the decode step's whole cost. Each
 //! value row of the state is read and written once per token: decayed, dotted with the key,
-//! corrected toward the value, dotted with the query. Scalar twin here, AVX2 beside.
+//! corrected toward the value, dotted with the query. Scalar twin here, AVX2 and NEON beside.
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+#[cfg(target_arch = "aarch64")]
+pub mod neon;
 
 /// A version of [`delta_rows`]: (state, q, k, v, [decay, beta, scale], out).
 pub type RowsFn = unsafe fn(&mut [f32], &[f32], &[f32], &[f32], [f32; 3], &mut [f32]);
