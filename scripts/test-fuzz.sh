@@ -24,7 +24,12 @@ for target in $(cargo fuzz list); do
   dirs=("fuzz/corpus/$target")
   [ -d "fuzz/seeds/$target" ] && dirs+=("fuzz/seeds/$target")
   log=$(mktemp)
-  if cargo fuzz run --release "$target" "${dirs[@]}" -- -max_total_time="$seconds" \
+  # Saved states on a hybrid model: KV rows, a recurrent state and its checkpoints.
+  model=$KOLIBRI_FUZZ_MODEL
+  if [ "$target" = saved_state ]; then
+    model=$(ls "${KOLIBRI_MODEL_DIR:-$HOME/.cache/kolibri/models}"/synthetic/qwen35-tiny-v*.gguf | head -1)
+  fi
+  if KOLIBRI_FUZZ_MODEL=$model cargo fuzz run --release "$target" "${dirs[@]}" -- -max_total_time="$seconds" \
       -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 >"$log" 2>&1; then
     runs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$log" | grep -o "[0-9]*$")
     echo "ok   - fuzz $target: ${runs:-?} inputs in ${seconds} s, no crash"

@@ -344,6 +344,20 @@ fn saved_states_round_trip_and_others_are_refused() {
             .unwrap();
         assert!(back == logits);
         assert!(loaded.eval(&[5, 6, 7], Logits::All).unwrap() == want);
+        // The file carries the checkpoints too: the same prompt sent again (its last token
+        // evaluated for its logits) resumes from the one before the prompt's end.
+        let mut again = context(&model);
+        again
+            .load_seq(0, &mut std::io::Cursor::new(&saved))
+            .unwrap();
+        let n = tokens.len();
+        assert_eq!(again.truncate(n - 1), n - 1, "{name}");
+        // As a context that evaluated the prompt but its last token, then that token.
+        let last = again.eval(&tokens[n - 1..], Logits::Last).unwrap();
+        let mut fresh = context(&model);
+        fresh.eval(&tokens[..n - 1], Logits::Last).unwrap();
+        let want_last = fresh.eval(&tokens[n - 1..], Logits::Last).unwrap();
+        assert!(last == want_last, "{name}: not the same bits");
 
         // Truncated, corrupted, and another model's states: refused, the context unchanged.
         let mut other = context(&model);

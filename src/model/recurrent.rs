@@ -394,6 +394,22 @@ impl RecurrentMemory {
         &self.states[seq]
     }
 
+    /// Sequence `seq`'s checkpoints (positions and states), oldest first, for saving.
+    pub fn seq_checkpoints(&self, seq: usize) -> impl Iterator<Item = (usize, &[f32])> {
+        self.checkpoints[seq].iter().map(|c| (c.held, &*c.state))
+    }
+
+    /// Adds a loaded checkpoint of sequence `seq`.
+    pub fn add_checkpoint(&mut self, seq: usize, held: usize, state: &[f32]) {
+        self.keep_checkpoint(
+            seq,
+            Snapshot {
+                held,
+                state: state.into(),
+            },
+        );
+    }
+
     /// Sets sequence `seq`'s state after its first `held` tokens (a loaded state).
     pub fn set_seq_state(&mut self, seq: usize, held: usize, state: &[f32]) {
         self.states[seq].copy_from_slice(state);

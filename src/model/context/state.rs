@@ -7,12 +7,15 @@
 //!   index, see [`Model::fingerprint`]), its name (u32 length + UTF-8);
 //! - the cache layout (10 × u32: attention layers, KV heads, key and value head sizes, key
 //!   and value types, their Hadamard blocks, a checksum of the key centers and balances, the
-//!   floats of a sequence's recurrent state), the token count and logit count (u32 each);
+//!   floats of a sequence's recurrent state), the token, logit and checkpoint counts (u32
+//!   each);
 //! - the tokens (u32 each), the logits (f32 each);
 //! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
 //!   the values, then (quantized keys) per (layer, KV head) the f16 keys of the positions of
 //!   the last, incomplete group (see `kv_cache::recent`);
-//! - the recurrent layers' state after the last token (f32 each; none for transformers);
+//! - the recurrent layers' state after the last token (f32 each; none for transformers), then
+//!   each checkpoint: its position (u32) and state, so a request that shares only a prefix
+//!   resumes from it;
 //! - a checksum (u64, [`Checksum`]) of everything before it.
 //!
 //! Loading checks all of it (format, length, checksum, model, layout, sizes) before it touches
@@ -40,6 +43,8 @@ struct Header {
     layout: [u32; 10],
     tokens: Vec<TokenId>,
     logits: Vec<f32>,
+    /// Recurrent-state checkpoints after the body's state.
+    n_checkpoints: u32,
 }
 
 impl Header {
@@ -55,6 +60,7 @@ impl Header {
         }
         b.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
         b.extend_from_slice(&(self.logits.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.n_checkpoints.to_le_bytes());
         for t in &self.tokens {
             b.extend_from_slice(&t.to_le_bytes());
         }
@@ -91,7 +97,8 @@ impl Header {
             *x = read_u32(r)?;
         }
         let (n_tokens, n_logits) = (read_u32(r)? as u64, read_u32(r)? as u64);
-        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 10 * 4 + 4 + 4;
+        let n_checkpoints = read_u32(r)?;
+        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 10 * 4 + 4 + 4 + 4;
         let size = fixed + 4 * (n_tokens + n_logits);
         if size > len {
             return Err(truncated());
@@ -111,6 +118,7 @@ impl Header {
             layout,
             tokens,
             logits,
+            n_checkpoints,
         };
         Ok((header, size))
     }
@@ -138,10 +146,13 @@ impl Header {
                 .checked_mul(n_layer)?
                 .checked_mul(n_head_kv)?
         };
+        // The state, then each checkpoint's position and state.
+        let checkpoints = (4 + 4 * recurrent).checked_mul(u64::from(self.n_checkpoints))?;
         position
             .checked_mul(n as u64)?
             .checked_add(recent)?
-            .checked_add(4 * recurrent)
+            .checked_add(4 * recurrent)?
+            .checked_add(checkpoints)
     }
 }
 
@@ -175,6 +186,12 @@ impl Context {
         for x in self.recurrent.seq_state(seq) {
             w.put(&x.to_le_bytes())?;
         }
+        for (held, state) in self.recurrent.seq_checkpoints(seq) {
+            w.put(&(held as u32).to_le_bytes())?;
+            for x in state {
+                w.put(&x.to_le_bytes())?;
+            }
+        }
         let sum = w.sum.finish();
         w.put(&sum.to_le_bytes())?;
         w.inner.flush().map_err(write_err)?;
@@ -191,7 +208,8 @@ impl Context {
             .map(<[u8]>::len)
             .sum();
         let recurrent = 4 * self.recurrent.state_len();
-        Ok((header.encode().len() + rows + recurrent + 8) as u64)
+        let checkpoints = self.recurrent.seq_checkpoints(seq).count() * (4 + recurrent);
+        Ok((header.encode().len() + rows + recurrent + checkpoints + 8) as u64)
     }
 
     fn header(&self, seq: usize, logits: &[f32]) -> Header {
@@ -206,6 +224,7 @@ impl Context {
             layout: self.layout(),
             tokens: self.tokens[seq].clone(),
             logits: logits.to_vec(),
+            n_checkpoints: self.recurrent.seq_checkpoints(seq).count() as u32,
         }
     }
 
@@ -246,9 +265,19 @@ impl Context {
         self.check_fits(&header)?;
         input.seek(SeekFrom::Start(header_len)).map_err(read_err)?;
         let n = header.tokens.len();
-        let mut state = vec![0u8; 4 * self.recurrent.state_len()];
+        let len = self.recurrent.state_len();
+        let mut state = vec![0u8; 4 * len * (1 + header.n_checkpoints as usize)];
+        let mut held = vec![[0u8; 4]; header.n_checkpoints as usize];
         let copied = (self.kv.fill_seq(seq, n, |run| input.read_exact(run)))
-            .and_then(|()| input.read_exact(&mut state));
+            .and_then(|()| input.read_exact(&mut state[..4 * len]))
+            .and_then(|()| {
+                let rest = state[4 * len..].chunks_exact_mut(4 * len.max(1));
+                for (h, s) in held.iter_mut().zip(rest) {
+                    input.read_exact(h)?;
+                    input.read_exact(s)?;
+                }
+                Ok(())
+            });
         if let Err(e) = copied {
             self.truncate_seq(seq, 0);
             return Err(bad(format!(
@@ -258,7 +287,14 @@ impl Context {
         let state: Vec<f32> = (state.chunks_exact(4))
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
-        self.recurrent.set_seq_state(seq, n, &state);
+        self.recurrent.set_seq_state(seq, n, &state[..len]);
+        for (h, s) in held.iter().zip(state[len..].chunks_exact(len.max(1))) {
+            let h = u32::from_le_bytes(*h) as usize;
+            // A checkpoint past the saved tokens is not one of them (a corrupt count).
+            if h <= n {
+                self.recurrent.add_checkpoint(seq, h, s);
+            }
+        }
         self.tokens[seq] = header.tokens;
         Ok(header.logits)
     }
