@@ -134,6 +134,11 @@ impl RecurrentMemory {
                 "recurrent states for {n_seq} sequences overflow the address space"
             )));
         }
+        Ok(Self::with_layers(layers, len, n_seq))
+    }
+
+    /// Empty sequences over layers whose states sit at `layers` in `len` floats.
+    fn with_layers(layers: Vec<Option<Range<usize>>>, len: usize, n_seq: usize) -> Self {
         let mut memory = RecurrentMemory {
             layers,
             len,
@@ -145,10 +150,8 @@ impl RecurrentMemory {
             checkpoints: vec![VecDeque::new(); n_seq],
             spare: Vec::new(),
         };
-        for seq in 0..n_seq {
-            memory.reset(seq);
-        }
-        Ok(memory)
+        (0..n_seq).for_each(|seq| memory.reset(seq));
+        memory
     }
 
     /// Whether the model has recurrent layers at all.
@@ -427,20 +430,7 @@ mod tests {
 
     /// A memory of one 2-float layer for `n_seq` sequences (no model needed).
     fn memory(n_seq: usize) -> RecurrentMemory {
-        let len = 2;
-        let mut m = RecurrentMemory {
-            layers: vec![Some(0..len)],
-            len,
-            limits: Limits::for_state(4 * len),
-            states: vec![Vec::new(); n_seq],
-            history: vec![VecDeque::new(); n_seq],
-            pending: vec![Vec::new(); n_seq],
-            pending_recent: vec![0; n_seq],
-            checkpoints: vec![VecDeque::new(); n_seq],
-            spare: Vec::new(),
-        };
-        (0..n_seq).for_each(|s| m.reset(s));
-        m
+        RecurrentMemory::with_layers(vec![Some(0..2)], 2, n_seq)
     }
 
     /// Appends `n` tokens to sequence 0 (holding `held`) in one pass; the state after token

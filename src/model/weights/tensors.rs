@@ -127,18 +127,7 @@ impl Loader<'_> {
         let t = self
             .find(name)
             .ok_or_else(|| ModelError::MissingTensor(name.into()))?;
-        check_expert_count(t, &[k as u64, rows as u64], n_expert, count_key)?;
-        self.check_shape(t, &[k as u64, rows as u64, n_expert as u64])?;
-        if !kernels::supports(t.ggml_type) {
-            return Err(ModelError::UnsupportedTensorType {
-                tensor: name.into(),
-                ty: t.ggml_type,
-            });
-        }
-        let parts: Vec<(String, usize)> = (0..n_expert)
-            .map(|i| (format!("{name}[{i}]"), rows))
-            .collect();
-        self.row_blocks(t, k, &parts)
+        self.expert_blocks(t, k, &[("", rows)], n_expert, count_key)
     }
 
     /// The experts' gate and up matrices [rows, k] from one stacked tensor holding per expert
@@ -155,24 +144,44 @@ impl Loader<'_> {
         let Some(t) = self.find(name) else {
             return Ok(None);
         };
-        check_expert_count(t, &[k as u64, 2 * rows as u64], n_expert, count_key)?;
-        self.check_shape(t, &[k as u64, 2 * rows as u64, n_expert as u64])?;
-        if !kernels::supports(t.ggml_type) {
-            return Err(ModelError::UnsupportedTensorType {
-                tensor: name.into(),
-                ty: t.ggml_type,
-            });
-        }
-        let parts: Vec<(String, usize)> = (0..n_expert)
-            .flat_map(|i| ["gate", "up"].map(|p| (format!("{name}[{i}]:{p}"), rows)))
-            .collect();
-        let mut blocks = self.row_blocks(t, k, &parts)?.into_iter();
+        let parts = [(":gate", rows), (":up", rows)];
+        let mut blocks = self
+            .expert_blocks(t, k, &parts, n_expert, count_key)?
+            .into_iter();
         let (mut gate, mut up) = (Vec::new(), Vec::new());
         while let (Some(g), Some(u)) = (blocks.next(), blocks.next()) {
             gate.push(g);
             up.push(u);
         }
         Ok(Some((gate, up)))
+    }
+
+    /// A stacked expert tensor `t` (its count and shape checked: ggml dims [k, sum of the
+    /// parts' rows, n_expert]) cut per expert into its parts, in order: one [`Linear`] per
+    /// `(suffix, rows)`, named `name[i]suffix`.
+    fn expert_blocks(
+        &self,
+        t: &TensorInfo,
+        k: usize,
+        parts: &[(&str, usize)],
+        n_expert: usize,
+        count_key: &str,
+    ) -> Result<Vec<Linear>, ModelError> {
+        let rows: usize = parts.iter().map(|p| p.1).sum();
+        check_expert_count(t, &[k as u64, rows as u64], n_expert, count_key)?;
+        self.check_shape(t, &[k as u64, rows as u64, n_expert as u64])?;
+        if !kernels::supports(t.ggml_type) {
+            return Err(ModelError::UnsupportedTensorType {
+                tensor: t.name.clone(),
+                ty: t.ggml_type,
+            });
+        }
+        let blocks: Vec<(String, usize)> = (0..n_expert)
+            .flat_map(|i| {
+                (parts.iter()).map(move |&(suffix, r)| (format!("{}[{i}]{suffix}", t.name), r))
+            })
+            .collect();
+        self.row_blocks(t, k, &blocks)
     }
 
     /// A matrix stored fused with others in one tensor [k, sum of rows] (ggml dims), cut into
