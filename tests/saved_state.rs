@@ -140,6 +140,12 @@ fn bad_states_are_refused_and_change_nothing() {
         flipped[at] ^= 0x10;
         cases.push((format!("byte {at} flipped"), flipped, "corrupted"));
     }
+    // The token count (after magic, version, fingerprint, name and layout) grown: the
+    // header's own checksum calls it corrupt, not a file cut short.
+    let name_len = u32::from_le_bytes(good[20..24].try_into().unwrap()) as usize;
+    let mut count = good.clone();
+    count[24 + name_len + 40 + 1] ^= 0x01;
+    cases.push(("token count changed".into(), count, "header's checksum"));
     let mut version = good.clone();
     version[8] = 200;
     cases.push(("version 200".into(), version, "format version 200"));

@@ -8,7 +8,8 @@
 //! - the cache layout (10 × u32: attention layers, KV heads, key and value head sizes, key
 //!   and value types, their Hadamard blocks, a checksum of the key centers and balances, the
 //!   floats of a sequence's recurrent state), the token, logit and checkpoint counts (u32
-//!   each);
+//!   each), then a checksum (u64) of the header so far: a changed count reads as corrupt,
+//!   not as a truncated file;
 //! - the tokens (u32 each), the logits (f32 each);
 //! - the cache rows as stored: per (layer, KV head) the keys of every position, then likewise
 //!   the values, then (quantized keys) per (layer, KV head) the f16 keys of the positions of
@@ -25,14 +26,14 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::Context;
-use crate::model::checksum::Checksum;
+use crate::model::checksum::{checksum, Checksum};
 use crate::model::kv_cache::group_start;
 use crate::model::{KvType, Model, ModelError};
 use crate::tokenizer::TokenId;
 
 const MAGIC: &[u8; 8] = b"KLBSTATE";
 /// Bumped whenever the layout above changes; other versions are refused, not guessed at.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// Longest model name a state file may carry (a guard against a corrupt length).
 const MAX_NAME: usize = 4096;
 
@@ -61,6 +62,8 @@ impl Header {
         b.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
         b.extend_from_slice(&(self.logits.len() as u32).to_le_bytes());
         b.extend_from_slice(&self.n_checkpoints.to_le_bytes());
+        let fixed_sum = checksum(&b);
+        b.extend_from_slice(&fixed_sum.to_le_bytes());
         for t in &self.tokens {
             b.extend_from_slice(&t.to_le_bytes());
         }
@@ -72,6 +75,11 @@ impl Header {
 
     /// Reads a header; `len` is the stream's length, which bounds every count read.
     fn read(r: &mut impl Read, len: u64) -> Result<(Header, u64), ModelError> {
+        let mut seen = Recording {
+            inner: r,
+            bytes: Vec::new(),
+        };
+        let r = &mut seen;
         let mut magic = [0u8; 8];
         r.read_exact(&mut magic)
             .map_err(|_| bad("truncated: too short to be a Kolibri state file"))?;
@@ -98,7 +106,14 @@ impl Header {
         }
         let (n_tokens, n_logits) = (read_u32(r)? as u64, read_u32(r)? as u64);
         let n_checkpoints = read_u32(r)?;
-        let fixed = 8 + 4 + 8 + 4 + name_len as u64 + 10 * 4 + 4 + 4 + 4;
+        let fixed_sum = checksum(&seen.bytes);
+        let r = seen.inner;
+        if read_u64(r)? != fixed_sum {
+            return Err(bad(
+                "corrupted (its header's checksum does not match the header)",
+            ));
+        }
+        let fixed = seen.bytes.len() as u64 + 8;
         let size = fixed + 4 * (n_tokens + n_logits);
         if size > len {
             return Err(truncated());
@@ -406,6 +421,20 @@ impl<W: Write> Summing<'_, W> {
         self.sum.update(bytes);
         self.n += bytes.len() as u64;
         Ok(())
+    }
+}
+
+/// A reader that keeps what passes through (the header, to check its checksum).
+struct Recording<'a, R: Read> {
+    inner: &'a mut R,
+    bytes: Vec<u8>,
+}
+
+impl<R: Read> Read for Recording<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes.extend_from_slice(&buf[..n]);
+        Ok(n)
     }
 }
 
