@@ -96,6 +96,7 @@ fn submit_logprobs(
         sampling,
         stop: stop.iter().map(|s| s.to_string()).collect(),
         deadline: None,
+        markup: Default::default(),
         sink: Box::new(ChannelSink {
             tx,
             closed: Arc::clone(&closed),
@@ -306,6 +307,7 @@ fn a_full_queue_refuses_and_a_deadline_cancels() {
         sampling: SamplerParams::greedy(),
         stop: vec![],
         deadline: Some(Instant::now()),
+        markup: Default::default(),
         sink: Box::new(ChannelSink {
             tx,
             closed: Arc::new(AtomicBool::new(false)),
@@ -345,6 +347,7 @@ fn a_panic_in_a_step_fails_the_requests_in_flight_and_the_scheduler_goes_on() {
         sampling: SamplerParams::greedy(),
         stop: vec![],
         deadline: None,
+        markup: Default::default(),
         sink: Box::new(PanickingSink),
         logprobs: None,
         constraint: None,
@@ -676,6 +679,7 @@ fn request(prompt: Vec<TokenId>, max_tokens: usize, sampling: SamplerParams) -> 
         sampling,
         stop: Vec::new(),
         deadline: None,
+        markup: Default::default(),
         sink: Box::new(ChannelSink {
             tx,
             closed: Arc::clone(&closed),

@@ -149,3 +149,56 @@ fn chat_reads_blocks_and_commands_from_a_pipe_and_ends_at_eof() {
     // Two replies: the block and the continued line; each ends its line.
     assert!(text.lines().count() >= 4, "{text:?}");
 }
+
+/// With a thinking model's template (one that opens the thinking in its prompt), a reply's
+/// thinking is closed after `--reasoning-budget` tokens and printed apart from the answer:
+/// thinking, a blank line, the answer; `--hide-thinking` prints the answer alone.
+#[test]
+fn chat_prints_thinking_apart_and_hides_it_on_request() {
+    let model = common::model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    let template = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/templates/thinking-qwen.jinja"
+    );
+    let chat = |extra: &[&str]| -> String {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kolibri"))
+            .args([
+                "chat",
+                "-m",
+                model.to_str().unwrap(),
+                "--chat-template-file",
+                template,
+            ])
+            .args([
+                "-s",
+                "You are a terse assistant.",
+                "--temp",
+                "0",
+                "-n",
+                "30",
+            ])
+            .args(["--reasoning-budget", "6", "-t", "2"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kolibri runs");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"Name three primary colors.\n").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shown = chat(&[]);
+    let hidden = chat(&["--hide-thinking"]);
+    let answer = hidden.trim();
+    assert!(!answer.is_empty(), "{hidden:?}");
+    let (thinking, rest) = shown.split_once("\n\n").expect("thinking, then the answer");
+    assert!(
+        !thinking.trim().is_empty() && !thinking.contains("</think>"),
+        "{shown:?}"
+    );
+    assert_eq!(rest.trim(), answer, "{shown:?}");
+}

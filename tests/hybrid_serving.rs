@@ -46,6 +46,7 @@ fn ask(s: &Scheduler, prompt: Vec<TokenId>, max_tokens: usize) -> Completion {
         sampling: SamplerParams::greedy(),
         stop: Vec::new(),
         deadline: None,
+        markup: Default::default(),
         sink: Box::new(ChannelSink(tx)),
         logprobs: None,
         constraint: None,

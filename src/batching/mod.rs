@@ -14,6 +14,7 @@ mod logprobs;
 mod slot_files;
 mod stats;
 mod stop;
+mod thinking;
 mod worker;
 
 use std::sync::{mpsc, Arc};
@@ -24,6 +25,7 @@ pub use logprobs::{TokenLogprob, MAX_TOP_LOGPROBS};
 pub use slot_files::{SlotAction, SlotError, SlotReport};
 pub use stats::Stats;
 pub use stop::StopMatcher;
+pub use thinking::{BudgetState, ReplyMarkup, ThinkingBudget};
 
 use crate::model::{Context, ContextParams, KvType, Model, ModelError};
 use crate::sampling::{Sampler, SamplerParams};
@@ -48,6 +50,8 @@ pub struct Request {
     /// Structured output: what every sampled token must keep the output inside.
     #[cfg(feature = "grammar")]
     pub constraint: Option<crate::grammar::Constraint>,
+    /// The reply's thinking markup: tokens to show as text, and a thinking budget.
+    pub markup: ReplyMarkup,
 }
 
 /// Where a request's results go. Called on the scheduler thread: it must not block.

@@ -9,6 +9,7 @@ use super::logprobs::{LogprobQueue, TokenLogprob};
 use super::slot_files;
 use super::stats::Stats;
 use super::stop::StopMatcher;
+use super::thinking::BudgetState;
 use super::{Completion, Event, Failure, FinishReason, Message, Queued, Request};
 use crate::model::{BatchToken, Context};
 use crate::sampling::Sampler;
@@ -42,6 +43,8 @@ struct Job<'t> {
     first_token: Option<Instant>,
     decoder: StreamDecoder<'t>,
     stop: StopMatcher,
+    /// With a thinking budget: how much the reply has thought, and the close being forced.
+    budget: Option<BudgetState>,
     /// How this request speculates, when the scheduler does.
     spec: Option<JobSpec>,
     /// Tokens drafted to follow `next` in the current step.
@@ -324,8 +327,9 @@ fn new_job<'t>(
         cached_tokens: keep,
         admitted: Instant::now(),
         first_token: None,
-        decoder: StreamDecoder::after_prompt(tokenizer),
+        decoder: StreamDecoder::after_prompt(tokenizer).showing(&req.markup.shown_tokens),
         stop: StopMatcher::new(&req.stop),
+        budget: req.markup.budget.as_ref().map(BudgetState::new),
         spec: spec.for_job(),
         drafts: Vec::new(),
         logprobs: LogprobQueue::default(),
@@ -642,9 +646,14 @@ fn sample_next(
     draft: Option<TokenId>,
     tokenizer: &Tokenizer,
 ) -> Outcome {
-    let token = match draft {
-        Some(d) => job.sampler.sample_given_draft(logits, d),
-        None => job.sampler.sample(logits),
+    let forced = job.budget.as_mut().and_then(BudgetState::forced);
+    let token = match (forced, draft) {
+        (Some(f), _) => {
+            job.sampler.take_forced(f);
+            f
+        }
+        (None, Some(d)) => job.sampler.sample_given_draft(logits, d),
+        (None, None) => job.sampler.sample(logits),
     };
     job.sampler.accept(token);
     job.generated.push(token);
@@ -653,6 +662,9 @@ fn sample_next(
         return flush(job, FinishReason::Stop);
     }
     let piece = job.decoder.push(token);
+    if let Some(budget) = &mut job.budget {
+        budget.advance(&piece);
+    }
     if let Some(top_n) = job.req.logprobs {
         let entry = TokenLogprob::from_logits(logits, token, top_n);
         job.logprobs.push(entry, piece.len());

@@ -8,6 +8,7 @@ pub use clock::format_utc;
 mod markup;
 mod namespaces;
 mod python_compat;
+pub mod reasoning;
 mod rewrite;
 
 use std::fmt;
@@ -61,6 +62,8 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos_token: String,
     eos_token: String,
+    /// How the replies it prompts mark their thinking, as its source shows.
+    reasoning: Option<reasoning::ReasoningSyntax>,
 }
 
 const NAME: &str = "chat";
@@ -113,6 +116,7 @@ impl ChatTemplate {
         env.add_test("iterable", python_compat::is_iterable);
         markup::register(&mut env);
         namespaces::register(&mut env);
+        let reasoning = reasoning::ReasoningSyntax::detect(source);
         let source = python_compat::without_generation_blocks(source);
         let source = match rewrite::rewrite(&source, &syntax, always_rewrite) {
             Rewritten::Unchanged => source,
@@ -125,6 +129,7 @@ impl ChatTemplate {
             env,
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
+            reasoning,
         })
     }
 
@@ -159,6 +164,7 @@ impl ChatTemplate {
             Value::from(messages),
             Value::from(()),
             add_generation_prompt,
+            Value::from(()),
         )
     }
 
@@ -174,8 +180,32 @@ impl ChatTemplate {
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, ChatTemplateError> {
+        self.render_json_with(messages, tools, add_generation_prompt, None)
+    }
+
+    /// [`ChatTemplate::render_json`] with further variables for the template (a request's
+    /// `chat_template_kwargs`, such as `enable_thinking`); they cannot replace the standard
+    /// ones.
+    pub fn render_json_with(
+        &self,
+        messages: &serde_json::Value,
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        kwargs: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<String, ChatTemplateError> {
         let tools = tools.map_or(Value::from(()), |t| Value::from(Serde(t)));
-        self.render_values(Value::from(Serde(messages)), tools, add_generation_prompt)
+        let extra = kwargs.map_or(Value::from(()), |k| Value::from(Serde(k)));
+        self.render_values(
+            Value::from(Serde(messages)),
+            tools,
+            add_generation_prompt,
+            extra,
+        )
+    }
+
+    /// How the replies this template prompts mark their thinking (`None`: they do not).
+    pub fn reasoning_syntax(&self) -> Option<&reasoning::ReasoningSyntax> {
+        self.reasoning.as_ref()
     }
 
     fn render_values(
@@ -183,6 +213,7 @@ impl ChatTemplate {
         messages: Value,
         tools: Value,
         add_generation_prompt: bool,
+        extra: Value,
     ) -> Result<String, ChatTemplateError> {
         let template = self
             .env
@@ -195,6 +226,7 @@ impl ChatTemplate {
                 add_generation_prompt => add_generation_prompt,
                 bos_token => self.bos_token.as_str(),
                 eos_token => self.eos_token.as_str(),
+                ..extra
             })
             .map_err(|e| ChatTemplateError::Render(describe(&e)))
     }

@@ -108,6 +108,7 @@ fn render_with(source: &str, ctx: minijinja::Value) -> Result<String, ChatTempla
         ctx.get_attr("messages").unwrap(),
         ctx.get_attr("tools").unwrap(),
         false,
+        minijinja::Value::from(()),
     )
 }
 

@@ -76,6 +76,11 @@ impl Sampler {
         chain::draw(&self.cands, u)
     }
 
+    /// Takes a token chosen by the caller (a forced one) as if it had been sampled.
+    pub fn take_forced(&mut self, token: TokenId) {
+        self.commit(token);
+    }
+
     /// Tells the constraint, if any, which token was chosen.
     fn commit(&mut self, _token: TokenId) {
         #[cfg(feature = "grammar")]

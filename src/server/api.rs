@@ -2,12 +2,13 @@
 //! not know are ignored (as OpenAI-compatible servers do); features it lacks are refused with a
 //! 400 rather than silently dropped.
 
-use crate::batching::MAX_TOP_LOGPROBS;
+use crate::batching::{ReplyMarkup, MAX_TOP_LOGPROBS};
 use crate::grammar::ConstraintSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::reply::ReplyFormat;
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -51,6 +52,8 @@ pub struct Message {
     /// A `tool` turn: the call it answers, and the tool's name.
     pub tool_call_id: Option<String>,
     pub name: Option<String>,
+    /// An assistant turn's thinking, as this server returned it.
+    pub reasoning_content: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -94,6 +97,15 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     pub tools: Option<serde_json::Value>,
     pub tool_choice: Option<serde_json::Value>,
+    /// llama-server's reasoning fields: `none` keeps the thinking in the answer.
+    pub reasoning_format: Option<String>,
+    /// Variables for the chat template (`{"enable_thinking": false}`).
+    pub chat_template_kwargs: Option<Value>,
+    /// Most tokens of thinking (-1: no limit).
+    pub reasoning_budget_tokens: Option<i64>,
+    pub thinking_budget_tokens: Option<i64>,
+    /// OpenAI's effort (`"none"` turns thinking off; other values reach the template).
+    pub reasoning_effort: Option<String>,
     #[serde(flatten)]
     pub sampling: Sampling,
 }
@@ -129,8 +141,10 @@ pub struct Checked {
     pub include_usage: bool,
     /// What the output must match, and the request field that asked for it.
     pub constraint: Option<(ConstraintSpec, &'static str)>,
-    /// Chat with tools: the names a reply may call.
-    pub tools: Option<Vec<String>>,
+    /// Chat: how the reply is split (its tools, its thinking).
+    pub format: ReplyFormat,
+    /// Chat: the markup tokens its text shows, and a thinking budget.
+    pub markup: ReplyMarkup,
     /// Report log-probabilities with this many alternatives per token.
     pub logprobs: Option<usize>,
     /// Choices to generate over the one prompt (at most the server's slots).
@@ -200,7 +214,8 @@ impl Sampling {
             n: n.min(usize::MAX as u64) as usize,
             logprobs,
             constraint,
-            tools: None,
+            format: ReplyFormat::default(),
+            markup: ReplyMarkup::default(),
             max_tokens: max_tokens.map(|n| n.min(usize::MAX as u64) as usize),
             sampler,
             stop,
@@ -352,6 +367,9 @@ impl Message {
         if let Some(name) = &self.name {
             m.insert("name".into(), Value::String(name.clone()));
         }
+        if let Some(thinking) = &self.reasoning_content {
+            add_thinking(&mut m, thinking);
+        }
         Ok(Value::Object(m))
     }
 
@@ -377,6 +395,13 @@ impl Message {
             }
         }
     }
+}
+
+/// An assistant turn's thinking under both names templates read: `reasoning_content` (Qwen3)
+/// and `thinking` (gpt-oss).
+pub fn add_thinking(m: &mut serde_json::Map<String, Value>, thinking: &str) {
+    m.insert("reasoning_content".into(), Value::String(thinking.into()));
+    m.insert("thinking".into(), Value::String(thinking.into()));
 }
 
 /// A call as templates read it: `function.arguments` an object where the JSON text parses.

@@ -19,6 +19,7 @@ mod logprobs;
 mod metrics;
 mod ollama;
 mod page;
+mod reply;
 mod routes;
 mod slots;
 mod state;
@@ -35,6 +36,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
+pub use reply::ThinkingOptions;
 pub use state::AppState;
 
 /// Identifies this build in responses (`system_fingerprint`).

@@ -21,10 +21,11 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::api::{self, Checked};
 use super::error::ApiError;
+use super::reply::{self, ReplyFormat, ReplyPiece, ReplySplitter, ThinkingOptions, WholeReply};
 use super::routes::{body_bytes, failure_error, start, App};
 use super::state::AppState;
 use super::stream::Flavor;
-use super::tools::{self, Piece, ToolStream};
+use super::tools;
 
 /// The Ollama API version this server answers as (what clients compare against).
 const OLLAMA_VERSION: &str = "0.12.0";
@@ -209,6 +210,8 @@ pub struct ChatRequest {
     messages: Vec<Value>,
     tools: Option<Value>,
     format: Option<Value>,
+    /// `true`/`false`, or an effort (`"low"`, `"medium"`, `"high"`).
+    think: Option<Value>,
     #[serde(default)]
     options: Options,
     stream: Option<bool>,
@@ -223,6 +226,7 @@ pub struct GenerateRequest {
     #[serde(default)]
     raw: bool,
     format: Option<Value>,
+    think: Option<Value>,
     #[serde(default)]
     options: Options,
     stream: Option<bool>,
@@ -255,18 +259,27 @@ pub async fn chat(
         .template
         .as_ref()
         .map_err(|e| ApiError::bad_request(format!("this model cannot chat: {e}"), None))?;
-    let rendered = template
-        .render_json(&Value::Array(messages), tools.template_tools.as_ref(), true)
-        .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
     let mut checked = checked(&req.options, req.format.as_ref())?;
-    checked.tools = tools.names();
-    let prompt = app.tokenize(&rendered);
+    let prepared = reply::prepare_chat(
+        template,
+        &app.scheduler.model().tokenizer,
+        &Value::Array(messages),
+        tools.template_tools.as_ref(),
+        &thinking(&app, req.think.as_ref())?,
+        checked.constraint.is_some(),
+    )?;
+    checked.format = ReplyFormat {
+        tools: tools.names(),
+        ..prepared.format
+    };
+    checked.markup = prepared.markup;
+    let prompt = app.tokenize(&prepared.rendered);
     let rx = start(&app, prompt, &checked, Flavor::Chat).await?.remove(0);
     let reply = Reply {
         model: req.model.unwrap_or_else(|| app.model_id.clone()),
         chat: true,
         started,
-        tools: checked.tools.map(ToolStream::new),
+        splitter: ReplySplitter::new(&checked.format),
     };
     Ok(respond(reply, rx, req.stream.unwrap_or(true)).await?)
 }
@@ -280,6 +293,7 @@ pub async fn generate(
     let started = SystemTime::now();
     let req: GenerateRequest = api::parse(&body_bytes(body)?)?;
     check_model(&app, req.model.as_deref())?;
+    let mut checked = checked(&req.options, req.format.as_ref())?;
     // Ollama wraps the prompt in the model's chat template unless `raw` (or no template).
     let text = match (&app.template, req.raw) {
         (Ok(template), false) => {
@@ -288,9 +302,18 @@ pub async fn generate(
                 messages.push(json!({"role": "system", "content": system}));
             }
             messages.push(json!({"role": "user", "content": req.prompt}));
-            template
-                .render_json(&Value::Array(messages), None, true)
-                .map_err(|e| ApiError::bad_request(e.to_string(), Some("prompt")))?
+            let prepared = reply::prepare_chat(
+                template,
+                &app.scheduler.model().tokenizer,
+                &Value::Array(messages),
+                None,
+                &thinking(&app, req.think.as_ref())?,
+                checked.constraint.is_some(),
+            )
+            .map_err(|e| ApiError::bad_request(e.message, Some("prompt")))?;
+            checked.format = prepared.format;
+            checked.markup = prepared.markup;
+            prepared.rendered
         }
         _ => req.prompt.clone(),
     };
@@ -301,7 +324,6 @@ pub async fn generate(
         }))
         .into_response());
     }
-    let checked = checked(&req.options, req.format.as_ref())?;
     let prompt = app.tokenize(&text);
     let rx = start(&app, prompt, &checked, Flavor::Completion)
         .await?
@@ -310,9 +332,35 @@ pub async fn generate(
         model: req.model.unwrap_or_else(|| app.model_id.clone()),
         chat: false,
         started,
-        tools: None,
+        splitter: ReplySplitter::new(&checked.format),
     };
     Ok(respond(reply, rx, req.stream.unwrap_or(true)).await?)
+}
+
+/// The server's thinking settings under a request's `think`: on or off (the template's
+/// `enable_thinking`), or an effort for templates that read `reasoning_effort`.
+fn thinking(
+    app: &AppState,
+    think: Option<&Value>,
+) -> std::result::Result<ThinkingOptions, ApiError> {
+    let mut opts = app.thinking.clone();
+    match think {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(on)) => {
+            opts.kwargs.insert("enable_thinking".into(), json!(on));
+        }
+        Some(Value::String(effort)) if ["low", "medium", "high"].contains(&effort.as_str()) => {
+            opts.kwargs.insert("enable_thinking".into(), json!(true));
+            opts.kwargs.insert("reasoning_effort".into(), json!(effort));
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                format!("think is true, false, \"low\", \"medium\" or \"high\", not {other}"),
+                Some("think"),
+            ))
+        }
+    }
+    Ok(opts)
 }
 
 /// A message as the template reads it: Ollama already sends call arguments as objects.
@@ -335,6 +383,9 @@ fn message_for_template(m: &Value) -> std::result::Result<Value, ApiError> {
     }
     if let Some(name) = m.get("tool_name").or_else(|| m.get("name")) {
         out.insert("name".into(), name.clone());
+    }
+    if let Some(thinking) = m.get("thinking").and_then(Value::as_str) {
+        api::add_thinking(&mut out, thinking);
     }
     Ok(Value::Object(out))
 }
@@ -383,7 +434,8 @@ fn checked(o: &Options, format: Option<&Value>) -> std::result::Result<Checked, 
         stream: false,
         include_usage: false,
         constraint: constraint.map(|c| (c, "format")),
-        tools: None,
+        format: ReplyFormat::default(),
+        markup: Default::default(),
         logprobs: None,
         n: 1,
     })
@@ -393,29 +445,37 @@ struct Reply {
     model: String,
     chat: bool,
     started: SystemTime,
-    tools: Option<ToolStream>,
+    /// The reply split into thinking, text and calls as it arrives.
+    splitter: ReplySplitter,
 }
 
 impl Reply {
-    /// One NDJSON object with generated text (and calls), not yet done.
-    fn part(&self, text: &str, calls: Vec<Value>) -> Value {
+    /// One NDJSON object with generated text (and thinking and calls), not yet done.
+    fn part(&self, split: WholeReply) -> Value {
         let mut v = json!({ "model": self.model, "created_at": rfc3339(now()) });
+        let calls: Vec<Value> = split.calls.iter().map(ollama_call).collect();
         if self.chat {
-            let mut message = json!({ "role": "assistant", "content": text });
+            let mut message = json!({ "role": "assistant", "content": split.content });
+            if !split.reasoning.is_empty() {
+                message["thinking"] = json!(split.reasoning);
+            }
             if !calls.is_empty() {
                 message["tool_calls"] = Value::Array(calls);
             }
             v["message"] = message;
         } else {
-            v["response"] = json!(text);
+            v["response"] = json!(split.content);
+            if !split.reasoning.is_empty() {
+                v["thinking"] = json!(split.reasoning);
+            }
         }
         v["done"] = json!(false);
         v
     }
 
     /// The closing object: counts and Ollama's nanosecond durations.
-    fn done(&self, c: &Completion, text: &str, calls: Vec<Value>) -> Value {
-        let mut v = self.part(text, calls);
+    fn done(&self, c: &Completion, split: WholeReply) -> Value {
+        let mut v = self.part(split);
         let ns = |d: Duration| d.as_nanos() as u64;
         let total = self.started.elapsed().unwrap_or_default();
         let map = v.as_object_mut().expect("an object");
@@ -438,23 +498,21 @@ impl Reply {
         v
     }
 
-    /// Splits text into what to show and the calls in it (chat with tools).
-    fn split(&mut self, text: &str, finish: bool) -> (String, Vec<Value>) {
-        let Some(stream) = &mut self.tools else {
-            return (text.to_string(), Vec::new());
-        };
-        let mut pieces = stream.push(text);
+    /// Splits the next text (at the end, the rest) into thinking, answer and calls; a stream
+    /// sends thinking that turned out unfinished again, as answer.
+    fn split(&mut self, text: &str, finish: bool, streamed: bool) -> WholeReply {
+        let mut pieces = self.splitter.push(text);
         if finish {
-            pieces.extend(stream.finish());
+            pieces.extend(self.splitter.finish());
         }
-        let (mut shown, mut calls) = (String::new(), Vec::new());
+        let mut split = WholeReply::default();
         for p in pieces {
             match p {
-                Piece::Text(t) => shown.push_str(&t),
-                Piece::Call(call) => calls.push(ollama_call(&call)),
+                ReplyPiece::Retract(_) if streamed => {}
+                p => split.add(p),
             }
         }
-        (shown, calls)
+        split
     }
 }
 
@@ -476,16 +534,16 @@ async fn respond(
                 let line = match rx.recv().await {
                     Some(Event::Logprobs(_)) => continue,
                     Some(Event::Text(t)) => {
-                        let (text, calls) = reply.split(&t, false);
-                        if text.is_empty() && calls.is_empty() {
+                        let split = reply.split(&t, false, true);
+                        if split == WholeReply::default() {
                             continue;
                         }
-                        let line = ndjson(&reply.part(&text, calls));
+                        let line = ndjson(&reply.part(split));
                         return Some((Ok::<_, Infallible>(line), Some((reply, rx))));
                     }
                     Some(Event::Done(c)) => {
-                        let (text, calls) = reply.split("", true);
-                        ndjson(&reply.done(&c, &text, calls))
+                        let split = reply.split("", true, true);
+                        ndjson(&reply.done(&c, split))
                     }
                     Some(Event::Failed(f)) => {
                         ndjson(&json!({ "error": failure_error(&f).message }))
@@ -508,8 +566,11 @@ async fn respond(
             Some(Event::Logprobs(_)) => {}
             Some(Event::Text(t)) => text.push_str(&t),
             Some(Event::Done(c)) => {
-                let (shown, calls) = reply.split(&text, true);
-                return Ok(Json(reply.done(&c, &shown, calls)).into_response());
+                let mut split = reply.split(&text, true, false);
+                if !split.calls.is_empty() {
+                    split.content = split.content.trim().to_string();
+                }
+                return Ok(Json(reply.done(&c, split)).into_response());
             }
             Some(Event::Failed(f)) => return Err(failure_error(&f)),
             None => return Err(ApiError::server("generation ended without a result".into())),

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::api::{self, ChatRequest, Checked, CompletionRequest, Prompt};
 use super::error::ApiError;
+use super::reply::{self, ReplyFormat, WholeReply};
 use super::state::AppState;
 use super::stream::{self, ChannelSink, Flavor};
 use super::{logprobs, tools};
@@ -116,12 +117,34 @@ pub async fn chat_completions(
         .iter()
         .map(|m| m.template_json())
         .collect::<Result<_, _>>()?;
-    let rendered = template
-        .render_json(&Value::Array(messages), tools.template_tools.as_ref(), true)
-        .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
-    let prompt = app.tokenize(&rendered);
+    let budget = req.reasoning_budget_tokens.or(req.thinking_budget_tokens);
+    let mut thinking = app.thinking.overridden(
+        req.reasoning_format.as_deref(),
+        req.chat_template_kwargs.as_ref(),
+        budget,
+    )?;
+    match req.reasoning_effort.as_deref() {
+        None => {}
+        Some("none") => thinking.default_thinking(false),
+        Some(effort) => {
+            (thinking.kwargs).insert("reasoning_effort".into(), Value::String(effort.into()));
+        }
+    }
+    let prepared = reply::prepare_chat(
+        template,
+        &app.scheduler.model().tokenizer,
+        &Value::Array(messages),
+        tools.template_tools.as_ref(),
+        &thinking,
+        checked.constraint.is_some(),
+    )?;
+    let prompt = app.tokenize(&prepared.rendered);
     let model = req.model.unwrap_or_else(|| app.model_id.clone());
-    checked.tools = tools.names();
+    checked.format = ReplyFormat {
+        tools: tools.names(),
+        ..prepared.format
+    };
+    checked.markup = prepared.markup;
     generate(app, prompt, checked, Flavor::Chat, model, None).await
 }
 
@@ -195,8 +218,8 @@ pub struct ResponseMeta {
     pub flavor: Flavor,
     pub model: String,
     pub created: u64,
-    /// The tools a chat reply may call (its text is searched for calls); `None`: no tools.
-    pub tools: Option<Vec<String>>,
+    /// How a chat reply is split into thinking, text and tool calls.
+    pub format: ReplyFormat,
 }
 
 impl ResponseMeta {
@@ -232,7 +255,7 @@ async fn generate(
         flavor,
         model,
         created: super::state::unix_now(),
-        tools: checked.tools,
+        format: checked.format,
     };
     if checked.stream {
         let vocab = checked.logprobs.map(|_| Arc::clone(app.scheduler.model()));
@@ -306,6 +329,7 @@ pub async fn start(
             stop: checked.stop.clone(),
             deadline,
             sink: Box::new(ChannelSink(tx)),
+            markup: checked.markup.clone(),
         });
         receivers.push(rx);
     }
@@ -348,22 +372,22 @@ pub fn usage(c: &Completion) -> Value {
     })
 }
 
-/// One finished choice: its text (and, with tools, its calls) and finish reason.
+/// One finished choice: its text (and, in chat, its thinking and calls) and finish reason.
 fn choice_json(meta: &ResponseMeta, index: usize, text: &str, c: &Completion) -> Value {
     let mut choice = match meta.flavor {
-        Flavor::Chat if meta.tools.is_some() => {
-            let names = meta.tools.as_deref().unwrap_or_default();
-            let (content, calls) = tools::split_reply(text, names);
-            let mut message = json!({ "role": "assistant", "content": content });
+        Flavor::Chat => {
+            let reply = WholeReply::split(&meta.format, text);
+            let mut message = json!({ "role": "assistant", "content": reply.content });
+            if !reply.reasoning.is_empty() {
+                message["reasoning_content"] = json!(reply.reasoning);
+            }
             let mut finish = finish_reason(c.finish);
-            if !calls.is_empty() {
-                let calls: Vec<Value> = calls
-                    .iter()
-                    .enumerate()
+            if !reply.calls.is_empty() {
+                let calls: Vec<Value> = (reply.calls.iter().enumerate())
                     .map(|(i, call)| call.to_json(&meta.call_id(i), None))
                     .collect();
                 message["tool_calls"] = Value::Array(calls);
-                if content.is_empty() {
+                if reply.content.is_empty() {
                     message["content"] = Value::Null;
                 }
                 finish = TOOL_CALLS;
@@ -375,12 +399,6 @@ fn choice_json(meta: &ResponseMeta, index: usize, text: &str, c: &Completion) ->
                 "finish_reason": finish,
             })
         }
-        Flavor::Chat => json!({
-            "index": 0,
-            "message": { "role": "assistant", "content": text },
-            "logprobs": null,
-            "finish_reason": finish_reason(c.finish),
-        }),
         Flavor::Completion => json!({
             "index": 0,
             "text": text,

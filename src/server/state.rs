@@ -12,6 +12,7 @@ use crate::tokenizer::TokenId;
 use axum::http::{header, HeaderMap};
 
 use super::error::ApiError;
+use super::reply::ThinkingOptions;
 
 pub struct AppState {
     pub scheduler: Scheduler,
@@ -35,6 +36,8 @@ pub struct AppState {
     grammar: OnceLock<Result<GrammarCompiler, GrammarError>>,
     /// The context embeddings are computed in.
     pub embedder: super::embeddings::Embedder,
+    /// The server's thinking settings, which requests may override.
+    pub thinking: ThinkingOptions,
 }
 
 impl AppState {
@@ -61,7 +64,15 @@ impl AppState {
             ids: AtomicU64::new(0),
             grammar: OnceLock::new(),
             embedder: Default::default(),
+            thinking: ThinkingOptions::default(),
         }
+    }
+
+    /// With these thinking settings (`--reasoning-format`, `--reasoning-budget`,
+    /// `--chat-template-kwargs`).
+    pub fn with_thinking(mut self, thinking: ThinkingOptions) -> AppState {
+        self.thinking = thinking;
+        self
     }
 
     /// Compiles a request's constraint against the model's vocabulary. Slow for a large

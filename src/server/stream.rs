@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::logprobs;
+use super::reply::{ReplyPiece, ReplySplitter};
 use super::routes::{failure_error, finish_reason, usage, ResponseMeta, TOOL_CALLS};
-use super::tools::{Piece, ToolStream};
 
 /// Delivers a request's events to its HTTP handler; when the handler is gone (the client
 /// disconnected and hyper dropped the response), the scheduler sees a closed sink and frees
@@ -62,8 +62,8 @@ impl Flavor {
 
 /// One choice's state while it streams.
 struct ChoiceStream {
-    /// With tools: the reply split into text and calls as it streams.
-    tools: Option<ToolStream>,
+    /// Chat: the reply split into thinking, text and calls as it streams.
+    splitter: Option<ReplySplitter>,
     calls_sent: usize,
     /// With `logprobs`: the entries of the text not yet sent, and where that text starts.
     logprobs: Vec<TokenLogprob>,
@@ -132,12 +132,18 @@ impl Streamer {
         }
     }
 
-    /// Queues a chunk per piece: text as content deltas, each call as one `tool_calls` delta.
-    fn queue_pieces(&mut self, index: usize, pieces: Vec<Piece>) {
+    /// Queues a chunk per piece: thinking as `reasoning_content` deltas, text as content
+    /// deltas, each call as one `tool_calls` delta.
+    fn queue_pieces(&mut self, index: usize, pieces: Vec<ReplyPiece>) {
         for piece in pieces {
             let choice = match piece {
-                Piece::Text(t) => self.text_choice(index, &t, None),
-                Piece::Call(call) => {
+                ReplyPiece::Retract(_) => continue,
+                ReplyPiece::Reasoning(r) => {
+                    json!({ "index": index, "delta": { "reasoning_content": r },
+                            "logprobs": null, "finish_reason": null })
+                }
+                ReplyPiece::Text(t) => self.text_choice(index, &t, None),
+                ReplyPiece::Call(call) => {
                     let state = &mut self.choices[index];
                     let n = state.calls_sent;
                     state.calls_sent += 1;
@@ -174,7 +180,7 @@ impl Streamer {
         };
         match event {
             Event::Logprobs(entries) => self.choices[index].logprobs.extend(entries),
-            Event::Text(t) => match self.choices[index].tools.as_mut().map(|s| s.push(&t)) {
+            Event::Text(t) => match self.choices[index].splitter.as_mut().map(|s| s.push(&t)) {
                 None => {
                     let choice = self.text_choice(index, &t, None);
                     let chunk = self.chunk(choice);
@@ -196,9 +202,9 @@ impl Streamer {
     /// A choice's last pieces and finish chunk; after the last choice, the usage and `[DONE]`.
     fn finish_choice(&mut self, index: usize, c: Completion) {
         let mut finish = finish_reason(c.finish);
-        if let Some(mut tools) = self.choices[index].tools.take() {
-            self.queue_pieces(index, tools.finish());
-            if tools.saw_calls() {
+        if let Some(mut splitter) = self.choices[index].splitter.take() {
+            self.queue_pieces(index, splitter.finish());
+            if splitter.saw_calls() {
                 finish = TOOL_CALLS;
             }
         }
@@ -259,7 +265,7 @@ pub fn response(
 ) -> Response {
     let choices = (0..receivers.len())
         .map(|_| ChoiceStream {
-            tools: meta.tools.clone().map(ToolStream::new),
+            splitter: matches!(meta.flavor, Flavor::Chat).then(|| ReplySplitter::new(&meta.format)),
             calls_sent: 0,
             logprobs: Vec::new(),
             text_offset: 0,

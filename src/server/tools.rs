@@ -189,27 +189,6 @@ fn lark_string(s: &str) -> String {
     Value::String(s.into()).to_string()
 }
 
-/// A reply split into its text and its tool calls (each `{"name", "arguments"}` with the
-/// arguments as JSON text, as OpenAI sends them). Without a parsable call the text is the
-/// reply unchanged.
-pub fn split_reply(text: &str, names: &[String]) -> (String, Vec<Call>) {
-    let mut stream = ToolStream::new(names.to_vec());
-    let mut pieces = stream.push(text);
-    pieces.extend(stream.finish());
-    let mut content = String::new();
-    let mut calls = Vec::new();
-    for p in pieces {
-        match p {
-            Piece::Text(t) => content.push_str(&t),
-            Piece::Call(c) => calls.push(c),
-        }
-    }
-    if !calls.is_empty() {
-        content = content.trim().to_string();
-    }
-    (content, calls)
-}
-
 #[derive(Debug, PartialEq)]
 pub struct Call {
     pub name: String,
@@ -397,6 +376,27 @@ fn bad(param: &str, message: String) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reply split into its text and its tool calls (each `{"name", "arguments"}` with the
+    /// arguments as JSON text, as OpenAI sends them). Without a parsable call the text is the
+    /// reply unchanged.
+    fn split_reply(text: &str, names: &[String]) -> (String, Vec<Call>) {
+        let mut stream = ToolStream::new(names.to_vec());
+        let mut pieces = stream.push(text);
+        pieces.extend(stream.finish());
+        let mut content = String::new();
+        let mut calls = Vec::new();
+        for p in pieces {
+            match p {
+                Piece::Text(t) => content.push_str(&t),
+                Piece::Call(c) => calls.push(c),
+            }
+        }
+        if !calls.is_empty() {
+            content = content.trim().to_string();
+        }
+        (content, calls)
+    }
 
     fn call(name: &str, arguments: &str) -> Piece {
         Piece::Call(Call {

@@ -71,6 +71,8 @@ pub struct StreamDecoder<'a> {
     n_before: usize,
     /// Some token has written text (or a prompt did).
     started: bool,
+    /// Control tokens written as text all the same (a reply's reasoning markup).
+    shown: Vec<TokenId>,
 }
 
 impl<'a> StreamDecoder<'a> {
@@ -83,7 +85,14 @@ impl<'a> StreamDecoder<'a> {
             pending: Vec::new(),
             n_before: 1,
             started: true,
+            shown: Vec::new(),
         }
+    }
+
+    /// Writes these control tokens as their text instead of hiding them.
+    pub fn showing(mut self, tokens: &[TokenId]) -> StreamDecoder<'a> {
+        self.shown = tokens.to_vec();
+        self
     }
 
     /// A decoder for a whole text, as [`Tokenizer::decode`] writes it: the space the encoder
@@ -99,7 +108,8 @@ impl<'a> StreamDecoder<'a> {
     /// Adds one token; returns the text that became complete.
     pub fn push(&mut self, id: TokenId) -> String {
         let vocab = self.tokenizer.vocab();
-        let bytes = output_bytes(vocab, id, self.n_before, self.started, false);
+        let special = self.shown.contains(&id);
+        let bytes = output_bytes(vocab, id, self.n_before, self.started, special);
         self.n_before += 1;
         self.started |= !bytes.is_empty();
         self.pending.extend_from_slice(&bytes);

@@ -568,14 +568,19 @@ def choices(s):
         assert e.body["param"] == "n", e.body
 
 
-@check("chat page: loads without console errors in headless Chromium, streams an answer")
-def chat_page(s):
+def run_page_test(s, shot_name, *extra):
     here = os.path.dirname(os.path.abspath(__file__))
-    shot = os.path.join(here, "..", "..", "target", "artifacts", "chat-page.png")
+    shot = os.path.join(here, "..", "..", "target", "artifacts", shot_name)
     os.makedirs(os.path.dirname(shot), exist_ok=True)
     env = dict(os.environ, NODE_PATH=os.environ["KOLIBRI_NODE_PATH"])
-    r = subprocess.run(["node", os.path.join(here, "test_page.cjs"), s.url, KEY, shot],
+    r = subprocess.run(["node", os.path.join(here, "test_page.cjs"), s.url, KEY, shot, *extra],
                        env=env, capture_output=True, text=True, timeout=300)
+    return r, shot
+
+
+@check("chat page: loads without console errors in headless Chromium, streams an answer")
+def chat_page(s):
+    r, shot = run_page_test(s, "chat-page.png")
     assert r.returncode == 0 and "page: ok" in r.stdout, r.stdout + r.stderr
     assert os.path.getsize(shot) > 1000
 
@@ -943,6 +948,136 @@ HOSTILE_TEMPLATES = {
 }
 
 
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "templates")
+
+
+def streamed_reply(stream):
+    """A streamed chat reply gathered: (reasoning, content, calls, finish)."""
+    chunks = list(stream)
+    reasoning = "".join(getattr(ch.choices[0].delta, "reasoning_content", None) or ""
+                        for ch in chunks if ch.choices)
+    calls, finish, content = streamed_tool_calls(iter(chunks))
+    return reasoning, content, calls, finish
+
+
+@check("reasoning: thinking apart from the answer for openai and ollama clients, streamed and "
+       "not; enable_thinking, budgets, unfinished thinking kept")
+def reasoning_tags(binary, model):
+    import ollama
+    s = Server(binary, model, "--parallel", "2", "--reasoning-budget", "6",
+               "--chat-template-file", os.path.join(TEMPLATES, "thinking-qwen.jinja"), key=KEY)
+    try:
+        c = s.client()
+        # The template opens the thinking; a grammar makes the model think, close, answer.
+        grammar = r'root ::= "Colours" [a-z ]{3,20} "\n</think>\n\n" "Red" [a-z ]{3,20}'
+        kw = dict(model="any", messages=CHAT, max_tokens=60, temperature=0)
+        r = c.chat.completions.create(**kw, extra_body={"grammar": grammar})
+        m = r.choices[0].message
+        raw = c.chat.completions.create(**kw, extra_body={"grammar": grammar,
+                                                          "reasoning_format": "none"})
+        thinking, answer = raw.choices[0].message.content.split("\n</think>\n\n")
+        assert thinking.startswith("Colours") and answer.startswith("Red"), raw
+        assert (m.reasoning_content, m.content) == (thinking.strip(), answer), (m, raw)
+        streamed = streamed_reply(c.chat.completions.create(**kw, stream=True,
+                                                            extra_body={"grammar": grammar}))
+        assert streamed[:2] == (m.reasoning_content, m.content), streamed
+        # The next turn hands the thinking back to the template.
+        turn = CHAT + [{"role": "assistant", "content": m.content,
+                        "reasoning_content": m.reasoning_content},
+                       {"role": "user", "content": "And three more?"}]
+        plain = CHAT + [{"role": "assistant", "content": m.content},
+                        {"role": "user", "content": "And three more?"}]
+        with_thought = c.chat.completions.create(model="any", messages=turn, max_tokens=1)
+        without = c.chat.completions.create(model="any", messages=plain, max_tokens=1)
+        assert with_thought.usage.prompt_tokens > without.usage.prompt_tokens + 3
+        # enable_thinking reaches the template: the prompt closes the thinking itself, and
+        # the whole reply is answer. A budget of 0 does the same.
+        on = c.chat.completions.create(**kw)
+        off = c.chat.completions.create(**kw, extra_body={
+            "chat_template_kwargs": {"enable_thinking": False}})
+        zero = c.chat.completions.create(**kw, extra_body={"reasoning_budget_tokens": 0})
+        assert off.usage.prompt_tokens > on.usage.prompt_tokens, (on.usage, off.usage)
+        assert zero.usage.prompt_tokens == off.usage.prompt_tokens
+        assert getattr(off.choices[0].message, "reasoning_content", None) is None, off
+        # The server's budget of 6: the thinking is closed after 6 tokens, then the answer.
+        thought = on.choices[0].message.reasoning_content
+        assert thought and on.choices[0].message.content, on
+        _, text, _ = s.post_raw("/tokenize", json.dumps({"content": thought}).encode())
+        assert len(json.loads(text)["tokens"]) <= 6, thought
+        # Without a budget, 10 tokens never close the thinking: it is all answer text,
+        # streamed or not, exactly the text reasoning_format none gives.
+        unlimited = dict(model="any", messages=CHAT, max_tokens=10, temperature=0)
+        body = {"reasoning_budget_tokens": -1}
+        u = c.chat.completions.create(**unlimited, extra_body=body)
+        inline = c.chat.completions.create(**unlimited, extra_body={**body,
+                                                                    "reasoning_format": "none"})
+        assert u.choices[0].message.content == inline.choices[0].message.content, (u, inline)
+        assert getattr(u.choices[0].message, "reasoning_content", None) is None, u
+        _, content, _, _ = streamed_reply(c.chat.completions.create(**unlimited, stream=True,
+                                                                    extra_body=body))
+        assert content.endswith(u.choices[0].message.content), (content, u)
+        for bad, param in [({"reasoning_format": "sometimes"}, "reasoning_format"),
+                           ({"chat_template_kwargs": [1]}, "chat_template_kwargs"),
+                           ({"reasoning_budget_tokens": -3}, "reasoning_budget_tokens")]:
+            try:
+                c.chat.completions.create(**kw, extra_body=bad)
+                raise AssertionError(f"expected 400 for {bad}")
+            except openai.BadRequestError as e:
+                assert e.body["param"] == param, e.body
+
+        o = ollama.Client(host=s.url, headers={"Authorization": f"Bearer {KEY}"})
+        name = o.list().models[0].model
+        opts = {"temperature": 0, "num_predict": 40}
+        t = o.chat(model=name, messages=CHAT, think=True, options=opts)
+        assert t.message.thinking == thought and t.message.content, t
+        parts = list(o.chat(model=name, messages=CHAT, think=True, stream=True, options=opts))
+        assert "".join(p.message.thinking or "" for p in parts) == t.message.thinking, parts
+        assert "".join(p.message.content for p in parts) == t.message.content, parts
+        f = o.chat(model=name, messages=CHAT, think=False, options=opts)
+        assert not f.message.thinking and f.prompt_eval_count > t.prompt_eval_count, f
+        g = o.generate(model=name, prompt="Name three primary colors.", think=True,
+                       options=opts)
+        assert g.thinking and g.response, g
+        # The chat page shows the thinking collapsed above the answer.
+        page, _ = run_page_test(s, "chat-page-thinking.png", "thinking")
+        assert page.returncode == 0 and "page: ok" in page.stdout, page.stdout + page.stderr
+    finally:
+        s.stop()
+
+
+@check("reasoning: Harmony replies become reasoning, tool_calls and content, streamed and not")
+def reasoning_harmony(binary, model):
+    s = Server(binary, model, "--parallel", "1",
+               "--chat-template-file", os.path.join(TEMPLATES, "harmony.jinja"), key=KEY)
+    try:
+        c = s.client()
+        call = ('"<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather '
+                '<|constrain|>json<|message|>{\\"city\\": \\"Oslo\\"}<|call|>"')
+        grammar = ('root ::= "<|channel|>analysis<|message|>Weather" [a-z ]{3,20} ' + call +
+                   ' "<|start|>assistant<|channel|>final<|message|>Checking" [a-z ]{3,20}')
+        kw = dict(model="any", messages=ASK_WEATHER, tools=[WEATHER_TOOL], max_tokens=200,
+                  temperature=0, extra_body={"grammar": grammar})
+        r = c.chat.completions.create(**kw)
+        m = r.choices[0].message
+        assert r.choices[0].finish_reason == "tool_calls", r
+        assert m.reasoning_content.startswith("Weather") and m.content.startswith("Checking"), m
+        assert [(t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls] == \
+            [("get_weather", {"city": "Oslo"})], m
+        reasoning, content, calls, finish = streamed_reply(c.chat.completions.create(
+            **kw, stream=True))
+        assert (reasoning, content.strip(), finish) == (m.reasoning_content, m.content, "tool_calls"), (reasoning, content, m)
+        assert [(x["name"], x["arguments"]) for x in calls] == \
+            [(t.function.name, t.function.arguments) for t in m.tool_calls], calls
+        # Without the markup's structure (free text), nothing is lost: it is all content.
+        free = c.chat.completions.create(model="any", messages=CHAT, max_tokens=12,
+                                         temperature=0)
+        inline = c.chat.completions.create(model="any", messages=CHAT, max_tokens=12,
+                                           temperature=0, extra_body={"reasoning_format": "none"})
+        assert free.choices[0].message.content == inline.choices[0].message.content, free
+    finally:
+        s.stop()
+
+
 @check("hostile chat templates: an error response within a second, the server serves on")
 def hostile_templates(binary, model):
     import tempfile
@@ -1035,6 +1170,8 @@ def main():
     connection_cap(binary, chat_model)
     graceful_stop(binary, chat_model)
     hostile_templates(binary, chat_model)
+    reasoning_tags(binary, chat_model)
+    reasoning_harmony(binary, chat_model)
     continuations(binary)
     speculation(binary, large_model, chat_model, plain_model)
     single = Server(binary, chat_model, "--parallel", "1", key=KEY)

@@ -6,7 +6,8 @@
 const { chromium } = require("playwright-core");
 
 async function main() {
-  const [url, key, screenshot] = process.argv.slice(2);
+  // With "thinking": the model thinks first; its thinking must show collapsed, apart.
+  const [url, key, screenshot, thinking] = process.argv.slice(2);
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -23,7 +24,17 @@ async function main() {
     await page.waitForFunction(() => !document.getElementById("model").textContent.includes("…"));
     const model = await page.textContent("#model");
     if (!model.includes("qwen")) problems.push(`model panel shows ${JSON.stringify(model)}`);
-    await page.fill("#input", "Name the three primary colors in one short sentence.");
+    if (thinking) {
+      // Settings under which the small test model answers after its (budgeted) thinking.
+      await page.evaluate(() => {
+        document.getElementById("system").value = "You are a terse assistant.";
+        document.getElementById("temperature").value = "0";
+      });
+    }
+    const question = thinking
+      ? "Name three primary colors."
+      : "Name the three primary colors in one short sentence.";
+    await page.fill("#input", question);
     await page.press("#input", "Enter");
     // Sample the reply's length while it streams: it must be seen growing, not only whole.
     const lengths = new Set();
@@ -39,14 +50,26 @@ async function main() {
       await page.waitForTimeout(15);
     }
     if (lengths.size < 2) problems.push(`the answer did not stream (lengths seen: ${[...lengths]})`);
-    const answer = await page.textContent(".message.assistant");
+    const answer = await page.textContent(".message.assistant .text");
     if (!answer.trim()) problems.push("empty answer");
+    const thought = () =>
+      page.evaluate(() => {
+        const d = document.querySelector(".message.assistant details.thinking");
+        return d ? { open: d.open, text: d.querySelector(".thought").textContent } : null;
+      });
+    if (thinking) {
+      const t = await thought();
+      if (!t || !t.text.trim() || t.open) problems.push(`thinking block: ${JSON.stringify(t)}`);
+    } else if (await thought()) {
+      problems.push("a thinking block for a model that does not think");
+    }
     const status = await page.textContent("#status");
     if (!/tokens in/.test(status)) problems.push(`status line: ${JSON.stringify(status)}`);
     await page.screenshot({ path: screenshot, fullPage: true });
     await page.reload({ waitUntil: "load" });
     const kept = await page.$$eval(".message", (ms) => ms.map((m) => m.className));
     if (kept.length !== 2) problems.push(`after a reload ${kept.length} messages, not 2`);
+    if (thinking && !(await thought())) problems.push("the thinking was not kept over a reload");
     await page.click("#new-chat");
     if ((await page.$$(".message")).length !== 0) problems.push("New chat kept messages");
     console.log(`page: answer ${JSON.stringify(answer.slice(0, 80))}, ${lengths.size} lengths seen`);

@@ -146,6 +146,19 @@ const HELP: &[(&str, &str)] = &[
         "a Jinja chat template to use instead of the model's",
     ),
     (
+        "--chat-template-kwargs",
+        "JSON object of variables for the chat template, e.g. {\"enable_thinking\": false}",
+    ),
+    (
+        "--reasoning-format",
+        "none: leave a reply's thinking in its text; auto: apart (reasoning_content)",
+    ),
+    (
+        "--reasoning-budget",
+        "most tokens a reply thinks (-1: no limit; 0: thinking off where the template allows)",
+    ),
+    ("--hide-thinking", "do not print the model's thinking"),
+    (
         "--max-connections",
         "connections open at once; more are closed on arrival",
     ),

@@ -7,6 +7,8 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
+use kolibri::batching::{BudgetState, ThinkingBudget};
+use kolibri::chat::reasoning::{Part, ReasoningSplitter};
 use kolibri::chat::{ChatMessage, ChatTemplate};
 use kolibri::model::{Context, ContextParams, Logits, Model};
 use kolibri::sampling::Sampler;
@@ -32,18 +34,37 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 "-t",
                 "--threads",
             ][..],
-            &["-c", "--ctx-size"],
+            &[
+                "-c",
+                "--ctx-size",
+                "--chat-template-file",
+                "--reasoning-budget",
+            ],
             &crate::SAMPLING_FLAGS,
             &crate::KV_TYPE_FLAGS,
         ]
         .concat(),
-        &crate::LOAD_SWITCHES,
+        &[&crate::LOAD_SWITCHES[..], &["--hide-thinking"]].concat(),
     )?;
     let path = a.require(&["-m", "--model"])?;
     let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 1024)?;
     let sampler_params = crate::sampler_params(&a)?;
     let model = Arc::new(crate::load_model(path, &a)?);
-    let template = ChatTemplate::from_model(&model).map_err(|e| e.to_string())?;
+    let template = match a.get(&["--chat-template-file"]) {
+        Some(file) => std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|source| {
+                ChatTemplate::with_model_tokens(&source, &model).map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("--chat-template-file {file}: {e}"))?,
+        None => ChatTemplate::from_model(&model).map_err(|e| e.to_string())?,
+    };
+    let budget: i64 = a.parse_or(&["--reasoning-budget"], -1)?;
+    if budget < -1 {
+        return Err(format!(
+            "--reasoning-budget is -1 (no limit) or a token count, not {budget}"
+        ));
+    }
     let (type_k, type_v) = crate::kv_types(&a)?;
     let params = ContextParams {
         n_ctx: a.parse_or(
@@ -64,6 +85,14 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         system: a.get(&["-s", "--system"]).map(str::to_owned),
         turns: Vec::new(),
         n_predict,
+        budget: usize::try_from(budget).ok(),
+        thinking: if a.has("--hide-thinking") {
+            Thinking::Hidden
+        } else if std::io::stdout().is_terminal() {
+            Thinking::Dimmed
+        } else {
+            Thinking::Plain
+        },
     };
     let stdin = std::io::stdin();
     let interactive = stdin.is_terminal();
@@ -103,9 +132,22 @@ struct Chat {
     ctx: Context,
     sampler: Sampler,
     system: Option<String>,
-    /// (role, text) of every turn so far.
+    /// (role, text) of every turn so far; a reply's thinking is not kept.
     turns: Vec<(&'static str, String)>,
     n_predict: usize,
+    /// Most tokens a reply thinks before its thinking is closed for it.
+    budget: Option<usize>,
+    thinking: Thinking,
+}
+
+/// How a reply's thinking is printed.
+#[derive(Clone, Copy, PartialEq)]
+enum Thinking {
+    /// Faint, as terminals show ANSI dim text.
+    Dimmed,
+    /// As it is (output to a pipe or file).
+    Plain,
+    Hidden,
 }
 
 impl Chat {
@@ -119,7 +161,8 @@ impl Chat {
                 return Err(e);
             }
         };
-        match self.generate(&prompt) {
+        let (prompt, opened) = prompt;
+        match self.generate(&prompt, opened) {
             Ok(text) => {
                 self.turns.push(("assistant", text));
                 Ok(())
@@ -133,7 +176,8 @@ impl Chat {
 
     /// The conversation rendered and tokenized; the oldest turns give way when it and a
     /// reply would not fit the context.
-    fn prompt(&mut self) -> Result<Vec<TokenId>, String> {
+    /// Also says whether the prompt leaves the model inside its thinking.
+    fn prompt(&mut self) -> Result<(Vec<TokenId>, bool), String> {
         let room = self
             .ctx
             .n_ctx()
@@ -158,7 +202,9 @@ impl Chat {
                 .map_err(|e| e.to_string())?;
             let tokens = self.model.tokenizer.encode(&text, true, true);
             if tokens.len() <= room {
-                return Ok(tokens);
+                let syntax = self.template.reasoning_syntax();
+                let opened = syntax.is_some_and(|s| s.prompt_opens_reasoning(&text));
+                return Ok((tokens, opened));
             }
             if self.turns.len() <= 1 {
                 return Err(format!(
@@ -170,8 +216,9 @@ impl Chat {
         }
     }
 
-    /// Evaluates what the cache lacks of `prompt`, then samples and prints the reply.
-    fn generate(&mut self, prompt: &[TokenId]) -> Result<String, String> {
+    /// Evaluates what the cache lacks of `prompt`, then samples and prints the reply; returns
+    /// its answer (the thinking printed apart, dimmed or not at all).
+    fn generate(&mut self, prompt: &[TokenId], opened: bool) -> Result<String, String> {
         let held = self.ctx.seq_tokens(0);
         let shared = held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         // At least the last prompt token is evaluated again: its logits start the reply.
@@ -180,20 +227,39 @@ impl Chat {
             .ctx
             .eval(&prompt[keep..], Logits::Last)
             .map_err(|e| e.to_string())?;
-        let mut decoder = StreamDecoder::after_prompt(&self.model.tokenizer);
+        let tokenizer = &self.model.tokenizer;
+        let syntax = self.template.reasoning_syntax();
+        let mut decoder = StreamDecoder::after_prompt(tokenizer)
+            .showing(&syntax.map_or_else(Vec::new, |s| s.marker_tokens(tokenizer)));
+        let mut printer = ReplyPrinter {
+            splitter: syntax.map(|s| ReasoningSplitter::new(s, opened, None)),
+            thinking: self.thinking,
+            thought: false,
+            answer: String::new(),
+        };
+        let mut budget = syntax.zip(self.budget).map(|(syntax, max_tokens)| {
+            BudgetState::new(&ThinkingBudget {
+                syntax: syntax.clone(),
+                opened,
+                max_tokens,
+                close: tokenizer.encode(syntax.closing_markup(), false, true),
+            })
+        });
         let mut out = std::io::stdout().lock();
-        // The reply as printed (each token after the prompt keeps its leading space).
-        let mut reply = String::new();
         for _ in 0..self.n_predict {
-            let token = self.sampler.sample(&logits);
+            let token = match budget.as_mut().and_then(BudgetState::forced) {
+                Some(forced) => forced,
+                None => self.sampler.sample(&logits),
+            };
             self.sampler.accept(token);
             if self.model.tokenizer.is_eog(token) {
                 break;
             }
             let piece = decoder.push(token);
-            let _ = out.write_all(piece.as_bytes());
-            reply.push_str(&piece);
-            let _ = out.flush();
+            if let Some(b) = &mut budget {
+                b.advance(&piece);
+            }
+            printer.print(&mut out, &piece, false);
             if self.ctx.n_past() >= self.ctx.n_ctx() {
                 break;
             }
@@ -203,9 +269,63 @@ impl Chat {
                 .map_err(|e| e.to_string())?;
         }
         let rest = decoder.finish();
-        let _ = writeln!(out, "{rest}");
-        reply.push_str(&rest);
-        Ok(reply)
+        printer.print(&mut out, &rest, true);
+        let _ = writeln!(out);
+        Ok(printer.answer)
+    }
+}
+
+/// Prints a reply as it streams: the answer as it is, the thinking as `thinking` says.
+struct ReplyPrinter {
+    /// With a thinking model: its reply split into thinking and answer.
+    splitter: Option<ReasoningSplitter>,
+    thinking: Thinking,
+    /// Thinking was printed (a blank line then parts it from the answer).
+    thought: bool,
+    /// The answer as printed (each token after the prompt keeps its leading space).
+    answer: String,
+}
+
+impl ReplyPrinter {
+    fn print(&mut self, out: &mut impl Write, text: &str, last: bool) {
+        let Some(s) = &mut self.splitter else {
+            self.answer.push_str(text);
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+            return;
+        };
+        let mut parts = s.push(text);
+        if last {
+            parts.extend(s.finish());
+        }
+        for part in parts {
+            let answer = match part {
+                Part::Reasoning(r) => {
+                    self.thought |= self.thinking != Thinking::Hidden;
+                    let _ = match self.thinking {
+                        Thinking::Dimmed => write!(out, "\x1b[2m{r}\x1b[0m"),
+                        Thinking::Plain => write!(out, "{r}"),
+                        Thinking::Hidden => Ok(()),
+                    };
+                    continue;
+                }
+                Part::Content(c) => c,
+                Part::Call { name, arguments } => format!("[call {name} {arguments}]"),
+                // Thinking that never closed is the reply's text: printed already, unless
+                // hidden.
+                Part::Unfinished { raw, .. } if self.thinking != Thinking::Hidden => {
+                    self.answer.push_str(&raw);
+                    continue;
+                }
+                Part::Unfinished { raw, .. } => raw,
+            };
+            if std::mem::take(&mut self.thought) {
+                let _ = write!(out, "\n\n");
+            }
+            let _ = out.write_all(answer.as_bytes());
+            self.answer.push_str(&answer);
+        }
+        let _ = out.flush();
     }
 }
 

@@ -34,8 +34,10 @@ USAGE:
               state of a prompt that begins this one, and save this one's)
   kolibri chat -m MODEL [-s SYSTEM] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
               [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
+              [--chat-template-file FILE] [--reasoning-budget N] [--hide-thinking]
               (an interactive chat through the model's template; /reset, /exit, a trailing \\
-              or a \"\"\" block for several lines)
+              or a \"\"\" block for several lines; a thinking model's thinking is printed
+              dimmed, apart from its answer)
   kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]
               [--no-mmap] [--mlock]
   kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT

@@ -19,20 +19,43 @@ function load() {
     if (saved !== null) $(id).value = saved;
     $(id).addEventListener("change", () => localStorage.setItem(`${STORE}-${id}`, $(id).value));
   }
-  conversation.forEach((m) => show(m.role, m.content));
+  conversation.forEach((m) => {
+    const div = show(m.role, m.content);
+    if (m.reasoning_content) thinkingOf(div).textContent = m.reasoning_content;
+  });
 }
 
 function save() {
   localStorage.setItem(STORE, JSON.stringify(conversation));
 }
 
+// A message: its text in a span of its own, so that a reply's thinking can sit before it.
 function show(role, text) {
   const div = document.createElement("div");
   div.className = `message ${role}`;
-  div.textContent = text;
+  const body = document.createElement("span");
+  body.className = "text";
+  body.textContent = text;
+  div.appendChild(body);
   $("messages").appendChild(div);
   div.scrollIntoView({ block: "end" });
   return div;
+}
+
+// The collapsed "Thinking" block of a reply (made on first use), for its reasoning_content.
+function thinkingOf(div) {
+  let thought = div.querySelector(".thought");
+  if (!thought) {
+    const details = document.createElement("details");
+    details.className = "thinking";
+    const summary = document.createElement("summary");
+    summary.textContent = "Thinking";
+    thought = document.createElement("div");
+    thought.className = "thought";
+    details.append(summary, thought);
+    div.prepend(details);
+  }
+  return thought;
 }
 
 function headers() {
@@ -78,6 +101,7 @@ async function send(text) {
   save();
   show("user", text);
   const reply = show("assistant", "");
+  const answer = reply.querySelector(".text");
   reply.classList.add("streaming");
   const system = $("system").value.trim();
   const messages = (system ? [{ role: "system", content: system }] : []).concat(conversation);
@@ -107,11 +131,12 @@ async function send(text) {
       const chunk = JSON.parse(data);
       if (chunk.error) throw new Error(chunk.error.message);
       if (chunk.usage) tokens = chunk.usage.completion_tokens;
-      const delta = chunk.choices?.[0]?.delta?.content;
-      if (delta) {
-        reply.textContent += delta;
-        reply.scrollIntoView({ block: "end" });
+      const delta = chunk.choices?.[0]?.delta;
+      if (delta?.reasoning_content) {
+        thinkingOf(reply).textContent += delta.reasoning_content;
       }
+      if (delta?.content) answer.textContent += delta.content;
+      if (delta?.content || delta?.reasoning_content) reply.scrollIntoView({ block: "end" });
     });
     const secs = (performance.now() - started) / 1000;
     $("status").textContent = `${tokens} tokens in ${secs.toFixed(1)} s`;
@@ -119,8 +144,11 @@ async function send(text) {
     if (e.name !== "AbortError") show("error", `Error: ${e.message}`);
   } finally {
     reply.classList.remove("streaming");
-    if (reply.textContent) {
-      conversation.push({ role: "assistant", content: reply.textContent });
+    const thought = reply.querySelector(".thought")?.textContent;
+    if (answer.textContent || thought) {
+      const turn = { role: "assistant", content: answer.textContent };
+      if (thought) turn.reasoning_content = thought;
+      conversation.push(turn);
       save();
     } else {
       reply.remove();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kolibri::batching::{Scheduler, SchedulerParams, Speculation};
 use kolibri::chat::ChatTemplate;
-use kolibri::server::{listener, router, AppState};
+use kolibri::server::{listener, router, AppState, ThinkingOptions};
 
 use crate::args::Args;
 
@@ -15,7 +15,8 @@ pub const USAGE: &str =
     "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
               [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
               [--max-body BYTES] [--max-connections 1024] [--conn-timeout SECS]
-              [--chat-template-file FILE]
+              [--chat-template-file FILE] [--chat-template-kwargs JSON]
+              [--reasoning-format auto|none] [--reasoning-budget N]
               [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
               [--lookup] [--draft MODEL] [--draft-max 16] [--draft-p-min 0.5]
@@ -60,6 +61,9 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--conn-timeout",
             "--max-connections",
             "--chat-template-file",
+            "--chat-template-kwargs",
+            "--reasoning-format",
+            "--reasoning-budget",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
@@ -105,6 +109,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         }
     }
 
+    let thinking = thinking_options(&a)?;
     let model = Arc::new(crate::load_model(path, &a)?);
     let speculation = speculation(&a)?;
     let draft = speculation.draft_model.as_deref();
@@ -149,14 +154,17 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             .map_err(|e| format!("--chat-template-file {file}: {e}"))?),
         None => ChatTemplate::from_model(&model),
     };
-    let app = Arc::new(AppState::new(
-        scheduler,
-        template,
-        model_id.clone(),
-        api_key.clone(),
-        Duration::from_secs(timeout),
-        slot_save_path,
-    ));
+    let app = Arc::new(
+        AppState::new(
+            scheduler,
+            template,
+            model_id.clone(),
+            api_key.clone(),
+            Duration::from_secs(timeout),
+            slot_save_path,
+        )
+        .with_thinking(thinking),
+    );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -229,6 +237,24 @@ async fn shutdown_signal() {
 }
 
 /// `--lookup`, `--draft MODEL`, `--draft-max N`, `--draft-p-min P`.
+/// `--reasoning-format`, `--chat-template-kwargs` and `--reasoning-budget`, checked as a
+/// request's own fields are.
+fn thinking_options(a: &Args) -> Result<ThinkingOptions, String> {
+    let kwargs = a
+        .get(&["--chat-template-kwargs"])
+        .map(serde_json::from_str::<serde_json::Value>)
+        .transpose()
+        .map_err(|e| format!("--chat-template-kwargs is not JSON: {e}"))?;
+    let budget: Option<i64> = a
+        .get(&["--reasoning-budget"])
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| format!("--reasoning-budget: {e}"))?;
+    ThinkingOptions::default()
+        .overridden(a.get(&["--reasoning-format"]), kwargs.as_ref(), budget)
+        .map_err(|e| e.message.replace("reasoning_format", "--reasoning-format"))
+}
+
 fn speculation(a: &crate::args::Args) -> Result<Speculation, String> {
     let draft_model = crate::speculate::load_draft(a)?;
     if !a.has("--lookup") && draft_model.is_none() {
