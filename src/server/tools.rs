@@ -6,6 +6,7 @@
 //! `tool_choice` `required` or a named function the reply is constrained to such a call, so it
 //! always parses.
 
+use crate::chat::reasoning::partial_suffix;
 use crate::grammar::ConstraintSpec;
 use serde_json::{json, Map, Value};
 
@@ -357,16 +358,6 @@ fn parse_bare(reply: &str, names: &[String]) -> Option<Vec<Call>> {
         .map(|item| parse_call(&item.to_string()).filter(|c| names.contains(&c.name)))
         .collect::<Option<_>>()?;
     (!calls.is_empty()).then_some(calls)
-}
-
-/// The length of the longest end of `text` that begins `tag`.
-fn partial_suffix(text: &str, tag: &str) -> usize {
-    (1..tag.len().min(text.len() + 1))
-        .rev()
-        .find(|&n| {
-            text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..])
-        })
-        .unwrap_or(0)
 }
 
 fn bad(param: &str, message: String) -> ApiError {
