@@ -12,6 +12,7 @@
 mod attention_layer;
 mod balance;
 mod centering;
+mod conv_window;
 mod delta_net;
 mod ffn;
 pub(crate) use ffn::DENSE_CHUNK_BYTES;
