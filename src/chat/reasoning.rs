@@ -241,22 +241,13 @@ impl ReasoningSplitter {
                 true
             }
             Mode::Thinking(thought) => {
-                let ends: Vec<String> = match &thought.close {
-                    Some(close) => vec![close.clone()],
-                    None => H_BODY_ENDS.map(String::from).to_vec(),
+                let close = thought.close.clone();
+                let ends = match &close {
+                    Some(close) => vec![close.as_str()],
+                    None => H_BODY_ENDS.to_vec(),
                 };
-                let ends: Vec<&str> = ends.iter().map(String::as_str).collect();
                 let Some((at, end)) = first_of(&self.pending, &ends) else {
-                    let keep = if at_end {
-                        0
-                    } else {
-                        ends.iter()
-                            .map(|e| partial_suffix(&self.pending, e))
-                            .max()
-                            .unwrap_or(0)
-                    };
-                    let ready: String = self.pending.drain(..self.pending.len() - keep).collect();
-                    thought.take(&ready, out);
+                    thought.take(&take_ready(&mut self.pending, &ends, at_end), out);
                     return false;
                 };
                 let body: String = self.pending.drain(..at).collect();
@@ -276,17 +267,7 @@ impl ReasoningSplitter {
             Mode::Body(channel) => {
                 let Some((at, end)) = first_of(&self.pending, &H_BODY_ENDS) else {
                     if let Channel::Answer = channel {
-                        let keep = if at_end {
-                            0
-                        } else {
-                            (H_BODY_ENDS.iter())
-                                .map(|e| partial_suffix(&self.pending, e))
-                                .max()
-                                .unwrap_or(0)
-                        };
-                        let ready: String =
-                            self.pending.drain(..self.pending.len() - keep).collect();
-                        push_content(out, ready);
+                        push_content(out, take_ready(&mut self.pending, &H_BODY_ENDS, at_end));
                     }
                     return false;
                 };
@@ -412,6 +393,18 @@ fn push_content(out: &mut Vec<Part>, text: String) {
     if !text.is_empty() {
         out.push(Part::Content(text));
     }
+}
+
+/// Drains what of `pending` is text for sure: all of it at the end of the reply, else all
+/// but an end that may be the start of one of `ends`.
+fn take_ready(pending: &mut String, ends: &[&str], at_end: bool) -> String {
+    let keep = match at_end {
+        true => 0,
+        false => (ends.iter().map(|e| partial_suffix(pending, e)))
+            .max()
+            .unwrap_or(0),
+    };
+    pending.drain(..pending.len() - keep).collect()
 }
 
 /// The earliest of `ends` in `text`: its byte offset and which.

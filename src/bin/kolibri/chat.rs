@@ -50,13 +50,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 1024)?;
     let sampler_params = crate::sampler_params(&a)?;
     let model = Arc::new(crate::load_model(path, &a)?);
-    let template = match a.get(&["--chat-template-file"]) {
-        Some(file) => std::fs::read_to_string(file)
-            .map_err(|e| e.to_string())
-            .and_then(|source| {
-                ChatTemplate::with_model_tokens(&source, &model).map_err(|e| e.to_string())
-            })
-            .map_err(|e| format!("--chat-template-file {file}: {e}"))?,
+    let template = match crate::template_file(&a, &model)? {
+        Some(template) => template,
         None => ChatTemplate::from_model(&model).map_err(|e| e.to_string())?,
     };
     let budget: i64 = a.parse_or(&["--reasoning-budget"], -1)?;

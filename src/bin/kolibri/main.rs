@@ -124,6 +124,25 @@ pub const LOAD_SWITCHES: [&str; 2] = ["--no-mmap", "--mlock"];
 /// [`LOAD_SWITCHES`] given in `a`.
 /// With a memory budget too small for the whole model, its weights are paged (streamed per
 /// layer from the mapped file).
+/// The template `--chat-template-file` names, compiled with the model's tokens (`None`: no
+/// file given). A template given explicitly must compile: a mistake there is the user's.
+pub fn template_file(
+    a: &args::Args,
+    model: &kolibri::model::Model,
+) -> Result<Option<kolibri::chat::ChatTemplate>, String> {
+    let Some(file) = a.get(&["--chat-template-file"]) else {
+        return Ok(None);
+    };
+    std::fs::read_to_string(file)
+        .map_err(|e| e.to_string())
+        .and_then(|source| {
+            kolibri::chat::ChatTemplate::with_model_tokens(&source, model)
+                .map_err(|e| e.to_string())
+        })
+        .map(Some)
+        .map_err(|e| format!("--chat-template-file {file}: {e}"))
+}
+
 pub fn load_model(path: &str, a: &args::Args) -> Result<kolibri::model::Model, String> {
     let paged = match budget_bytes(a)? {
         Some(budget) => {

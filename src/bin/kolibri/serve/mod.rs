@@ -144,14 +144,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let template = match a.get(&["--chat-template-file"]) {
-        // A template given explicitly must compile: a mistake there is the operator's.
-        Some(file) => Ok(std::fs::read_to_string(file)
-            .map_err(|e| e.to_string())
-            .and_then(|source| {
-                ChatTemplate::with_model_tokens(&source, &model).map_err(|e| e.to_string())
-            })
-            .map_err(|e| format!("--chat-template-file {file}: {e}"))?),
+    let template = match crate::template_file(&a, &model)? {
+        Some(template) => Ok(template),
         None => ChatTemplate::from_model(&model),
     };
     let app = Arc::new(
