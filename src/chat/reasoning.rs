@@ -162,12 +162,8 @@ struct Thought {
 enum Channel {
     /// `final`, or `commentary` to the user: answer text.
     Answer,
-    /// A call to a tool: the body is its arguments.
-    Call {
-        name: String,
-        raw_header: String,
-        body: String,
-    },
+    /// A call to a tool: the body (held in `pending` until it ends) is its arguments.
+    Call { name: String, raw_header: String },
 }
 
 impl ReasoningSplitter {
@@ -213,11 +209,9 @@ impl ReasoningSplitter {
                 raw: t.raw + &rest,
                 emitted: t.emitted,
             }),
-            Mode::Body(Channel::Call {
-                name,
-                raw_header,
-                body,
-            }) => out.push(self.call(name, raw_header, body + &rest)),
+            Mode::Body(Channel::Call { name, raw_header }) => {
+                out.push(self.call(name, raw_header, rest))
+            }
             _ => push_content(&mut out, rest),
         }
         out
@@ -276,11 +270,9 @@ impl ReasoningSplitter {
                     self.pending.drain(..end.len());
                 }
                 match std::mem::replace(&mut self.mode, Mode::Header) {
-                    Mode::Body(Channel::Call {
-                        name,
-                        raw_header,
-                        body: held,
-                    }) => out.push(self.call(name, raw_header, held + &body)),
+                    Mode::Body(Channel::Call { name, raw_header }) => {
+                        out.push(self.call(name, raw_header, body))
+                    }
                     _ => push_content(out, body),
                 }
                 true
@@ -324,11 +316,7 @@ impl ReasoningSplitter {
         self.mode = match (channel, recipient) {
             (_, Some(to)) => {
                 let name = to.strip_prefix("functions.").unwrap_or(to).to_string();
-                Mode::Body(Channel::Call {
-                    name,
-                    raw_header,
-                    body: String::new(),
-                })
+                Mode::Body(Channel::Call { name, raw_header })
             }
             ("analysis", None) => Mode::Thinking(Thought::new(None, raw_header)),
             ("final" | "commentary", None) => Mode::Body(Channel::Answer),

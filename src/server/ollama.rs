@@ -351,7 +351,7 @@ fn thinking(
         }
         Some(Value::String(effort)) if ["low", "medium", "high"].contains(&effort.as_str()) => {
             opts.kwargs.insert("enable_thinking".into(), json!(true));
-            opts.kwargs.insert("reasoning_effort".into(), json!(effort));
+            opts.set_effort(effort);
         }
         Some(other) => {
             return Err(ApiError::bad_request(

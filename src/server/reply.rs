@@ -81,6 +81,17 @@ impl ThinkingOptions {
         Ok(out)
     }
 
+    /// A reasoning effort for the template (`reasoning_effort`); `"none"` turns thinking
+    /// off instead.
+    pub fn set_effort(&mut self, effort: &str) {
+        match effort {
+            "none" => self.default_thinking(false),
+            _ => {
+                (self.kwargs).insert("reasoning_effort".into(), Value::String(effort.into()));
+            }
+        }
+    }
+
     /// Sets `enable_thinking` unless the request set it itself.
     pub fn default_thinking(&mut self, on: bool) {
         self.kwargs

@@ -123,12 +123,8 @@ pub async fn chat_completions(
         req.chat_template_kwargs.as_ref(),
         budget,
     )?;
-    match req.reasoning_effort.as_deref() {
-        None => {}
-        Some("none") => thinking.default_thinking(false),
-        Some(effort) => {
-            (thinking.kwargs).insert("reasoning_effort".into(), Value::String(effort.into()));
-        }
+    if let Some(effort) = &req.reasoning_effort {
+        thinking.set_effort(effort);
     }
     let prepared = reply::prepare_chat(
         template,
