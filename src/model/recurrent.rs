@@ -222,15 +222,9 @@ impl RecurrentMemory {
         }
     }
 
-    /// Records layer `il`'s state of sequence `seq` after its first `held` tokens, where the
-    /// pass keeps that position.
-    pub fn record(&mut self, seq: usize, il: usize, held: usize) {
-        let len = self.layers[il].as_ref().map_or(0, |r| r.len());
-        self.record_part(seq, il, held, 0..len);
-    }
-
-    /// [`RecurrentMemory::record`] of part `part` of the layer's state (a layer that moves
-    /// its parts on at different times).
+    /// Records part `part` of layer `il`'s state of sequence `seq` after its first `held`
+    /// tokens, where the pass keeps that position (a layer may move its parts on at different
+    /// times).
     pub fn record_part(&mut self, seq: usize, il: usize, held: usize, part: Range<usize>) {
         let layer = self.layers[il].clone().expect("a recurrent layer");
         let range = layer.start + part.start..layer.start + part.end;
@@ -441,7 +435,7 @@ mod tests {
         m.begin_pass(&h, &a);
         for t in held + 1..=held + n {
             m.layer_state(0, 0).fill(t as f32);
-            m.record(0, 0, t);
+            m.record_part(0, 0, t, 0..2);
         }
         m.end_pass();
     }
@@ -467,7 +461,7 @@ mod tests {
         pass(&mut m, 0, 5);
         m.begin_pass(&[5], &[3]);
         m.layer_state(0, 0).fill(99.0);
-        m.record(0, 0, 6);
+        m.record_part(0, 0, 6, 0..2);
         m.abandon_pass();
         assert_eq!(m.seq_state(0), [5.0, 5.0]);
         assert_eq!(m.truncate(0, 5, 4), 4);
