@@ -52,9 +52,11 @@ static kolibri_sampler *greedy_sampler(void) {
     return kolibri_sampler_new(&p, &s) == KOLIBRI_STATUS_OK ? s : NULL;
 }
 
+/* So regular that every model continues it the same way, whatever its kernels' rounding: lookup
+ * must find drafts to accept on any machine. */
 static const char *PROMPT =
-    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n"
-    "def mul(a, b):\n    return a * b\n\ndef div(a, b):\n";
+    "def f1(x):\n    return x + 1\n\ndef f2(x):\n    return x + 2\n\n"
+    "def f3(x):\n    return x + 3\n\ndef f4(x):\n    return x + 4\n\ndef f5(x):\n";
 
 /* Greedy tokens after the prompt: plainly (draft_model NULL and lookup 0), by prompt lookup,
  * or with a draft context of draft_model. Returns how many were written to out. */
@@ -153,6 +155,9 @@ int main(int argc, char **argv) {
     check("prompt lookup: the same tokens", n == n_plain && !memcmp(fast, plain, sizeof plain));
     check("prompt lookup drafted and was accepted", st.drafted > 0 && st.accepted > 0);
     check("fewer target passes than tokens", st.target_passes < st.generated);
+    printf("       (drafted %llu, accepted %llu, %llu target passes for %llu tokens)\n",
+           (unsigned long long)st.drafted, (unsigned long long)st.accepted,
+           (unsigned long long)st.target_passes, (unsigned long long)st.generated);
 
     kolibri_context *c = new_context(m);
     kolibri_speculator *spec = NULL;
