@@ -55,7 +55,7 @@ SCALE_OFFSETS = {
 
 # Types gguf-py quantizes (with ggml's reference rounding); `quantize-<TYPE>.bin` holds
 # f32 inputs and gguf-py's blocks for them.
-QUANTIZED_BY_GGUF_PY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
+QUANTIZED_BY_GGUF_PY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.MXFP4]
 N_QUANTIZE_BLOCKS = 64
 
 # Element counts for the plain float types, and block counts for the quantized ones.
@@ -120,7 +120,18 @@ def float_data(rng: np.random.Generator, qtype: T) -> np.ndarray:
     raise ValueError(qtype)
 
 
+def mxfp4_data(rng: np.random.Generator) -> np.ndarray:
+    """MXFP4 blocks: random codes under every finite E8M0 half scale from the subnormal
+    2^-128 (e = 0, 1) to 2^124 (e = 252: 12 * 2^125 would overflow f32)."""
+    blocks = rng.integers(0, 256, size=(N_BLOCKS_SMALL, 17), dtype=np.uint16).astype(np.uint8)
+    blocks[:, 0] = rng.integers(0, 253, size=N_BLOCKS_SMALL, dtype=np.uint16).astype(np.uint8)
+    blocks[:4, 0] = [0, 1, 2, 252]
+    return blocks.reshape(-1)
+
+
 def quant_data(rng: np.random.Generator, qtype: T) -> np.ndarray:
+    if qtype == T.MXFP4:
+        return mxfp4_data(rng)
     block_size, type_size = GGML_QUANT_SIZES[qtype]
     n_blocks = N_BLOCKS_K if block_size == 256 else N_BLOCKS_SMALL
     blocks = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint16).astype(np.uint8)
@@ -134,7 +145,8 @@ def quant_data(rng: np.random.Generator, qtype: T) -> np.ndarray:
 def main() -> int:
     rng = np.random.default_rng(SEED)
     os.makedirs(OUT_DIR, exist_ok=True)
-    types = [T.F32, T.F16, T.BF16, *SCALE_OFFSETS.keys()]
+    # New types go last, so the random streams of the earlier ones stay as they were.
+    types = [T.F32, T.F16, T.BF16, *SCALE_OFFSETS.keys(), T.MXFP4]
     total = 0
     for qtype in types:
         data = float_data(rng, qtype) if qtype in (T.F32, T.F16, T.BF16) else quant_data(rng, qtype)

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use kolibri::quant::dequant::get_scale_min_k4;
 use kolibri::quant::{dequantize_row, DequantError, GgmlType};
 
-const TYPES: [GgmlType; 15] = [
+const TYPES: [GgmlType; 16] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -26,6 +26,7 @@ const TYPES: [GgmlType; 15] = [
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::MXFP4,
 ];
 
 struct Fixture {
@@ -112,7 +113,8 @@ fn matches_gguf_py_bit_exactly() {
 }
 
 /// The quantizers of the types gguf-py quantizes write its blocks byte for byte (ggml's
-/// reference rounding: round-half-away scales, truncating offsets).
+/// reference rounding: round-half-away scales, truncating offsets; MXFP4's exponent of the
+/// largest magnitude and first-nearest codes).
 #[test]
 fn quantizers_match_gguf_py_byte_exactly() {
     use kolibri::quant::encode::quantize_row;
@@ -122,6 +124,7 @@ fn quantizers_match_gguf_py_byte_exactly() {
         GgmlType::Q5_0,
         GgmlType::Q5_1,
         GgmlType::Q8_0,
+        GgmlType::MXFP4,
     ] {
         let path = format!(
             "{}/tests/data/quant/quantize-{}.bin",

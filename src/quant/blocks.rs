@@ -132,6 +132,56 @@ pub struct BlockIQ4XS {
     pub qs: [u8; QK_K / 2],
 }
 
+/// 32 weights of OCP MX FP4: `w = 2^(e - 128) * KVALUES_MXFP4[q]`, with `e` a shared E8M0
+/// exponent and `q` an E2M1 code (the codebook holds twice the E2M1 values, so the scale is
+/// half the E8M0 one, as ggml stores it); quants packed as in IQ4_NL.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockMXFP4 {
+    pub e: u8,
+    pub qs: [u8; 16],
+}
+
+/// The E2M1 values doubled: an MXFP4 code is a sign bit over 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// `2^(e - 128)`: half the E8M0 scale `e` (exact, subnormal below e = 2).
+#[inline]
+pub fn e8m0_half(e: u8) -> f32 {
+    match e {
+        0 | 1 => f32::from_bits(0x0020_0000 << e),
+        _ => f32::from_bits(((e as u32) - 1) << 23),
+    }
+}
+
+/// A block of 32 four-bit codes into a signed 16-entry codebook under one scale (IQ4_NL,
+/// MXFP4): code `j` in the low nibble of `qs[j]`, code `j + 16` in its high nibble.
+pub trait CodebookBlock: Block + Send + Sync + 'static {
+    const CODEBOOK: [i8; 16];
+    fn qs(&self) -> &[u8; 16];
+    fn scale(&self) -> f32;
+}
+
+impl CodebookBlock for BlockIQ4NL {
+    const CODEBOOK: [i8; 16] = KVALUES_IQ4NL;
+    fn qs(&self) -> &[u8; 16] {
+        &self.qs
+    }
+    fn scale(&self) -> f32 {
+        self.d.to_f32()
+    }
+}
+
+impl CodebookBlock for BlockMXFP4 {
+    const CODEBOOK: [i8; 16] = KVALUES_MXFP4;
+    fn qs(&self) -> &[u8; 16] {
+        &self.qs
+    }
+    fn scale(&self) -> f32 {
+        e8m0_half(self.e)
+    }
+}
+
 /// The IQ4_NL codebook.
 pub const KVALUES_IQ4NL: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
@@ -151,6 +201,7 @@ const _: () = {
     assert!(size_of::<BlockQ6K>() == 210);
     assert!(size_of::<BlockQ8K>() == 292);
     assert!(size_of::<BlockIQ4NL>() == 18);
+    assert!(size_of::<BlockMXFP4>() == 17);
     assert!(size_of::<BlockIQ4XS>() == 136);
 };
 
@@ -185,6 +236,8 @@ unsafe impl Block for BlockQ6K {}
 unsafe impl Block for BlockQ8K {}
 // SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockIQ4NL {}
+// SAFETY: plain data of integers, `repr(C)` without padding.
+unsafe impl Block for BlockMXFP4 {}
 // SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.
 unsafe impl Block for BlockIQ4XS {}
 // SAFETY: plain data of integers and f16/bf16/f32 fields, `repr(C)` without padding.

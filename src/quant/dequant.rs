@@ -17,8 +17,8 @@ pub use super::dequant_k::{
 };
 
 use super::blocks::{
-    read_block, Block, BlockIQ4NL, BlockIQ4XS, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1,
-    BlockQ8_0, KVALUES_IQ4NL,
+    read_block, Block, BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0,
+    BlockQ5_1, BlockQ8_0, CodebookBlock, KVALUES_IQ4NL,
 };
 use super::types::GgmlType;
 
@@ -86,6 +86,7 @@ pub fn is_supported(ty: GgmlType) -> bool {
             | Q6_K
             | IQ4_NL
             | IQ4_XS
+            | MXFP4
     )
 }
 
@@ -137,6 +138,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), D
         Q8_0 => for_each_block(src, dst, dequantize_q8_0),
         IQ4_NL => for_each_block(src, dst, dequantize_iq4_nl),
         IQ4_XS => for_each_block(src, dst, dequantize_iq4_xs),
+        MXFP4 => for_each_block(src, dst, dequantize_mxfp4),
         Q2_K => for_each_block(src, dst, dequantize_q2_k),
         Q3_K => for_each_block(src, dst, dequantize_q3_k),
         Q4_K => for_each_block(src, dst, dequantize_q4_k),
@@ -220,13 +222,24 @@ pub fn dequantize_q8_0(block: &BlockQ8_0, out: &mut [f32; 32]) {
     }
 }
 
-/// IQ4_NL: `out[i] = d * KVALUES_IQ4NL[q[i]]`, with the 4-bit index `q[i]` unpacked as in Q4_0.
-pub fn dequantize_iq4_nl(block: &BlockIQ4NL, out: &mut [f32; 32]) {
-    let d = block.d.to_f32();
-    for (j, &byte) in block.qs.iter().enumerate() {
-        out[j] = d * KVALUES_IQ4NL[(byte & 0x0F) as usize] as f32;
-        out[j + 16] = d * KVALUES_IQ4NL[(byte >> 4) as usize] as f32;
+/// IQ4_NL and MXFP4: `out[i] = scale * CODEBOOK[q[i]]`, with the 4-bit index `q[i]` unpacked
+/// as in Q4_0.
+pub fn dequantize_codebook<B: CodebookBlock>(block: &B, out: &mut [f32; 32]) {
+    let d = block.scale();
+    for (j, &byte) in block.qs().iter().enumerate() {
+        out[j] = d * B::CODEBOOK[(byte & 0x0F) as usize] as f32;
+        out[j + 16] = d * B::CODEBOOK[(byte >> 4) as usize] as f32;
     }
+}
+
+/// IQ4_NL: `out[i] = d * KVALUES_IQ4NL[q[i]]`.
+pub fn dequantize_iq4_nl(block: &BlockIQ4NL, out: &mut [f32; 32]) {
+    dequantize_codebook(block, out)
+}
+
+/// MXFP4: `out[i] = 2^(e - 128) * KVALUES_MXFP4[q[i]]`.
+pub fn dequantize_mxfp4(block: &BlockMXFP4, out: &mut [f32; 32]) {
+    dequantize_codebook(block, out)
 }
 
 /// The 6-bit scale of sub-block `i` of an IQ4_XS block, offset by 32 (so in -32..32).

@@ -36,6 +36,7 @@ pub enum GgmlType {
     BF16 = 30,
     TQ1_0 = 34,
     TQ2_0 = 35,
+    MXFP4 = 39,
 }
 
 /// Elements per super-block of the K-quants.
@@ -77,6 +78,7 @@ impl GgmlType {
             30 => BF16,
             34 => TQ1_0,
             35 => TQ2_0,
+            39 => MXFP4,
             _ => return None,
         })
     }
@@ -118,6 +120,7 @@ impl GgmlType {
             IQ1_M => (QK_K, 56),
             TQ1_0 => (QK_K, 54),
             TQ2_0 => (QK_K, 66),
+            MXFP4 => (32, 17),
         }
     }
 
@@ -173,6 +176,7 @@ impl GgmlType {
             BF16 => "BF16",
             TQ1_0 => "TQ1_0",
             TQ2_0 => "TQ2_0",
+            MXFP4 => "MXFP4",
         }
     }
 }

@@ -28,12 +28,14 @@ pub enum FileType {
     Q6_K,
     IQ4_NL,
     IQ4_XS,
+    /// MXFP4 experts, Q8_0 elsewhere (gpt-oss's own mix).
+    MXFP4_MOE,
 }
 
 use FileType as F;
 
 /// Every file type, with its name and `general.file_type` id.
-const FILE_TYPES: [(FileType, &str, u32); 19] = [
+const FILE_TYPES: [(FileType, &str, u32); 20] = [
     (F::F32, "F32", 0),
     (F::F16, "F16", 1),
     (F::BF16, "BF16", 32),
@@ -53,6 +55,7 @@ const FILE_TYPES: [(FileType, &str, u32); 19] = [
     (F::Q6_K, "Q6_K", 18),
     (F::IQ4_NL, "IQ4_NL", 25),
     (F::IQ4_XS, "IQ4_XS", 30),
+    (F::MXFP4_MOE, "MXFP4_MOE", 38),
 ];
 
 impl FileType {
@@ -107,6 +110,7 @@ impl FileType {
             F::Q6_K => G::Q6_K,
             F::IQ4_NL => G::IQ4_NL,
             F::IQ4_XS => G::IQ4_XS,
+            F::MXFP4_MOE => G::MXFP4,
         }
     }
 }
@@ -150,6 +154,8 @@ pub struct Place {
     pub n_layers: usize,
     /// Query heads per key/value head.
     pub gqa: usize,
+    /// A stack of experts' matrices (a third dimension above 1).
+    pub experts: bool,
 }
 
 /// The first eighth, the last eighth and every third layer between them.
@@ -163,6 +169,9 @@ pub fn weight_type(ft: FileType, p: &Place) -> GgmlType {
     let base = ft.base();
     if !is_quantized(base) {
         return base;
+    }
+    if ft == F::MXFP4_MOE {
+        return if p.experts { G::MXFP4 } else { G::Q8_0 };
     }
     let (i, n) = (p.layer, p.n_layers);
     match p.role {
@@ -244,6 +253,7 @@ mod tests {
             layer,
             n_layers: 24,
             gqa: 7,
+            experts: false,
         }
     }
 
@@ -283,6 +293,13 @@ mod tests {
         assert_eq!(weight_type(F::Q4_0, &place(Role::Output, 0)), G::Q6_K);
         assert_eq!(weight_type(F::Q4_0, &place(Role::FfnDown, 0)), G::Q4_0);
         assert_eq!(weight_type(F::F16, &place(Role::Output, 0)), G::F16);
+        let experts = Place {
+            experts: true,
+            ..place(Role::FfnDown, 3)
+        };
+        assert_eq!(weight_type(F::MXFP4_MOE, &experts), G::MXFP4);
+        assert_eq!(weight_type(F::MXFP4_MOE, &place(Role::FfnDown, 3)), G::Q8_0);
+        assert_eq!(weight_type(F::MXFP4_MOE, &place(Role::Output, 0)), G::Q8_0);
     }
 
     #[test]

@@ -148,6 +148,7 @@ pub fn plan(file: &GgufFile, opts: &Options) -> Result<Vec<TensorPlan>, Quantize
                 layer,
                 n_layers,
                 gqa,
+                experts: t.dims.get(2).is_some_and(|&e| e > 1),
             };
             let ty = if opts.pure {
                 opts.file_type.base()

@@ -91,6 +91,13 @@ pub fn random_weights(ty: GgmlType, rows: usize, k: usize, rng: &mut Rng) -> Ali
     for x in b.iter_mut() {
         *x = rng.bits() as u8;
     }
+    if ty == GgmlType::MXFP4 {
+        // E8M0 half scales 2^-18 .. 2^-3, inside what the 8-row layout's f16 holds.
+        for blk in b.chunks_mut(ts) {
+            blk[0] = 110 + (rng.bits() % 16) as u8;
+        }
+        return a;
+    }
     // (offset of d, offset of dmin) in the block.
     let (d_at, dmin_at) = match ty {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => (0, None),
@@ -171,6 +178,31 @@ fn dequant_block(ty: GgmlType, b: &[u8], main: &mut Vec<f64>, min: &mut Vec<f64>
                     b[2 + j - 16] >> 4
                 };
                 push(d * IQ4NL_VALUES[q as usize] as f64, 0.0);
+            }
+        }
+        GgmlType::MXFP4 => {
+            // E2M1 (sign, 2-bit exponent, 1-bit mantissa) under the E8M0 scale 2^(e - 127).
+            let d = 2f64.powi(b[0] as i32 - 127);
+            let e2m1 = |c: u8| {
+                let (e, m) = ((c >> 1) & 3, c & 1) as (u8, u8);
+                let mag = if e == 0 {
+                    0.5 * m as f64
+                } else {
+                    2f64.powi(e as i32 - 1) * (1.0 + 0.5 * m as f64)
+                };
+                if c & 8 != 0 {
+                    -mag
+                } else {
+                    mag
+                }
+            };
+            for j in 0..32 {
+                let q = if j < 16 {
+                    b[1 + j] & 15
+                } else {
+                    b[1 + j - 16] >> 4
+                };
+                push(d * e2m1(q), 0.0);
             }
         }
         GgmlType::IQ4_XS => {

@@ -92,7 +92,8 @@ fn scalar_kernels_match_dequantized_reference() {
                 | GgmlType::Q5_0
                 | GgmlType::Q5_1
                 | GgmlType::Q8_0
-                | GgmlType::IQ4_NL => q8_0_of(&x)
+                | GgmlType::IQ4_NL
+                | GgmlType::MXFP4 => q8_0_of(&x)
                     .iter()
                     .flat_map(|b| b.qs.map(|v| b.d.to_f32() as f64 * v as f64))
                     .collect(),

@@ -50,8 +50,10 @@ impl WeightMatrix<'_> {
                 self.data.len()
             )));
         }
+        // The block's alignment: its widest field (MXFP4's blocks are bytes only).
         let align = match self.ty {
             GgmlType::F32 => 4,
+            GgmlType::MXFP4 => 1,
             _ => 2,
         };
         if !(self.data.as_ptr() as usize).is_multiple_of(align) {

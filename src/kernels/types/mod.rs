@@ -5,10 +5,12 @@
 //! a line in [`REGISTRY`] (its ggml block struct and reference dequantization live in
 //! [`crate::quant`], which the GGUF code shares).
 
+mod codebook4;
 mod entry;
 pub mod float;
 pub mod iq4_nl;
 pub mod iq4_xs;
+pub mod mxfp4;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;
@@ -223,7 +225,7 @@ pub(crate) const fn scalar_dense<T: WeightType>() -> Dense<T::Block, T::Act> {
 }
 
 /// Every weight type Kolibri multiplies.
-pub static REGISTRY: [&dyn Kind; 15] = [
+pub static REGISTRY: [&dyn Kind; 16] = [
     entry::of::<q4_0::Q4_0>(),
     entry::of::<q4_1::Q4_1>(),
     entry::of::<q5_0::Q5_0>(),
@@ -236,6 +238,7 @@ pub static REGISTRY: [&dyn Kind; 15] = [
     entry::of::<q6_k::Q6K>(),
     entry::of::<iq4_nl::IQ4NL>(),
     entry::of::<iq4_xs::IQ4XS>(),
+    entry::of::<mxfp4::MXFP4>(),
     entry::of::<float::F16>(),
     entry::of::<float::BF16>(),
     entry::of::<float::F32>(),

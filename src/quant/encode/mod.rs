@@ -4,12 +4,13 @@
 //! importance matrix (the same rounding, scale searches and packing), so a file Kolibri
 //! quantizes holds the blocks llama-quantize would write, up to f32 rounding where a C
 //! compiler fuses multiply-adds. One file per family: [`legacy`] (Q4_0..Q8_0), [`k_quants`]
-//! (Q2_K..Q6_K), [`iq4`] (IQ4_NL, IQ4_XS); [`fit`] holds the scale searches they share.
+//! (Q2_K..Q6_K), [`iq4`] (IQ4_NL, IQ4_XS), [`mxfp4`]; [`fit`] holds the scale searches they share.
 
 mod fit;
 mod iq4;
 mod k_quants;
 mod legacy;
+mod mxfp4;
 
 use half::{bf16, f16};
 
@@ -53,10 +54,11 @@ impl std::fmt::Display for QuantizeError {
 impl std::error::Error for QuantizeError {}
 
 /// The types [`quantize_row`] writes.
-pub const QUANTIZABLE: [GgmlType; 15] = {
+pub const QUANTIZABLE: [GgmlType; 16] = {
     use GgmlType::*;
     [
         F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
+        MXFP4,
     ]
 };
 
@@ -104,6 +106,7 @@ pub fn quantize_row(ty: GgmlType, x: &[f32], out: &mut [u8]) -> Result<(), Quant
         Q6_K => encode_blocks(x, out, k_quants::q6_k),
         IQ4_NL => encode_blocks(x, out, iq4::iq4_nl),
         IQ4_XS => encode_blocks(x, out, iq4::iq4_xs),
+        MXFP4 => encode_blocks(x, out, mxfp4::mxfp4),
         _ => return Err(QuantizeError::Unsupported(ty)),
     }
     Ok(())

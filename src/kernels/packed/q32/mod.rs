@@ -55,6 +55,11 @@ pub(crate) trait Q32: Send + Sync + Sized + 'static {
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     const PAIR_MIN: usize = 6;
 
+    /// Whether every block's scale (and min) fits the layout's f16s exactly (else the matrix
+    /// stays in place).
+    fn packable(_w: &[<Self::File as WeightType>::Block]) -> bool {
+        true
+    }
     /// A file block's 32 codes (0..32), scale and min (zero without).
     fn split(x: &<Self::File as WeightType>::Block) -> ([u8; 32], f16, f16);
     /// The scalar twin's unsigned quant of code `c`.
@@ -223,6 +228,9 @@ impl<S: Q32> Layout for Q32x8<S> {
 
     fn repack(data: &[u8], rows: usize, k: usize, done: &Release<'_>) -> Option<Q32x8<S>> {
         let w = cast_blocks(data).filter(|w: &&[_]| w.len() == rows * (k / 32))?;
+        if !S::packable(w) {
+            return None;
+        }
         Some(Q32x8::repack_blocks(w, rows, k, done))
     }
 

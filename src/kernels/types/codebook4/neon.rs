@@ -1,48 +1,57 @@
-//! IQ4_NL on NEON: the dot per token in both builds ([`two_builds`]) and i8mm tiles, the
-//! nibbles looked up in the codebook with one `tbl` per 16. Per block the integer sums and the
-//! f32 steps (`sumi · (d_w d_a)`) are the scalar twin's, so the results match it bit for bit.
+//! Codebook types on NEON: the dot per token in both builds ([`two_builds`]) and i8mm tiles,
+//! the nibbles looked up in the codebook with one `tbl` per 16. Per block the integer sums and
+//! the f32 steps (`sumi · (scale_w d_a)`) are the scalar twin's, so the results match it bit
+//! for bit.
 //!
 //! # Safety
 //! Every `pub unsafe fn` requires NEON (the dotprod build its extension, the tiles i8mm too),
-//! activations from the crate's quantizers (|q| <= 127, and so are the codebook's values: the
+//! activations from the crate's quantizers (|q| <= 127, and so are the codebooks' values: the
 //! widening build sums two products in an i16) and, for tiles, an even token count. Rows
 //! should have equal block counts; only the shortest row's count is used.
 
 use std::arch::aarch64::*;
+use std::marker::PhantomData;
 
 use crate::kernels::simd::i8mm::{per_row, per_token, tile_dot, unzip_tiles, zip32};
 use crate::kernels::simd::neon::two_builds;
 use crate::kernels::types::{common_len, tiles, Dense, TileSet};
-use crate::quant::blocks::{BlockIQ4NL, BlockQ8_0, KVALUES_IQ4NL};
+use crate::quant::blocks::{BlockQ8_0, CodebookBlock};
 
-pub(super) const BASE: Dense<BlockIQ4NL, BlockQ8_0> = Dense {
-    dot: base::dot,
-    dot_isa: "neon",
-    tiles: TileSet::None,
-    tiles_isa: "",
-};
+/// The kernel sets of codebook type `B`.
+pub(crate) struct Kernels<B>(PhantomData<B>);
 
-pub(super) const DOTPROD: Dense<BlockIQ4NL, BlockQ8_0> = Dense {
-    dot: dotprod::dot,
-    dot_isa: "dotprod",
-    tiles: TileSet::None,
-    tiles_isa: "",
-};
+impl<B: CodebookBlock> Kernels<B> {
+    pub const BASE: Dense<B, BlockQ8_0> = Dense {
+        dot: base::dot::<B>,
+        dot_isa: "neon",
+        tiles: TileSet::None,
+        tiles_isa: "",
+    };
 
-pub(super) const I8MM: Dense<BlockIQ4NL, BlockQ8_0> = Dense {
-    tiles: tiles!(Pairs, tile),
-    tiles_isa: "i8mm",
-    ..DOTPROD
-};
+    pub const DOTPROD: Dense<B, BlockQ8_0> = Dense {
+        dot: dotprod::dot::<B>,
+        dot_isa: "dotprod",
+        tiles: TileSet::None,
+        tiles_isa: "",
+    };
+
+    pub const I8MM: Dense<B, BlockQ8_0> = Dense {
+        dot: dotprod::dot::<B>,
+        dot_isa: "dotprod",
+        tiles: tiles!(Pairs, tile, B),
+        tiles_isa: "i8mm",
+    };
+}
 
 /// A block's 32 codebook values: quants 0..16 (low nibbles) and 16..32 (high nibbles).
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn values(x: &BlockIQ4NL) -> (int8x16_t, int8x16_t) {
+unsafe fn values<B: CodebookBlock>(x: &B) -> (int8x16_t, int8x16_t) {
     // SAFETY: this function's `# Safety` contract, which the caller upholds.
     unsafe {
-        let k = vld1q_s8(KVALUES_IQ4NL.as_ptr());
-        let q = vld1q_u8(x.qs.as_ptr());
+        let book = B::CODEBOOK;
+        let k = vld1q_s8(book.as_ptr());
+        let q = vld1q_u8(x.qs().as_ptr());
         (
             vqtbl1q_s8(k, vandq_u8(q, vdupq_n_u8(15))),
             vqtbl1q_s8(k, vshrq_n_u8(q, 4)),
@@ -51,21 +60,21 @@ unsafe fn values(x: &BlockIQ4NL) -> (int8x16_t, int8x16_t) {
 }
 
 two_builds!(
-    /// IQ4_NL weights × Q8_0 activations.
+    /// Codebook weights × Q8_0 activations.
     base,
     dotprod,
     |_dot4, dot32| {
-        /// IQ4_NL weights × Q8_0 activations.
+        /// Codebook weights × Q8_0 activations.
         ///
         /// # Safety
         /// See the module docs.
-        pub unsafe fn dot(w: &[BlockIQ4NL], a: &[BlockQ8_0]) -> f32 {
+        pub unsafe fn dot<B: CodebookBlock>(w: &[B], a: &[BlockQ8_0]) -> f32 {
             // SAFETY: this function's `# Safety` contract, which the caller upholds.
             unsafe {
                 let mut sum = 0f32;
                 for (x, y) in w.iter().zip(a) {
                     let sumi = dot32(values(x), &y.qs);
-                    sum += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+                    sum += sumi as f32 * (x.scale() * y.d.to_f32());
                 }
                 sum
             }
@@ -73,13 +82,16 @@ two_builds!(
     }
 );
 
-/// IQ4_NL weights × Q8_0 activations, 2 rows × `T` tokens: per block the 2×2 tile of sums
-/// times `d_w d_a`, in block order.
+/// Codebook weights × Q8_0 activations, 2 rows × `T` tokens: per block the 2×2 tile of sums
+/// times `scale_w d_a`, in block order.
 ///
 /// # Safety
 /// See the module docs.
 #[target_feature(enable = "neon,dotprod,i8mm")]
-pub unsafe fn tile<const T: usize>(w: [&[BlockIQ4NL]; 2], a: [&[BlockQ8_0]; T]) -> [[f32; T]; 2] {
+pub unsafe fn tile<B: CodebookBlock, const T: usize>(
+    w: [&[B]; 2],
+    a: [&[BlockQ8_0]; T],
+) -> [[f32; T]; 2] {
     // SAFETY: this function's `# Safety` contract, which the caller upholds.
     unsafe {
         const { assert!(T.is_multiple_of(2)) };
@@ -89,7 +101,7 @@ pub unsafe fn tile<const T: usize>(w: [&[BlockIQ4NL]; 2], a: [&[BlockQ8_0]; T]) 
             let (x0, x1) = (&w[0][b], &w[1][b]);
             let (v0, v1) = (values(x0), values(x1));
             let wz = zip32([v0.0, v0.1], [v1.0, v1.1]);
-            let dw = per_row(x0.d.to_f32(), x1.d.to_f32());
+            let dw = per_row(x0.scale(), x1.scale());
             for p in 0..T / 2 {
                 let (ya, yb) = (&a[2 * p][b], &a[2 * p + 1][b]);
                 let sumi = tile_dot(&wz, ya.qs.as_ptr(), yb.qs.as_ptr());
