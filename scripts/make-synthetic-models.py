@@ -95,7 +95,9 @@ class Spec:
     # shared_ff: the width of a shared expert (Qwen2-MoE); llama3_rope: (factor, low and high
     # frequency factors, original context) of Llama 3.1's RoPE scaling; rope_dims: dimensions
     # rotated when not all; long_rope: original context of Phi-3's LongRoPE; sliding_window,
-    # softcap: (attention, final); post_norm_scale: Gemma's post-norm weights.
+    # softcap: (attention, final); post_norm_scale: Gemma's post-norm weights; yarn: (factor,
+    # original context) of YaRN RoPE scaling; expert_type: the experts' tensor type; sinks:
+    # attention sink logits (gpt-oss).
     extra: dict = field(default_factory=dict)
     # llama.cpp runs a twin of the model in this architecture instead (same weights, the
     # metadata and extra tensors that make it compute the same thing), where it does not
@@ -185,6 +187,20 @@ MODELS = {
                            extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
                                   "rope_dims": 16, "rope_sections": [3, 3, 2, 0],
                                   "shared_ff": 96, "gate_up_fused": True}),
+    # gpt-oss: even layers on an 8-token window (the longer prompts cross it), odd ones over
+    # the whole context; 48-wide heads (query width 192 != n_embd), Q/K/V/O biases, a sink
+    # logit per head near the scores (some heads give it much of their weight, some little);
+    # NeoX RoPE with YaRN (factor 32 over an original 4096 context: the ramp spans dimension
+    # pairs 6 to 14 of 24); 8 MXFP4 experts (top 2 by logit, softmaxed among the two) whose
+    # clamped SwiGLU sees gate and up values past its limit of 7; a biased router and biased
+    # expert projections.
+    "gpt-oss-tiny": Spec("gpt-oss", "vocab:llama-bpe", n_embd=128, n_layer=4, n_head=4,
+                         n_head_kv=2, head_dim=48, n_ff=64, seed=17, rope_base=150_000.0,
+                         n_ctx_train=131_072, rms_eps=1e-5, n_expert=8, n_expert_used=2,
+                         n_ff_exp=64,
+                         extra={"sliding_window": 8, "yarn": (32.0, 4096),
+                                "expert_type": "MXFP4", "sinks": True, "qk_std": 0.75,
+                                "expert_spread": 0.3}),
     # For speed: shaped like a small real MoE, 2.0B parameters of which 0.43B active per token
     # (64 experts, top 8). Written in F16 (4 GB); `kolibri quantize` makes the Q4_K_M mix:
     #   kolibri quantize $(scripts/make-synthetic-models.py --path qwen3moe-bench) \
@@ -333,6 +349,11 @@ def write_metadata(w, s: Spec, a: str) -> None:
                       float(np.sqrt(1 + np.log(scale) / np.log(orig))))
     if "sliding_window" in s.extra:
         w.add_uint32(f"{a}.attention.sliding_window", s.extra["sliding_window"])
+    if "yarn" in s.extra:
+        factor, orig = s.extra["yarn"]
+        w.add_string(f"{a}.rope.scaling.type", "yarn")
+        w.add_float32(f"{a}.rope.scaling.factor", factor)
+        w.add_uint32(f"{a}.rope.scaling.original_context_length", orig)
     if a == "granite_swa":
         w.add_array(f"{a}.attention.sliding_window_pattern", [True] * s.n_layer)
         w.add_float32(f"{a}.logit_scale", 1.0)
@@ -418,13 +439,18 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     if a == "granite_swa":
         # Sink logits far below every score: exp(-30 - max) adds nothing to the softmax.
         w.add_tensor(n("attn_sinks.weight"), np.full((s.n_head,), -30.0, dtype=np.float32))
+    if s.extra.get("sinks"):
+        # Sinks around the scores' range (about unit spread): each head weighs it differently.
+        name = n("attn_sinks.weight")
+        w.add_tensor(name, (0.5 + uniform(s, name, (s.n_head,), 1.0)).astype(np.float32))
     if "post_norm_scale" in s.extra:
         # Post-norms set each block's share of the residual stream (Gemma's embeddings enter
         # at unit rms, and a tied head favours the current token by its share).
         add_norm(w, s, n("post_attention_norm.weight"), e, s.extra["post_norm_scale"])
-    if s.arch == "qwen2moe":
+    if s.arch in ("qwen2moe", "gpt-oss"):
         # Biases of about a tenth of the projections' outputs.
-        for part, size in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
+        outputs = (("output", e),) if s.arch == "gpt-oss" else ()
+        for part, size in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)) + outputs:
             name = n(f"attn_{part}.bias")
             w.add_tensor(name, uniform(s, name, (size,), 0.1))
     if s.arch in ("qwen3", "qwen3moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe") and not conv:
@@ -433,8 +459,9 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     if s.arch == "olmoe":
         add_norm(w, s, n("attn_q_norm.weight"), q_dim)
         add_norm(w, s, n("attn_k_norm.weight"), kv_dim)
-    # Qwen3.5's FFN norm is named post_attention_norm.
-    ffn_norm = "post_attention_norm.weight" if s.arch.startswith("qwen35") else "ffn_norm.weight"
+    # Qwen3.5's and gpt-oss's FFN norm is named post_attention_norm.
+    ffn_norm = ("post_attention_norm.weight" if s.arch.startswith("qwen35") or s.arch == "gpt-oss"
+                else "ffn_norm.weight")
     add_norm(w, s, n(ffn_norm), e)
     if "post_norm_scale" in s.extra:
         add_norm(w, s, n("post_ffw_norm.weight"), e, s.extra["post_norm_scale"])
@@ -459,19 +486,38 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
         # A selection bias of about a tenth of the sigmoid scores' spread: it changes some
         # choices without deciding them all.
         w.add_tensor(n("exp_probs_b.bias"), uniform(s, n("exp_probs_b.bias"), (s.n_expert,), 0.03))
+    if s.arch == "gpt-oss":
+        # Router and expert biases of about a tenth of their outputs' spread.
+        name = n("ffn_gate_inp.bias")
+        w.add_tensor(name, uniform(s, name, (s.n_expert,), 0.2))
+        for part, width in (("gate", s.n_ff_exp), ("up", s.n_ff_exp), ("down", e)):
+            name = n(f"ffn_{part}_exps.bias")
+            w.add_tensor(name, uniform(s, name, (s.n_expert, width), 0.1))
     f = s.n_ff_exp
+    # gpt-oss: gate and up of 3x unit rms (the clamp at 7 bites on a few percent of them), and
+    # a down projection that brings the clamped SwiGLU's larger outputs back to about 1.
+    gate_std, down_std = (2.5, 0.1) if s.arch == "gpt-oss" else (1.0, 2.0)
+    expert_type = s.extra.get("expert_type", s.matrix_type)
     parts = {}
-    for part, rows, k, std in (("gate", f, e, 1.0), ("up", f, e, 1.0), ("down", e, f, 2.0)):
+    # expert_spread: each expert a shared matrix plus its own part of this relative size, so
+    # that a near tie in the router (which engines may break either way, gpt-oss weighing only
+    # the chosen experts) moves the output little.
+    spread = s.extra.get("expert_spread", 0.0)
+    for part, rows, k, std in (("gate", f, e, gate_std), ("up", f, e, gate_std),
+                               ("down", e, f, down_std)):
         name = n(f"ffn_{part}_exps.weight")
         parts[part] = uniform(s, name, (s.n_expert, rows, k), std / np.sqrt(k))
+        if spread:
+            shared = uniform(s, name + "/shared", (1, rows, k), std / np.sqrt(k))
+            parts[part] = (shared + spread * parts[part]) / np.sqrt(1 + spread * spread)
     if s.extra.get("gate_up_fused"):
         # Per expert its gate rows, then its up rows.
         add_matrix(w, n("ffn_gate_up_exps.weight"),
-                   np.concatenate([parts["gate"], parts["up"]], axis=1), s.matrix_type)
+                   np.concatenate([parts["gate"], parts["up"]], axis=1), expert_type)
     else:
         for part in ("gate", "up"):
-            add_matrix(w, n(f"ffn_{part}_exps.weight"), parts[part], s.matrix_type)
-    add_matrix(w, n("ffn_down_exps.weight"), parts["down"], s.matrix_type)
+            add_matrix(w, n(f"ffn_{part}_exps.weight"), parts[part], expert_type)
+    add_matrix(w, n("ffn_down_exps.weight"), parts["down"], expert_type)
     if "shared_ff" in s.extra:
         f = s.extra["shared_ff"]
         name = n("ffn_gate_inp_shexp.weight")

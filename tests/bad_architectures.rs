@@ -113,9 +113,9 @@ fn bad_window_softcap_and_rope_keys_are_named() {
     let phi3 = synthetic("phi3-tiny");
     let set = |k: &'static str, v: Value| rewrite(&phi3, Some((k, Some(v))), |_, d| Some(d));
     expect(
-        "yarn",
-        &set("phi3.rope.scaling.type", Value::String("yarn".into())),
-        &["phi3.rope.scaling.type", "yarn"],
+        "dynamic",
+        &set("phi3.rope.scaling.type", Value::String("dynamic".into())),
+        &["phi3.rope.scaling.type", "dynamic"],
     );
     expect(
         "nan-attn-factor",
@@ -265,4 +265,46 @@ fn broken_delta_net_layers_are_named() {
             &["missing tensor", tensor],
         );
     }
+}
+
+#[test]
+fn broken_gpt_oss_files_are_named() {
+    let oss = synthetic("gpt-oss-tiny");
+    for tensor in [
+        "blk.1.attn_sinks.weight",
+        "blk.0.ffn_gate_inp.bias",
+        "blk.2.ffn_down_exps.bias",
+        "blk.3.post_attention_norm.weight",
+        "blk.1.ffn_up_exps.weight",
+    ] {
+        let dropped = rewrite(&oss, None, |name, d| (name != tensor).then_some(d));
+        expect(tensor, &dropped, &["missing tensor", tensor]);
+    }
+    // A sink per head and a bias per expert: other shapes are refused by name.
+    let reshaped = |tensor: &'static str, dims: Vec<u64>| {
+        rewrite(&oss, None, move |name, d| {
+            Some(if name == tensor { dims.clone() } else { d })
+        })
+    };
+    expect(
+        "sinks-shape",
+        &reshaped("blk.0.attn_sinks.weight", vec![5]),
+        &["blk.0.attn_sinks.weight"],
+    );
+    expect(
+        "expert-bias-shape",
+        &reshaped("blk.1.ffn_gate_exps.bias", vec![64, 7]),
+        &["blk.1.ffn_gate_exps.bias"],
+    );
+    // MXFP4 experts whose stated shape does not match their bytes.
+    expect(
+        "mxfp4-shape",
+        &reshaped("blk.2.ffn_gate_exps.weight", vec![96, 64, 8]),
+        &["blk.2.ffn_gate_exps.weight"],
+    );
+    expect(
+        "mxfp4-partial-block",
+        &reshaped("blk.3.ffn_up_exps.weight", vec![112, 64, 8]),
+        &["blk.3.ffn_up_exps.weight"],
+    );
 }

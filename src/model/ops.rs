@@ -1,6 +1,7 @@
 //! Element-wise operations of the forward pass (f32, row-major).
 
 use super::arch::RopeStyle;
+use super::hparams::Yarn;
 
 /// 1 / rms(x), the sum of squares kept in f64 (as ggml does) so long rows lose no precision.
 pub fn inv_rms(x: &[f32], eps: f32) -> f32 {
@@ -67,6 +68,16 @@ pub fn geglu_inplace(gate: &mut [f32], up: &[f32]) {
     crate::kernels::backend().geglu(gate, up)
 }
 
+/// gpt-oss's clamped SwiGLU, as ggml's `swiglu_oai` computes it: `g = min(gate, limit)`,
+/// `u = clamp(up, -limit, limit)`, `gate = g / (1 + e^(-alpha g)) * (u + 1)`.
+pub fn swiglu_oai_inplace(gate: &mut [f32], up: &[f32], alpha: f32, limit: f32) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = g.min(limit);
+        let y = u.clamp(-limit, limit);
+        *g = x / (1.0 + (alpha * -x).exp()) * (y + 1.0);
+    }
+}
+
 /// `x = H x / sqrt(n)` on each consecutive `n` values of `x` (`n` a power of two): the
 /// orthonormal Walsh-Hadamard rotation (Sylvester order), which is its own inverse. Rotating
 /// queries and keys alike keeps their dot products and spreads a few outlier channels over the
@@ -101,6 +112,8 @@ pub struct RopeParams<'a> {
     pub factors: Option<&'a [f32]>,
     /// Multiplies the rotated dimensions (LongRoPE's attention factor; ggml's `mscale`).
     pub attn_factor: f32,
+    /// YaRN's blend of `freq_scale`d and original frequencies per pair.
+    pub yarn: Option<Yarn>,
 }
 
 /// Rotary position embedding tables for one base frequency: `inv_freq[i]` for each rotated pair.
@@ -115,10 +128,18 @@ pub struct Rope {
 
 impl Rope {
     pub fn new(p: &RopeParams) -> Rope {
+        let corr = p.yarn.map(|y| (y, y.corr_dims(p.n_rot, p.base)));
         let inv_freq = (0..p.n_rot / 2)
             .map(|i| {
-                let f = p.freq_scale * p.base.powf(-2.0 * i as f32 / p.n_rot as f32);
-                f / p.factors.map_or(1.0, |ff| ff[i])
+                let theta = p.base.powf(-2.0 * i as f32 / p.n_rot as f32);
+                let ff = p.factors.map_or(1.0, |ff| ff[i]);
+                match corr {
+                    Some((y, dims)) => {
+                        let (extrap, mix) = (theta / ff, y.extrapolation(dims, i));
+                        p.freq_scale * extrap * (1.0 - mix) + extrap * mix
+                    }
+                    None => p.freq_scale * theta / ff,
+                }
             })
             .collect();
         Rope {
@@ -139,6 +160,7 @@ impl Rope {
             style,
             factors: None,
             attn_factor: 1.0,
+            yarn: None,
         })
     }
 
@@ -283,6 +305,35 @@ mod tests {
         }
     }
 
+    /// gpt-oss's YaRN (factor 32 over 4096 positions, base 150000, 64 dimensions): pairs
+    /// 0..=8 keep their frequency, pairs from 18 on are interpolated, the ramp between blends
+    /// linearly.
+    #[test]
+    fn yarn_keeps_fast_pairs_and_interpolates_slow_ones() {
+        let yarn = Yarn {
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            n_ctx_orig: 4096,
+        };
+        let (base, n_rot) = (150_000.0f32, 64);
+        assert_eq!(yarn.corr_dims(n_rot, base), (8.0, 18.0));
+        let rope = Rope::new(&RopeParams {
+            base,
+            freq_scale: 1.0 / 32.0,
+            n_rot,
+            style: RopeStyle::NeoX,
+            factors: None,
+            attn_factor: 1.0,
+            yarn: Some(yarn),
+        });
+        let theta = |i: usize| base.powf(-2.0 * i as f32 / n_rot as f32);
+        for i in 0..n_rot / 2 {
+            let mix = (1.0 - (i as f32 - 8.0) / 10.0).clamp(0.0, 1.0);
+            let want = theta(i) * (mix + (1.0 - mix) / 32.0);
+            assert!((rope.inv_freq[i] - want).abs() <= 1e-6 * want, "pair {i}");
+        }
+    }
+
     #[test]
     fn a_shift_moves_rotated_keys_to_the_new_position() {
         for style in [RopeStyle::Interleaved, RopeStyle::NeoX] {
@@ -293,6 +344,7 @@ mod tests {
                 style,
                 factors: None,
                 attn_factor: 1.25,
+                yarn: None,
             });
             let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
             let (mut moved, mut direct) = (orig.clone(), orig.clone());

@@ -39,14 +39,17 @@ fn f16_key_dot_matches_scalar_bit_for_bit() {
 #[test]
 fn f16_attend_matches_scalar_and_softmax() {
     let mut rng = Rng(12);
-    // The last case soft-caps the scores (Gemma 2) at a cap the scores reach.
+    // The fourth case soft-caps the scores (Gemma 2) at a cap the scores reach; the last two
+    // add an attention sink (gpt-oss) below the scores and far above them.
     let cases = [
-        (64, 2, 1, 0..37, 0.0),
-        (256, 1, 0, 5..9, 0.0),
-        (80, 3, 2, 0..1, 0.0),
-        (64, 1, 0, 0..29, 1.5),
+        (64, 2, 1, 0..37, 0.0, f32::NEG_INFINITY),
+        (256, 1, 0, 5..9, 0.0, f32::NEG_INFINITY),
+        (80, 3, 2, 0..1, 0.0, f32::NEG_INFINITY),
+        (64, 1, 0, 0..29, 1.5, f32::NEG_INFINITY),
+        (64, 2, 0, 0..40, 0.0, -0.5),
+        (64, 2, 1, 3..20, 0.0, 6.0),
     ];
-    for (hd, n_kv, kvh, rows, softcap) in cases {
+    for (hd, n_kv, kvh, rows, softcap, sink) in cases {
         let n_rows = rows.end + 2;
         let cache = |rng: &mut Rng| -> Vec<f16> {
             rng.floats(n_rows * n_kv * hd, 2.0)
@@ -66,7 +69,11 @@ fn f16_attend_matches_scalar_and_softmax() {
             (n_kv * hd, n_kv * hd),
         );
         let scale = 1.0 / (hd as f32).sqrt();
-        let score = AttnScore { scale, softcap };
+        let score = AttnScore {
+            scale,
+            softcap,
+            sink,
+        };
         let mut want = vec![0f32; hd];
         scalar().f16_attend(&q16, k0, v0, stride, rows.clone(), score, &mut want);
         let scores: Vec<f64> = rows
@@ -84,8 +91,9 @@ fn f16_attend_matches_scalar_and_softmax() {
                 cap => cap * (s / cap).tanh(),
             })
             .collect();
-        let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let total: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+        let max = scores.iter().cloned().fold(sink as f64, f64::max);
+        let total: f64 =
+            scores.iter().map(|s| (s - max).exp()).sum::<f64>() + (sink as f64 - max).exp();
         for d in 0..hd {
             let exact: f64 = rows
                 .clone()

@@ -98,6 +98,7 @@ fn ops(b: &Backend, s: &Backend) -> Result<(), String> {
         AttnScore {
             scale: 0.125,
             softcap: 2.0,
+            sink: 0.75,
         },
         &mut o,
     );
@@ -110,6 +111,7 @@ fn ops(b: &Backend, s: &Backend) -> Result<(), String> {
         AttnScore {
             scale: 0.125,
             softcap: 2.0,
+            sink: 0.75,
         },
         &mut os,
     );

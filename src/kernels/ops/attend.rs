@@ -16,11 +16,13 @@ pub struct Cache<'a> {
 }
 
 /// How a query·key dot product becomes an attention score: scaled, then soft-capped
-/// (`cap * tanh(score / cap)`, Gemma 2) when `softcap` is positive.
+/// (`cap * tanh(score / cap)`, Gemma 2) when `softcap` is positive; and the softmax's extra
+/// logit with no value (gpt-oss's per-head attention sink; -inf: none).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttnScore {
     pub scale: f32,
     pub softcap: f32,
+    pub sink: f32,
 }
 
 impl AttnScore {
@@ -28,6 +30,36 @@ impl AttnScore {
         AttnScore {
             scale,
             softcap: 0.0,
+            sink: f32::NEG_INFINITY,
+        }
+    }
+
+    /// The same score soft-capped at `softcap` (0: not capped).
+    pub fn with_softcap(self, softcap: f32) -> AttnScore {
+        AttnScore { softcap, ..self }
+    }
+
+    /// The same score with sink logit `sink` (`None`: no sink).
+    pub fn with_sink(self, sink: Option<f32>) -> AttnScore {
+        AttnScore {
+            sink: sink.unwrap_or(f32::NEG_INFINITY),
+            ..self
+        }
+    }
+
+    /// A softmax's running `(max, sum of e^(score - max))` with the sink's term added, as
+    /// ggml's flash attention adds it after the rows: the factor that rescales what was
+    /// accumulated (1 unless the sink is the new maximum) and the new sum. Without a sink:
+    /// `(1, sum)`, bit for bit.
+    #[inline]
+    pub fn sink_term(self, max: f32, sum: f32) -> (f32, f32) {
+        if self.sink == f32::NEG_INFINITY {
+            (1.0, sum)
+        } else if self.sink > max {
+            let r = (max - self.sink).exp();
+            (r, sum * r + 1.0)
+        } else {
+            (1.0, sum + (self.sink - max).exp())
         }
     }
 
@@ -139,6 +171,10 @@ fn online_attend<O: AttendOps>(
         }
         O::mad(&mut acc, &cache.values[p * cache.stride_v..][..hv], weight);
         sum = sum * rescale + weight;
+    }
+    let (rescale, sum) = score.sink_term(max, sum);
+    if rescale != 1.0 {
+        O::scale(&mut acc, rescale);
     }
     for (o, a) in out.iter_mut().zip(&acc) {
         *o = a.to_f32() / sum;

@@ -14,6 +14,7 @@ pub(super) static LFM2MOE: Architecture = Architecture {
             expert_width: ExpertWidth::ExpertKey,
             shared_expert: false,
             selection_bias: true,
+            biases: false,
         }),
         ..LFM2_RECIPE
     },

@@ -6,6 +6,7 @@
 
 mod gemma2;
 mod gemma3;
+mod gpt_oss;
 mod lfm2;
 mod lfm2moe;
 mod llama;
@@ -47,6 +48,7 @@ pub(crate) static ARCHITECTURES: &[&Architecture] = &[
     &lfm2moe::LFM2MOE,
     &qwen35::QWEN35,
     &qwen35moe::QWEN35MOE,
+    &gpt_oss::GPT_OSS,
 ];
 
 /// How a layer is built and computed: its token mixer (attention, or a recurrent mixer on the
@@ -79,6 +81,9 @@ pub struct Recipe {
     /// The query projection holds, per head, the queries and then as many gate values; the
     /// attention output is multiplied by their sigmoid before the output projection (Qwen3.5).
     pub attn_output_gate: bool,
+    /// A learned per-head logit in every attention softmax (`attn_sinks`, gpt-oss): the
+    /// weight a head may give to no position at all.
+    pub attn_sinks: bool,
     /// The token mixer of the layers that do not attend; `None`: every layer attends.
     pub recurrent: Option<RecurrentMixer>,
     pub ffn: FfnRecipe,
@@ -171,6 +176,9 @@ pub struct MoeRecipe {
     /// A per-expert bias (`exp_probs_b.bias`) added to the gate scores to choose the experts,
     /// not to weigh them (LFM2-MoE, DeepSeek V3).
     pub selection_bias: bool,
+    /// Biases on the router logits and on every expert's gate, up and down projections
+    /// (`ffn_gate_inp.bias`, `ffn_{gate,up,down}_exps.bias`; gpt-oss).
+    pub biases: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +197,8 @@ pub enum Gating {
     Softmax,
     /// Each expert's sigmoid on its own, then the top k.
     Sigmoid,
+    /// The top k by logit, then a softmax over those k only (gpt-oss).
+    SoftmaxOfTopK,
 }
 
 /// How RoPE pairs up the dimensions of a head.
@@ -200,12 +210,15 @@ pub enum RopeStyle {
     NeoX,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Activation {
     /// silu(gate) * up
     SwiGlu,
     /// gelu_tanh(gate) * up
     GeGlu,
+    /// gpt-oss's clamped SwiGLU: with `g = min(gate, limit)` and `u = clamp(up, ±limit)`,
+    /// `g * sigmoid(alpha * g) * (u + 1)`.
+    SwiGluOai { alpha: f32, limit: f32 },
 }
 
 /// The recipe most architectures share: Llama's (RMSNorm, SwiGLU, no biases, no extra norms).
@@ -222,6 +235,7 @@ pub(crate) const LLAMA_LIKE: Recipe = Recipe {
     output_norm: "output_norm.weight",
     ffn_norm: "ffn_norm.weight",
     attn_output_gate: false,
+    attn_sinks: false,
     recurrent: None,
     ffn: FfnRecipe::Dense,
 };

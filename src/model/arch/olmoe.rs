@@ -17,6 +17,7 @@ pub(super) static OLMOE: Architecture = Architecture {
             expert_width: ExpertWidth::DenseKey,
             shared_expert: false,
             selection_bias: false,
+            biases: false,
         }),
         ..LLAMA_LIKE
     },

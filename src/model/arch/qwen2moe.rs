@@ -18,6 +18,7 @@ pub(super) static QWEN2MOE: Architecture = Architecture {
             expert_width: ExpertWidth::ExpertKey,
             shared_expert: true,
             selection_bias: false,
+            biases: false,
         }),
         ..LLAMA_LIKE
     },

@@ -14,6 +14,7 @@ pub(super) static QWEN35MOE: Architecture = Architecture {
             expert_width: ExpertWidth::ExpertKey,
             shared_expert: true,
             selection_bias: false,
+            biases: false,
         }),
         ..QWEN35_RECIPE
     },

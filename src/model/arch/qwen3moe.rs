@@ -14,6 +14,7 @@ pub(super) static QWEN3MOE: Architecture = Architecture {
             expert_width: ExpertWidth::ExpertKey,
             shared_expert: false,
             selection_bias: false,
+            biases: false,
         }),
         ..QWEN3_RECIPE
     },

@@ -23,7 +23,7 @@ use crate::kernels::AttnScore;
 
 type Rows = std::ops::Range<usize>;
 
-pub struct AttentionShape {
+pub struct AttentionShape<'a> {
     pub n_head: usize,
     pub n_head_kv: usize,
     pub head_dim_k: usize,
@@ -32,11 +32,18 @@ pub struct AttentionShape {
     pub score: AttnScore,
     /// 0: attend to every earlier position; else only to the last `window` positions.
     pub window: usize,
+    /// Per query head, a logit every softmax adds with no value (attention sinks, gpt-oss).
+    pub sinks: Option<&'a [f32]>,
 }
 
-impl AttentionShape {
+impl AttentionShape<'_> {
     fn group(&self) -> usize {
         self.n_head / self.n_head_kv
+    }
+
+    /// Query head `h`'s score, with its sink.
+    fn score_of(&self, h: usize) -> AttnScore {
+        self.score.with_sink(self.sinks.map(|s| s[h]))
     }
 }
 

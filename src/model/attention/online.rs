@@ -132,9 +132,11 @@ impl OnlineColumns {
         }
     }
 
-    /// Query `g`'s attention output: its weighted values over their sum.
-    pub fn write_output(&self, g: usize, out: &mut [f32]) {
-        let inv = 1.0 / self.sum[g];
+    /// Query `g`'s attention output: its weighted values over their sum (and the sink's term
+    /// of `score`).
+    pub fn write_output(&self, g: usize, out: &mut [f32], score: AttnScore) {
+        let (rescale, sum) = score.sink_term(self.max[g], self.sum[g]);
+        let inv = rescale / sum;
         for (o, a) in out.iter_mut().zip(&self.acc[g * self.hv..][..self.hv]) {
             *o = a * inv;
         }

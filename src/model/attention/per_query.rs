@@ -40,7 +40,7 @@ pub(super) fn attention(
             values.f16_rows(0..n_rows),
             (hk, hv),
             visible(s, places[t]),
-            s.score,
+            s.score_of(h),
             out_head,
         );
     });

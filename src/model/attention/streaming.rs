@@ -132,7 +132,8 @@ fn attend_chunk(
     }
 }
 
-/// Merges each head's chunks: `out = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) sum_c`.
+/// Merges each head's chunks: `out = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) sum_c`
+/// (the sink's term added to the denominator).
 fn merge(s: &AttentionShape, tasks: &[Task], partials: &[f32], n_tokens: usize, out: &mut [f32]) {
     let hv = s.head_dim_v;
     let per_head = PARTIAL_HEAD + hv;
@@ -158,7 +159,8 @@ fn merge(s: &AttentionShape, tasks: &[Task], partials: &[f32], n_tokens: usize, 
         }
     }
     for (o, head) in out.chunks_exact_mut(hv).enumerate() {
-        let inv = 1.0 / sum[o];
+        let (rescale, sum) = s.score_of(o % s.n_head).sink_term(max[o], sum[o]);
+        let inv = rescale / sum;
         head.iter_mut().for_each(|x| *x *= inv);
     }
 }

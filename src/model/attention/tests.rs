@@ -74,8 +74,10 @@ fn naive(s: &AttentionShape, q: &[f32], kv: &KvCache, places: &[QueryPlace]) -> 
                     s.score.of(dot as f32) as f64
                 })
                 .collect();
-            let m = sc.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let z: f64 = sc.iter().map(|x| (x - m).exp()).sum();
+            // The sink: one more logit in the softmax, with no value.
+            let sink = s.sinks.map_or(f64::NEG_INFINITY, |k| k[h] as f64);
+            let m = sc.iter().copied().fold(sink, f64::max);
+            let z: f64 = sc.iter().map(|x| (x - m).exp()).sum::<f64>() + (sink - m).exp();
             for (j, p) in rows.enumerate() {
                 let w = (sc[j] - m).exp() / z;
                 for (d, v) in stored(&values, p, s.head_dim_v).iter().enumerate() {
@@ -87,19 +89,22 @@ fn naive(s: &AttentionShape, q: &[f32], kv: &KvCache, places: &[QueryPlace]) -> 
     out
 }
 
-fn shape(window: usize, softcap: f32) -> AttentionShape {
+fn shape(window: usize, softcap: f32) -> AttentionShape<'static> {
     AttentionShape {
         n_head: N_HEAD,
         n_head_kv: N_HEAD_KV,
         head_dim_k: HK,
         head_dim_v: HV,
-        score: AttnScore {
-            scale: 0.2,
-            softcap,
-        },
+        score: AttnScore::scaled(0.2).with_softcap(softcap),
         window,
+        sinks: None,
     }
 }
+
+/// Sink logits per head: below the scores (they still take some weight), and above them (a
+/// head that mostly attends to nothing; one so far above that its output is almost 0).
+const MILD_SINKS: [f32; N_HEAD] = [-0.5, 0.3, 1.0, -2.0];
+const DOMINANT_SINKS: [f32; N_HEAD] = [8.0, 12.0, 9.0, 50.0];
 
 /// How close each kernel comes to the f64 softmax: the tiled one exactly (f32); the
 /// per-query one accumulates values in f16; the streaming one is f32 but for queries
@@ -136,19 +141,32 @@ fn check(kv: &mut KvCache, s: &AttentionShape, seq: usize, pos0: usize, n: usize
     for (i, (a, b)) in out.iter().zip(&want).enumerate() {
         assert!(
             (a - b).abs() < tol,
-            "{}/{} n {n} at {pos0} window {} cap {}: [{i}] {a} vs {b}",
+            "{}/{} n {n} at {pos0} window {} cap {} sinks {:?}: [{i}] {a} vs {b}",
             kv.type_k(),
             kv.type_v(),
             s.window,
-            s.score.softcap
+            s.score.softcap,
+            s.sinks
         );
     }
 }
 
 #[test]
 fn every_kernel_matches_naive_softmax() {
-    for (window, softcap) in [(0, 0.0), (5, 0.0), (0, 1.5), (700, 0.0)] {
-        let s = shape(window, softcap);
+    let cases = [
+        (0, 0.0, None),
+        (5, 0.0, None),
+        (0, 1.5, None),
+        (700, 0.0, None),
+        (0, 0.0, Some(&MILD_SINKS)),
+        (5, 0.0, Some(&DOMINANT_SINKS)),
+        (700, 0.0, Some(&DOMINANT_SINKS)),
+    ];
+    for (window, softcap, sinks) in cases {
+        let s = AttentionShape {
+            sinks: sinks.map(|k| &k[..]),
+            ..shape(window, softcap)
+        };
         // f16: per-query, tiled, and streaming past SPLIT_ROWS rows (chunks merged).
         let mut kv = cache(2600, 2600, KvType::F16, KvType::F16);
         check(&mut kv, &s, 0, 40, 3);

@@ -124,7 +124,7 @@ fn attend_tile(
     for ti in 0..places.len() {
         for h in 0..group {
             let o = &mut out[ti * out_row + (kvh * group + h) * hv..][..hv];
-            online.write_output(ti * group + h, o);
+            online.write_output(ti * group + h, o, s.score_of(kvh * group + h));
         }
     }
 }

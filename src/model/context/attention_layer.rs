@@ -59,19 +59,18 @@ impl Context {
             n_head_kv: hp.n_head_kv,
             head_dim_k: hp.head_dim_k,
             head_dim_v: hp.head_dim_v,
-            score: AttnScore {
-                scale: if q_scale.is_some() {
-                    1.0
-                } else {
-                    hp.attn_scale
-                },
-                softcap: hp.attn_softcap,
-            },
+            score: AttnScore::scaled(if q_scale.is_some() {
+                1.0
+            } else {
+                hp.attn_scale
+            })
+            .with_softcap(hp.attn_softcap),
             window: if hp.is_sliding(il) {
                 hp.sliding_window
             } else {
                 0
             },
+            sinks: a.sinks.as_deref(),
         };
         let attn_dim = hp.n_head * hp.head_dim_v;
         // [n, n_head * head_dim_v]

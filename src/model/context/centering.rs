@@ -6,7 +6,8 @@
 //! Exact, not an approximation: a query's scores against every key of its sequence all move
 //! by the same `q · c`, and softmax does not see a constant shift. So it needs the same `c`
 //! for every key of a sequence (fixed per model: the bias and the RoPE frequencies over the
-//! trained context), and no score softcap (tanh is not shift-invariant).
+//! trained context), no score softcap (tanh is not shift-invariant) and no attention sink (a
+//! fixed logit beside the shifted scores).
 
 use super::balance::Balance;
 use super::{Context, LayerRopes};
@@ -29,7 +30,7 @@ pub(super) fn raw_centers(
             let bias = lw
                 .bk
                 .as_deref()
-                .filter(|_| applies && lw.k_norm.is_none())?;
+                .filter(|_| applies && lw.k_norm.is_none() && lw.sinks.is_none())?;
             Some(
                 ropes
                     .of(hp, il)

@@ -101,25 +101,24 @@ fn glu(act: Activation, gate: &mut [f32], up: &[f32], width: usize) {
         match act {
             Activation::SwiGlu => ops::swiglu_inplace(g_t, up_t),
             Activation::GeGlu => ops::geglu_inplace(g_t, up_t),
+            Activation::SwiGluOai { alpha, limit } => {
+                ops::swiglu_oai_inplace(g_t, up_t, alpha, limit)
+            }
         }
     });
 }
 
 /// The experts one token uses, (expert, weight) best first: the gate's scores of the router
-/// logits (a softmax over all, or each one's sigmoid), the top `n_used` experts by score plus
-/// the selection `bias` if any (ties to the lower index), their scores renormalised to sum to
-/// 1 when `moe.norm_weights` (the sum clamped away from 0 as llama.cpp does) and scaled by
+/// logits (a softmax over all, each one's sigmoid, or the logits themselves), the top
+/// `n_used` experts by score plus the selection `bias` if any (ties to the lower index), their
+/// scores softmaxed among themselves ([`Gating::SoftmaxOfTopK`]) or renormalised to sum to 1
+/// when `moe.norm_weights` (the sum clamped away from 0 as llama.cpp does), and scaled by
 /// `moe.weights_scale`.
 pub(crate) fn route(logits: &[f32], bias: Option<&[f32]>, moe: &MoeParams) -> Vec<(usize, f32)> {
     let probs: Vec<f32> = match moe.gating {
-        Gating::Softmax => {
-            let max = logits.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
-            let mut p: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
-            let sum: f32 = p.iter().sum();
-            p.iter_mut().for_each(|p| *p /= sum);
-            p
-        }
+        Gating::Softmax => softmax(logits),
         Gating::Sigmoid => logits.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect(),
+        Gating::SoftmaxOfTopK => logits.to_vec(),
     };
     let score = |i: usize| probs[i] + bias.map_or(0.0, |b| b[i]);
     let mut order: Vec<usize> = (0..probs.len()).collect();
@@ -129,6 +128,10 @@ pub(crate) fn route(logits: &[f32], bias: Option<&[f32]>, moe: &MoeParams) -> Ve
         .iter()
         .map(|&i| (i, probs[i]))
         .collect();
+    if moe.gating == Gating::SoftmaxOfTopK {
+        let weights = softmax(&chosen.iter().map(|c| c.1).collect::<Vec<f32>>());
+        chosen.iter_mut().zip(weights).for_each(|(c, w)| c.1 = w);
+    }
     let norm = if moe.norm_weights {
         let total: f32 = chosen.iter().map(|c| c.1).sum();
         1.0 / total.max(6.103_515_6e-5)
@@ -139,6 +142,14 @@ pub(crate) fn route(logits: &[f32], bias: Option<&[f32]>, moe: &MoeParams) -> Ve
         .iter_mut()
         .for_each(|c| c.1 *= norm * moe.weights_scale);
     chosen
+}
+
+fn softmax(x: &[f32]) -> Vec<f32> {
+    let max = x.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+    let mut p: Vec<f32> = x.iter().map(|&l| (l - max).exp()).collect();
+    let sum: f32 = p.iter().sum();
+    p.iter_mut().for_each(|p| *p /= sum);
+    p
 }
 
 /// Mixture of experts over `n` tokens: route each token, then for every expert that any token
@@ -158,7 +169,10 @@ fn moe_ffn(
     // The normalised inputs, materialised: the router reads them all, each expert a subset.
     let mut h = scratch.take_for_overwrite(n * e);
     parallel::for_each_row(&mut h, e, &mut [0f32; 0], 0, |t, h_t, _| input(t, 0, h_t));
-    let [logits] = project(gguf, ActSource::Rows(&h), n, e, [&experts.router], scratch)?;
+    let [mut logits] = project(gguf, ActSource::Rows(&h), n, e, [&experts.router], scratch)?;
+    if let Some(b) = &experts.biases {
+        ops::add_bias(&mut logits, &b.router);
+    }
     let routes: Vec<Vec<(usize, f32)>> = (logits.chunks(moe.n_expert))
         .map(|l| route(l, experts.selection_bias.as_deref(), moe))
         .collect();
@@ -237,7 +251,7 @@ fn expert_ffn(
         out.copy_from_slice(&h[row..row + out.len()]);
     };
     let (gate, up, down) = (&experts.gate[x], &experts.up[x], &experts.down[x]);
-    let [mut g, u] = project(
+    let [mut g, mut u] = project(
         gguf,
         ActSource::Computed(&gather),
         m,
@@ -245,8 +259,16 @@ fn expert_ffn(
         [gate, up],
         scratch,
     )?;
+    let biases = experts.biases.as_ref();
+    if let Some(b) = biases {
+        ops::add_bias(&mut g, b.gate(x));
+        ops::add_bias(&mut u, b.up(x));
+    }
     glu(model.arch.recipe.activation, &mut g, &u, gate.rows);
-    let [d] = project(gguf, ActSource::Rows(&g), m, gate.rows, [down], scratch)?;
+    let [mut d] = project(gguf, ActSource::Rows(&g), m, gate.rows, [down], scratch)?;
+    if let Some(b) = biases {
+        ops::add_bias(&mut d, b.down(x));
+    }
     scratch.give([g, u]);
     Ok(d)
 }
@@ -306,6 +328,21 @@ mod tests {
             gating: Gating::Softmax,
             n_dense_lead: 0,
         }
+    }
+
+    #[test]
+    fn softmax_of_top_k_picks_by_logit_and_weighs_among_the_chosen() {
+        let logits = [1.0, 3.0, -2.0, 2.0];
+        let m = MoeParams {
+            gating: Gating::SoftmaxOfTopK,
+            ..moe(2, false, 1.0)
+        };
+        let r = route(&logits, None, &m);
+        let ids: Vec<usize> = r.iter().map(|c| c.0).collect();
+        assert_eq!(ids, [1, 3]);
+        let z = 3f32.exp() + 2f32.exp();
+        assert!((r[0].1 - 3f32.exp() / z).abs() < 1e-6);
+        assert!((r[1].1 - 2f32.exp() / z).abs() < 1e-6);
     }
 
     #[test]

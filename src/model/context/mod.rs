@@ -150,6 +150,7 @@ impl Context {
             style,
             factors,
             attn_factor: hp.rope_attn_factor,
+            yarn: hp.yarn,
         };
         let ropes = LayerRopes {
             global: Rope::new(&rope(hp.rope_base, hp.rope_freq_scale)),

@@ -7,6 +7,7 @@ mod window;
 
 pub use mixers::{DeltaNetShape, MixerKind};
 pub use moe::MoeParams;
+pub use rope::Yarn;
 
 use super::arch::Arch;
 use super::error::ModelError;
@@ -39,6 +40,8 @@ pub struct HParams {
     /// The context the model was trained at before RoPE scaling: longer contexts take the
     /// long LongRoPE factors.
     pub n_ctx_orig: usize,
+    /// YaRN's per-pair blend of scaled and original frequencies, where the file asks for it.
+    pub yarn: Option<Yarn>,
     /// Sliding-window size for local layers (0: no sliding window).
     pub sliding_window: usize,
     /// Per layer: whether it attends only within the sliding window.
@@ -187,6 +190,7 @@ impl HParams {
             rope_dims,
             rope_attn_factor: rope.attn_factor,
             n_ctx_orig: rope.n_ctx_orig,
+            yarn: rope.yarn,
             sliding_window: window.size,
             swa_layers: window.layers,
             rope_base_swa: window.rope_base.unwrap_or(rope_base),

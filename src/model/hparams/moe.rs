@@ -81,14 +81,19 @@ pub(super) fn moe_params(
             reason: format!("shared expert width {n_ff_shexp}"),
         });
     }
+    // gpt-oss routes its own way whatever the key says (llama.cpp's graph fixes it too).
     let gating = match gguf.get_u64(&key("expert_gating_func")) {
+        _ if recipe.gating == Gating::SoftmaxOfTopK => recipe.gating,
         None => recipe.gating,
         Some(1) => Gating::Softmax,
         Some(2) => Gating::Sigmoid,
+        Some(3) => Gating::SoftmaxOfTopK,
         Some(other) => {
             return Err(ModelError::BadHyperparameter {
                 key: key("expert_gating_func"),
-                reason: format!("gating function {other} (1: softmax, 2: sigmoid)"),
+                reason: format!(
+                    "gating function {other} (1: softmax, 2: sigmoid, 3: softmax of the top k)"
+                ),
             })
         }
     };

@@ -6,15 +6,48 @@ use crate::gguf::GgufFile;
 pub(super) struct RopeScaling {
     /// Multiplies positions (1 / the linear scaling factor).
     pub freq_scale: f32,
-    /// Multiplies the rotated dimensions (`attn_factor`, 1 without it).
+    /// Multiplies the rotated dimensions (`attn_factor`, 1 without it; with YaRN also its
+    /// magnitude correction).
     pub attn_factor: f32,
     /// `original_context_length`, else the trained context.
     pub n_ctx_orig: usize,
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN: per rotated pair a blend of the interpolated (scaled) and the original frequency,
+/// the original where a pair turns more than `beta_fast` times over the original context, the
+/// interpolated below `beta_slow` turns, linear in the pair index between.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    /// The context the blend is measured over (`original_context_length`).
+    pub n_ctx_orig: usize,
+}
+
+impl Yarn {
+    /// The ramp's ends in pair indices for `n_rot` rotated dimensions at `base` (ggml's
+    /// `rope_yarn_corr_dims`).
+    pub fn corr_dims(&self, n_rot: usize, base: f32) -> (f32, f32) {
+        let dim = |turns: f32| {
+            let n_ctx = self.n_ctx_orig as f32;
+            n_rot as f32 * (n_ctx / (turns * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
+        };
+        let start = dim(self.beta_fast).floor().max(0.0);
+        let end = dim(self.beta_slow).ceil().min(n_rot as f32 - 1.0);
+        (start, end)
+    }
+
+    /// How much of pair `i`'s original frequency the blend keeps: 1 below the ramp, 0 above.
+    pub fn extrapolation(&self, (low, high): (f32, f32), i: usize) -> f32 {
+        let y = (i as f32 - low) / (high - low).max(0.001);
+        1.0 - y.clamp(0.0, 1.0)
+    }
 }
 
 /// The scaling type decides whether `rope.scaling.factor` applies: llama.cpp takes an absent
 /// type as "linear", and "longrope" (whose per-dimension factors are tensors) scales linearly
-/// too; "yarn" and others are refused by name.
+/// too; "yarn" blends per pair ([`Yarn`]); others are refused by name.
 pub(super) fn read(
     gguf: &GgufFile,
     prefix: &str,
@@ -32,10 +65,11 @@ pub(super) fn read(
     if !(factor.is_finite() && factor >= 0.0) {
         return Err(bad("factor", format!("{factor}")));
     }
-    let freq_scale = match gguf.get_str(&key("type")) {
+    let ty = gguf.get_str(&key("type"));
+    let freq_scale = match ty {
         Some("none") => 1.0,
-        None | Some("linear") | Some("longrope") if factor > 0.0 => 1.0 / factor,
-        None | Some("linear") | Some("longrope") => 1.0,
+        None | Some("linear") | Some("longrope") | Some("yarn") if factor > 0.0 => 1.0 / factor,
+        None | Some("linear") | Some("longrope") | Some("yarn") => 1.0,
         Some(other) => {
             return Err(bad(
                 "type",
@@ -52,9 +86,26 @@ pub(super) fn read(
         .and_then(|v| usize::try_from(v).ok())
         .filter(|&v| v > 0)
         .unwrap_or(n_ctx_train);
+    let yarn = (ty == Some("yarn")).then_some(Yarn {
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        n_ctx_orig,
+    });
+    // YaRN scales the rotated dimensions by `1 + 0.1 ln(factor)` (llama.cpp sets its
+    // `yarn_attn_factor` to that over itself, then ggml multiplies it back: the same steps).
+    let attn_factor = match yarn {
+        Some(_) => {
+            let f = 1.0 / freq_scale;
+            let mscale = if f <= 1.0 { 1.0 } else { 0.1 * f.ln() + 1.0 };
+            let yarn_attn_factor = mscale * (1.0 / (1.0 + 0.1 * f.ln())) * attn_factor;
+            yarn_attn_factor * (1.0 + 0.1 * (1.0 / freq_scale).ln())
+        }
+        None => attn_factor,
+    };
     Ok(RopeScaling {
         freq_scale,
         attn_factor,
         n_ctx_orig,
+        yarn,
     })
 }

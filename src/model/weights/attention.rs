@@ -27,6 +27,8 @@ pub struct AttentionWeights {
     /// QK-norm): RMS-normalised in pieces of their length.
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
+    /// [n_head]: each head's attention-sink logit (recipes with sinks).
+    pub sinks: Option<Vec<f32>>,
 }
 
 impl AttentionWeights {
@@ -63,6 +65,7 @@ impl AttentionWeights {
             bo: l.vector_opt(&n("attn_output.bias"), hp.n_embd)?,
             q_norm: vector_if(qk_norm, "attn_q_norm.weight", q_norm_len)?,
             k_norm: vector_if(qk_norm, "attn_k_norm.weight", k_norm_len)?,
+            sinks: vector_if(r.attn_sinks, "attn_sinks.weight", hp.n_head)?,
         })
     }
 }

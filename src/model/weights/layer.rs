@@ -59,6 +59,46 @@ pub struct Experts {
     /// [n_expert]: added to the gate scores to choose experts (recipes with a selection
     /// bias).
     pub selection_bias: Option<Vec<f32>>,
+    /// The router's and the experts' biases (recipes with them).
+    pub biases: Option<ExpertBiases>,
+}
+
+/// Biases of a mixture's router and of each expert's projections, read whole as f32.
+pub struct ExpertBiases {
+    /// [n_expert]
+    pub router: Vec<f32>,
+    /// [n_expert, n_ff_exp], [n_expert, n_ff_exp], [n_expert, n_embd]
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    down: Vec<f32>,
+}
+
+impl ExpertBiases {
+    fn load(l: &Loader, il: usize, e: usize, f: usize, x: usize) -> Result<Self, ModelError> {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        Ok(ExpertBiases {
+            router: l.vector(&n("ffn_gate_inp.bias"), x)?,
+            gate: l.small_matrix(&n("ffn_gate_exps.bias"), f, x)?,
+            up: l.small_matrix(&n("ffn_up_exps.bias"), f, x)?,
+            down: l.small_matrix(&n("ffn_down_exps.bias"), e, x)?,
+        })
+    }
+
+    /// Expert `x`'s biases of its gate, up and down projections.
+    pub fn gate(&self, x: usize) -> &[f32] {
+        let f = self.gate.len() / self.router.len();
+        &self.gate[x * f..(x + 1) * f]
+    }
+
+    pub fn up(&self, x: usize) -> &[f32] {
+        let f = self.up.len() / self.router.len();
+        &self.up[x * f..(x + 1) * f]
+    }
+
+    pub fn down(&self, x: usize) -> &[f32] {
+        let e = self.down.len() / self.router.len();
+        &self.down[x * e..(x + 1) * e]
+    }
 }
 
 /// An expert every token uses, its output scaled by `sigmoid(gate_inp · x)`.
@@ -192,6 +232,10 @@ impl Ffn {
                     shared: shared.transpose()?,
                     selection_bias: match arch.moe() {
                         Some(r) if r.selection_bias => Some(l.vector(&n("exp_probs_b.bias"), x)?),
+                        _ => None,
+                    },
+                    biases: match arch.moe() {
+                        Some(r) if r.biases => Some(ExpertBiases::load(l, il, e, f, x)?),
                         _ => None,
                     },
                 }))
