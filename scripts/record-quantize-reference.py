@@ -24,6 +24,7 @@ import gguf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# Models are reference models, or synthetic/NAME for scripts/make-synthetic-models.py's.
 # Every file type on the 0.5B (its 896-wide rows take the fallbacks), a few on gemma (tied
 # output, a 262k vocabulary).
 CASES = [
@@ -31,6 +32,8 @@ CASES = [
      "Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
      "IQ4_NL IQ4_XS F16 BF16"),
     ("gemma-3-270m", "Q4_K_M Q3_K_M IQ4_XS Q2_K"),
+    # MXFP4 experts (gpt-oss's mix): a synthetic MoE whose experts are F16.
+    ("synthetic/qwen3moe-tiny", "MXFP4_MOE"),
 ]
 
 
@@ -54,14 +57,19 @@ def main():
     print("# model file_type sha256(name type per tensor) sha256(name, type, bytes per tensor)")
     with tempfile.TemporaryDirectory() as tmp:
         for name, types in CASES:
-            model = subprocess.check_output([sys.executable, fetch, name, "--path"], text=True)
-            model = model.strip().splitlines()[-1]
+            if name.startswith("synthetic/"):
+                make = os.path.join(HERE, "make-synthetic-models.py")
+                cmd = [sys.executable, make, "--path", name.split("/", 1)[1]]
+            else:
+                cmd = [sys.executable, fetch, name, "--path"]
+            model = subprocess.check_output(cmd, text=True).strip().splitlines()[-1]
+            prefix = "synthetic/" if name.startswith("synthetic/") else ""
             for ft in types.split():
                 out = os.path.join(tmp, "out.gguf")
                 subprocess.run([tool, "--allow-requantize", model, out, ft, "2"], check=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 th, dh = hashes(out)
-                print(f"{os.path.basename(model)} {ft} {th} {dh}", flush=True)
+                print(f"{prefix}{os.path.basename(model)} {ft} {th} {dh}", flush=True)
                 os.remove(out)
 
 

@@ -1,6 +1,7 @@
 //! `kolibri quantize` against llama-quantize on the real models: every file type of
 //! `tests/data/llama-quantize.txt` (recorded by `scripts/record-quantize-reference.py` from
-//! llama.cpp 0c1e57098) must give the same tensor types (the mix) and the same bytes.
+//! llama.cpp 0c1e57098) must give the same tensor types (the mix) and the same bytes, MXFP4
+//! experts included (on a synthetic MoE).
 
 mod common;
 
@@ -43,6 +44,7 @@ fn quantized_files_match_llama_quantize() {
             pure: false,
         };
         let out = dir.join(format!("{ft}.gguf"));
+        // A reference model, or synthetic/FILE (its generator version in the name).
         quantize_file(&common::model_path(model), &out, &opts, |_, _| {}).unwrap();
         let (t, d) = hashes(&out);
         assert_eq!(

@@ -28,6 +28,10 @@ const QWEN35: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
 /// regexes lack the `\p{Lu}`-style classes of the original.
 const TEKKEN: &str = r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// GPT-4o's (o200k: gpt-oss, Llama 4) pattern: letter runs split at case changes as Tekken's,
+/// each with an optional English contraction, and digits in threes.
+const GPT4O: &str = r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// DeepSeek LLM's pattern set: line breaks, letter runs of the scripts its tokenizer names
 /// (spelled out as ranges), ASCII and full-width punctuation runs, trailing spaces, CJK runs,
 /// digit runs.
@@ -64,6 +68,7 @@ fn patterns_for(pre: &str) -> Option<&'static [&'static str]> {
         | "solar-open" => &[QWEN2],
         "qwen35" => &[QWEN35],
         "tekken" => &[TEKKEN],
+        "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => &[GPT4O],
         "deepseek-llm" => DEEPSEEK_LLM,
         "deepseek-coder" => DEEPSEEK_CODER,
         // "gpt2" is not a llama.cpp name; accepted as an alias of "gpt-2".
@@ -154,6 +159,10 @@ mod tests {
     fn qwen2_digits_are_single_and_llama3_groups_three() {
         assert_eq!(split("qwen2", "12345"), ["1", "2", "3", "4", "5"]);
         assert_eq!(split("llama-bpe", "12345"), ["123", "45"]);
+        assert_eq!(
+            split("gpt-4o", "HelloWorld's 12345"),
+            ["Hello", "World's", " ", "123", "45"]
+        );
     }
 
     #[test]
