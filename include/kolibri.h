@@ -482,11 +482,6 @@ typedef struct kolibri_speculator_stats {
  */
 #define KOLIBRI_STATUS_BAD_STATE 15
 
-/**
- * The IQ4_NL codebook.
- */
-#define KVALUES_IQ4NL { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113, }
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
