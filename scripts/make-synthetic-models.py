@@ -200,7 +200,7 @@ MODELS = {
                          n_ff_exp=64,
                          extra={"sliding_window": 8, "yarn": (32.0, 4096),
                                 "expert_type": "MXFP4", "sinks": True, "qk_std": 0.75,
-                                "expert_spread": 0.3}),
+                                "expert_spread": 0.15}),
     # For speed: shaped like a small real MoE, 2.0B parameters of which 0.43B active per token
     # (64 experts, top 8). Written in F16 (4 GB); `kolibri quantize` makes the Q4_K_M mix:
     #   kolibri quantize $(scripts/make-synthetic-models.py --path qwen3moe-bench) \
