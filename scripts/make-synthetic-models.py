@@ -97,7 +97,9 @@ class Spec:
     # rotated when not all; long_rope: original context of Phi-3's LongRoPE; sliding_window,
     # softcap: (attention, final); post_norm_scale: Gemma's post-norm weights; yarn: (factor,
     # original context) of YaRN RoPE scaling; expert_type: the experts' tensor type; sinks:
-    # attention sink logits (gpt-oss).
+    # attention sink logits (gpt-oss); yarn_tuning: YaRN's (beta_fast, beta_slow, log
+    # multiplier); temperature_scale: the attention temperature (Mistral 3); pre_tokenizer:
+    # replaces the vocabulary's.
     extra: dict = field(default_factory=dict)
     # llama.cpp runs a twin of the model in this architecture instead (same weights, the
     # metadata and extra tensors that make it compute the same thing), where it does not
@@ -201,6 +203,17 @@ MODELS = {
                          extra={"sliding_window": 8, "yarn": (32.0, 4096),
                                 "expert_type": "MXFP4", "sinks": True, "qk_std": 0.75,
                                 "expert_spread": 0.15}),
+    # Mistral 3: Llama's layers with YaRN read in full (factor 16 over an original context of
+    # 16, its betas moved from 32 and 1 to 2 and 0.25 so the ramp spans pairs 1 to 11 of 32,
+    # and a log multiplier of 0.5: a magnitude correction of 1.12 where real files' 1 gives
+    # none) and an attention temperature of 0.2 (queries 1.39x at position 96: the longer
+    # prompts cross several original contexts); the Tekken pre-tokenizer over the Llama 3 BPE
+    # vocabulary.
+    "mistral3-tiny": Spec("mistral3", "vocab:llama-bpe", n_embd=128, n_layer=3, n_head=4,
+                          n_head_kv=2, head_dim=64, n_ff=256, seed=18, rope_base=1_000.0,
+                          rms_eps=1e-5,
+                          extra={"yarn": (16.0, 16), "yarn_tuning": (2.0, 0.25, 0.5),
+                                 "temperature_scale": 0.2, "pre_tokenizer": "tekken"}),
     # For speed: shaped like a small real MoE, 2.0B parameters of which 0.43B active per token
     # (64 experts, top 8). Written in F16 (4 GB); `kolibri quantize` makes the Q4_K_M mix:
     #   kolibri quantize $(scripts/make-synthetic-models.py --path qwen3moe-bench) \
@@ -267,12 +280,15 @@ def uniform(s: Spec, stream: str, shape, std: float) -> np.ndarray:
 
 # --- writing ---------------------------------------------------------------------------------
 
-def copy_tokenizer(w: "gguf.GGUFWriter", source: Path) -> int:
-    """Copies every tokenizer.* key of `source`; returns its vocabulary size."""
+def copy_tokenizer(w: "gguf.GGUFWriter", source: Path, pre: str = "") -> int:
+    """Copies every tokenizer.* key of `source`, with `pre` as its pre-tokenizer where given;
+    returns its vocabulary size."""
     r = gguf.GGUFReader(source)
     n_vocab = 0
+    if pre:
+        w.add_string("tokenizer.ggml.pre", pre)
     for name, f in r.fields.items():
-        if not name.startswith("tokenizer."):
+        if not name.startswith("tokenizer.") or (pre and name == "tokenizer.ggml.pre"):
             continue
         vtype = f.types[0]
         if vtype == gguf.GGUFValueType.ARRAY:
@@ -326,7 +342,7 @@ def write_metadata(w, s: Spec, a: str) -> None:
         w.add_uint32(f"{a}.attention.key_length", s.head_dim)
         w.add_uint32(f"{a}.attention.value_length", s.head_dim)
     w.add_float32(f"{a}.rope.freq_base", s.rope_base)
-    if a in ("llama", "phi3", "qwen35", "qwen35moe"):
+    if a in ("llama", "phi3", "qwen35", "qwen35moe", "mistral3"):
         w.add_uint32(f"{a}.rope.dimension_count", s.extra.get("rope_dims", s.head_dim))
     if "rope_sections" in s.extra:
         w.add_array(f"{a}.rope.dimension_sections", s.extra["rope_sections"])
@@ -354,6 +370,13 @@ def write_metadata(w, s: Spec, a: str) -> None:
         w.add_string(f"{a}.rope.scaling.type", "yarn")
         w.add_float32(f"{a}.rope.scaling.factor", factor)
         w.add_uint32(f"{a}.rope.scaling.original_context_length", orig)
+    if "yarn_tuning" in s.extra:
+        beta_fast, beta_slow, log_mul = s.extra["yarn_tuning"]
+        w.add_float32(f"{a}.rope.scaling.yarn_beta_fast", beta_fast)
+        w.add_float32(f"{a}.rope.scaling.yarn_beta_slow", beta_slow)
+        w.add_float32(f"{a}.rope.scaling.yarn_log_multiplier", log_mul)
+    if "temperature_scale" in s.extra:
+        w.add_float32(f"{a}.attention.temperature_scale", s.extra["temperature_scale"])
     if a == "granite_swa":
         w.add_array(f"{a}.attention.sliding_window_pattern", [True] * s.n_layer)
         w.add_float32(f"{a}.logit_scale", 1.0)
@@ -570,7 +593,7 @@ def build(name: str, out: Path, a: str) -> None:
     tmp = out.with_suffix(".partial")
     w = gguf.GGUFWriter(tmp, a)
     write_metadata(w, s, a)
-    n_vocab = copy_tokenizer(w, tokenizer_source(s))
+    n_vocab = copy_tokenizer(w, tokenizer_source(s), s.extra.get("pre_tokenizer", ""))
     # Logits of about 4 nat of spread: top-1/top-2 gaps mostly well above rounding noise, and
     # log-probabilities that are not all 0 or -inf. Unit-variance embeddings, except where the
     # architecture scales them by sqrt(n_embd) (Gemma): there they enter at unit rms. A tied

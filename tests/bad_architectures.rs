@@ -308,3 +308,42 @@ fn broken_gpt_oss_files_are_named() {
         &["blk.3.ffn_up_exps.weight"],
     );
 }
+
+#[test]
+fn broken_mistral3_files_are_named() {
+    let m3 = synthetic("mistral3-tiny");
+    let set = |k: &'static str, v: Value| rewrite(&m3, Some((k, Some(v))), |_, d| Some(d));
+    expect(
+        "nan-temperature",
+        &set("mistral3.attention.temperature_scale", Value::F32(f32::NAN)),
+        &["mistral3.attention.temperature_scale"],
+    );
+    expect(
+        "negative-beta",
+        &set("mistral3.rope.scaling.yarn_beta_fast", Value::F32(-2.0)),
+        &["mistral3.rope.scaling.yarn_beta_fast", "-2"],
+    );
+    expect(
+        "inf-log-multiplier",
+        &set(
+            "mistral3.rope.scaling.yarn_log_multiplier",
+            Value::F32(f32::INFINITY),
+        ),
+        &["mistral3.rope.scaling.yarn_log_multiplier"],
+    );
+    // A mixture-of-experts file of an architecture Kolibri runs dense: refused by name, not
+    // loaded without its experts.
+    expect(
+        "dense-with-experts",
+        &set("mistral3.expert_count", Value::U32(8)),
+        &["mistral3.expert_count", "8 experts"],
+    );
+    let dropped = rewrite(&m3, None, |name, d| {
+        (name != "blk.2.attn_k.weight").then_some(d)
+    });
+    expect(
+        "missing-k",
+        &dropped,
+        &["missing tensor", "blk.2.attn_k.weight"],
+    );
+}

@@ -344,9 +344,11 @@ impl Vocab {
                         | "lfm2"
                         | "jina-v5-nano"
                 );
-                // Tekken also takes whole words from the vocabulary, without Llama 3's BOS.
-                self.ignore_merges = llama3_family || self.pre == "tekken";
-                self.add_bos = llama3_family;
+                // Tekken (Mistral Nemo, Mistral 3) also takes whole words from the vocabulary
+                // and opens with BOS.
+                let tekken = self.pre == "tekken";
+                self.ignore_merges = llama3_family || tekken;
+                self.add_bos = llama3_family || tekken;
             }
             ModelKind::WordPiece => {
                 // BERT's [CLS] opens, [SEP] closes; no EOS.

@@ -10,6 +10,7 @@ mod gpt_oss;
 mod lfm2;
 mod lfm2moe;
 mod llama;
+mod mistral3;
 mod olmoe;
 mod phi3;
 mod qwen2;
@@ -49,6 +50,7 @@ pub(crate) static ARCHITECTURES: &[&Architecture] = &[
     &qwen35::QWEN35,
     &qwen35moe::QWEN35MOE,
     &gpt_oss::GPT_OSS,
+    &mistral3::MISTRAL3,
 ];
 
 /// How a layer is built and computed: its token mixer (attention, or a recurrent mixer on the
@@ -84,6 +86,12 @@ pub struct Recipe {
     /// A learned per-head logit in every attention softmax (`attn_sinks`, gpt-oss): the
     /// weight a head may give to no position at all.
     pub attn_sinks: bool,
+    /// Queries scaled up with their position by `attention.temperature_scale`, where the file
+    /// sets it ([`crate::model::hparams::AttnTemperature`]; Mistral 3).
+    pub attn_temperature: bool,
+    /// YaRN's `rope.scaling.yarn_beta_fast`, `yarn_beta_slow` and `yarn_log_multiplier` read
+    /// from the file (llama.cpp reads them for Mistral 3; others keep 32, 1 and none).
+    pub yarn_tuning: bool,
     /// The token mixer of the layers that do not attend; `None`: every layer attends.
     pub recurrent: Option<RecurrentMixer>,
     pub ffn: FfnRecipe,
@@ -236,6 +244,8 @@ pub(crate) const LLAMA_LIKE: Recipe = Recipe {
     ffn_norm: "ffn_norm.weight",
     attn_output_gate: false,
     attn_sinks: false,
+    attn_temperature: false,
+    yarn_tuning: false,
     recurrent: None,
     ffn: FfnRecipe::Dense,
 };

@@ -120,7 +120,7 @@ fn split_query_gate(q: &mut Vec<f32>, n: usize, n_head: usize, head_dim: usize) 
 }
 
 impl Context {
-    /// QK-norm, RoPE at each token's position, the query scale, and the cache's key basis
+    /// QK-norm, RoPE at each token's position, the query temperature and scale, and the cache's key basis
     /// (balance, Hadamard rotation, centering), row by row.
     #[allow(clippy::too_many_arguments)]
     fn position_queries_and_keys(
@@ -145,6 +145,10 @@ impl Context {
                 ops::rms_norm_rows_inplace(k_t, kn, hp.rms_eps);
             }
             rope.apply(&mut [&mut *q_t, &mut *k_t], hp.head_dim_k, places[t].pos);
+            if let Some(temperature) = &hp.attn_temperature {
+                let s = temperature.at(places[t].pos);
+                q_t.iter_mut().for_each(|v| *v *= s);
+            }
             if let Some(s) = q_scale {
                 q_t.iter_mut().for_each(|v| *v *= s);
             }

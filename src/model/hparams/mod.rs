@@ -54,6 +54,8 @@ pub struct HParams {
     pub final_logit_softcap: f32,
     /// Multiplier applied to attention scores (1/sqrt(head_dim) unless the model says otherwise).
     pub attn_scale: f32,
+    /// Queries scaled up with their position, where the recipe and the file ask for it.
+    pub attn_temperature: Option<AttnTemperature>,
     /// Mixture-of-experts shape; `None` for a dense model.
     pub moe: Option<MoeParams>,
     /// Per layer: its token mixer.
@@ -137,7 +139,7 @@ impl HParams {
         }
 
         let n_ctx_train = opt("context_length")?.unwrap_or(2048);
-        let rope = rope::read(gguf, prefix, n_ctx_train)?;
+        let rope = rope::read(gguf, prefix, n_ctx_train, arch.recipe.yarn_tuning)?;
         let window = window::read(gguf, arch, n_layer)?;
         let softcap = |k: &str, default: f32| -> Result<f32, ModelError> {
             let cap = gguf.get_f32(&key(k)).unwrap_or(default);
@@ -167,7 +169,10 @@ impl HParams {
         let n_ff = opt("feed_forward_length")?;
         let moe = match arch.moe() {
             Some(recipe) => Some(moe::moe_params(gguf, prefix, recipe, n_ff)?),
-            None => None,
+            None => {
+                moe::refuse_experts(gguf, prefix)?;
+                None
+            }
         };
         let n_ff = match (n_ff, &moe) {
             (Some(n), _) if n > 0 => n,
@@ -198,6 +203,10 @@ impl HParams {
             attn_softcap,
             final_logit_softcap,
             attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
+            attn_temperature: match arch.recipe.attn_temperature {
+                true => AttnTemperature::read(gguf, prefix, rope.n_ctx_orig)?,
+                false => None,
+            },
             moe,
             attention_layers: (0..n_layer)
                 .filter(|&il| mixers[il] == MixerKind::Attention)
@@ -235,6 +244,35 @@ impl HParams {
 
     pub fn v_dim(&self) -> usize {
         self.n_head_kv * self.head_dim_v
+    }
+}
+
+/// Llama 4's attention temperature tuning (Mistral 3 too): far from the start, where scores
+/// flatten over many positions, queries are scaled by `1 + scale * ln(floor(pos / floor) + 1)`
+/// (`attention.temperature_scale`; `floor`: RoPE's original context).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnTemperature {
+    pub scale: f32,
+    pub floor: usize,
+}
+
+impl AttnTemperature {
+    fn read(gguf: &GgufFile, prefix: &str, floor: usize) -> Result<Option<Self>, ModelError> {
+        let key = format!("{prefix}.attention.temperature_scale");
+        match gguf.get_f32(&key).unwrap_or(0.0) {
+            0.0 => Ok(None),
+            scale if scale.is_finite() && floor > 0 => Ok(Some(AttnTemperature { scale, floor })),
+            scale => Err(ModelError::BadHyperparameter {
+                key,
+                reason: format!("{scale} over an original context of {floor}"),
+            }),
+        }
+    }
+
+    /// The query multiplier at position `pos` (in f64, as llama.cpp computes it).
+    pub fn at(&self, pos: usize) -> f32 {
+        let steps = (pos as f64 / self.floor as f64).floor();
+        ((steps + 1.0).ln() * self.scale as f64 + 1.0) as f32
     }
 }
 

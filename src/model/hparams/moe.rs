@@ -129,3 +129,16 @@ pub(super) fn moe_params(
 /// More experts than any released model has (DeepSeek: 256, Kimi: 384); a larger count is a
 /// corrupt file.
 const MAX_EXPERTS: usize = 4096;
+
+/// A file of a dense architecture that says it has experts (a Mixtral-style `llama`, a MoE
+/// `mistral3`): refused by name, not loaded as a dense model it is not.
+pub(super) fn refuse_experts(gguf: &GgufFile, prefix: &str) -> Result<(), ModelError> {
+    let key = format!("{prefix}.expert_count");
+    match gguf.get_u64(&key) {
+        Some(n) if n > 0 => Err(ModelError::BadHyperparameter {
+            key,
+            reason: format!("{n} experts: Kolibri runs `{prefix}` files as dense models only"),
+        }),
+        _ => Ok(()),
+    }
+}

@@ -47,11 +47,14 @@ impl Yarn {
 
 /// The scaling type decides whether `rope.scaling.factor` applies: llama.cpp takes an absent
 /// type as "linear", and "longrope" (whose per-dimension factors are tensors) scales linearly
-/// too; "yarn" blends per pair ([`Yarn`]); others are refused by name.
+/// too; "yarn" blends per pair ([`Yarn`]); others are refused by name. With `yarn_keys` the
+/// file's `yarn_beta_fast`, `yarn_beta_slow` and `yarn_log_multiplier` apply (llama.cpp reads
+/// them only for the architectures whose converters write them).
 pub(super) fn read(
     gguf: &GgufFile,
     prefix: &str,
     n_ctx_train: usize,
+    yarn_keys: bool,
 ) -> Result<RopeScaling, ModelError> {
     let key = |k: &str| format!("{prefix}.rope.scaling.{k}");
     let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
@@ -86,18 +89,45 @@ pub(super) fn read(
         .and_then(|v| usize::try_from(v).ok())
         .filter(|&v| v > 0)
         .unwrap_or(n_ctx_train);
+    let tuning = |k: &str, default: f32| -> Result<f32, ModelError> {
+        let v = match yarn_keys {
+            true => gguf.get_f32(&key(k)).unwrap_or(default),
+            false => default,
+        };
+        match v.is_finite() && v >= 0.0 {
+            true => Ok(v),
+            false => Err(bad(k, format!("{v}"))),
+        }
+    };
+    let (beta_fast, beta_slow) = (
+        tuning("yarn_beta_fast", 32.0)?,
+        tuning("yarn_beta_slow", 1.0)?,
+    );
+    let log_mul = tuning("yarn_log_multiplier", 0.0)?;
     let yarn = (ty == Some("yarn")).then_some(Yarn {
-        beta_fast: 32.0,
-        beta_slow: 1.0,
+        beta_fast,
+        beta_slow,
         n_ctx_orig,
     });
-    // YaRN scales the rotated dimensions by `1 + 0.1 ln(factor)` (llama.cpp sets its
-    // `yarn_attn_factor` to that over itself, then ggml multiplies it back: the same steps).
+    // YaRN scales the rotated dimensions by its magnitude correction `1 + 0.1 ln(factor)`, or
+    // with a log multiplier m by `(1 + 0.1 ln f) / (1 + 0.1 m ln f)` (1 for Mistral 3's m = 1).
+    // llama.cpp sets its `yarn_attn_factor` to that over `1 + 0.1 ln f`, then ggml multiplies
+    // it back: the same steps here, for the same rounding.
     let attn_factor = match yarn {
         Some(_) => {
             let f = 1.0 / freq_scale;
-            let mscale = if f <= 1.0 { 1.0 } else { 0.1 * f.ln() + 1.0 };
-            let yarn_attn_factor = mscale * (1.0 / (1.0 + 0.1 * f.ln())) * attn_factor;
+            let mscale = |m: f32| {
+                if f <= 1.0 {
+                    1.0
+                } else {
+                    0.1 * m * f.ln() + 1.0
+                }
+            };
+            let correction = match log_mul {
+                0.0 => mscale(1.0),
+                m => mscale(1.0) / mscale(m),
+            };
+            let yarn_attn_factor = correction * (1.0 / (1.0 + 0.1 * f.ln())) * attn_factor;
             yarn_attn_factor * (1.0 + 0.1 * (1.0 / freq_scale).ln())
         }
         None => attn_factor,
