@@ -8,9 +8,10 @@ mod common;
 
 use kolibri::gguf::GgufFile;
 use kolibri::tokenizer::Tokenizer;
+use sha2::{Digest, Sha256};
 
 /// Vocabularies Kolibri refuses today, with why.
-const UNSUPPORTED: &[(&str, &str)] = &[("gemma-4", "tokenizer model")];
+const UNSUPPORTED: &[(&str, &str)] = &[];
 
 const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
 
@@ -79,4 +80,62 @@ fn every_supported_vocabulary_tokenizes_like_llama_cpp() {
     }
     eprintln!("identical: {}", passed.join(", "));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What llama.cpp's C API says about a vocabulary beyond its cases (recorded by
+/// scripts/record-vocab-reference.py into tests/data/vocab/<name>.json): special ids and
+/// flags, which ids end generation or are control tokens, every token's piece (by digest) and
+/// texts tokenized with special tokens parsed.
+#[test]
+fn vocabulary_roles_and_pieces_match_llama_cpp() {
+    let dir = common::model_dir().join("llama-vocab");
+    let refs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vocab");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&refs).unwrap() {
+        let path = entry.unwrap().path();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = doc["vocab"].as_str().unwrap();
+        let gguf = GgufFile::open(dir.join(format!("ggml-vocab-{name}.gguf"))).unwrap();
+        let t = Tokenizer::from_gguf(&gguf).unwrap();
+        let id = |k: &str| doc[k].as_u64().map(|v| v as u32);
+        let ids = |v: &serde_json::Value| -> Vec<u32> {
+            let items = v.as_array().unwrap();
+            items.iter().map(|x| x.as_u64().unwrap() as u32).collect()
+        };
+        assert_eq!(t.bos(), id("bos"), "{name}: BOS");
+        assert_eq!(t.eos(), id("eos"), "{name}: EOS");
+        assert_eq!(t.newline(), id("newline"), "{name}: line feed");
+        assert_eq!(t.add_bos(), doc["add_bos"].as_bool().unwrap(), "{name}");
+        let all = 0..t.n_vocab() as u32;
+        let eog: Vec<u32> = all.clone().filter(|&i| t.is_eog(i)).collect();
+        assert_eq!(eog, ids(&doc["eog"]), "{name}: end-of-generation ids");
+        let control: Vec<u32> = all.clone().filter(|&i| t.is_control(i)).collect();
+        assert_eq!(control, ids(&doc["control"]), "{name}: control ids");
+        let hex = |b: Vec<u8>| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let mut pieces = String::new();
+        for i in all {
+            let (plain, special) = (hex(t.token_bytes(i, false)), hex(t.token_bytes(i, true)));
+            pieces.push_str(&format!("{plain}- {special}-\n"));
+        }
+        let digest: String = Sha256::digest(pieces.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            digest,
+            doc["pieces_sha256"].as_str().unwrap(),
+            "{name}: pieces"
+        );
+        for case in doc["texts"].as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            assert_eq!(
+                t.encode(text, true, true),
+                ids(&case["ids"]),
+                "{name}: {text:?}"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 1, "no references in {}", refs.display());
 }

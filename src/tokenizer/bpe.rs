@@ -95,13 +95,14 @@ impl BpeMerges {
         self.pairs.get(left?, right?)
     }
 
-    /// Merges one byte-level word (already mapped through the GPT-2 byte table) and appends
-    /// its tokens.
+    /// Merges one word (mapped through the GPT-2 byte table, or raw UTF-8 where the vocabulary
+    /// escapes spaces) and appends its tokens.
     pub fn tokenize_word(&self, vocab: &Vocab, word: &str, out: &mut Vec<TokenId>) {
         if word.is_empty() {
             return;
         }
-        if vocab.ignore_merges {
+        let newline_run = vocab.whole_newline_runs && word.bytes().all(|b| b == b'\n');
+        if vocab.ignore_merges || newline_run {
             if let Some(id) = vocab.text_to_token(word) {
                 out.push(id);
                 return;
@@ -167,16 +168,23 @@ impl BpeMerges {
             match vocab.text_to_token(text) {
                 Some(id) => out.push(id),
                 // As llama.cpp: fall back to single-byte tokens, dropping bytes without one.
-                None => out.extend(text.bytes().filter_map(|b| {
-                    let mut buf = [0u8; 4];
-                    let single = char::from_u32(b as u32)
-                        .filter(|c| c.is_ascii())?
-                        .encode_utf8(&mut buf);
-                    vocab.text_to_token(single)
-                })),
+                None => out.extend(text.bytes().filter_map(|b| byte_token(vocab, b))),
             }
         }
     }
+}
+
+/// The token of one byte: `<0xAB>` where the vocabulary escapes spaces, else the byte as a
+/// one-character text (only ASCII bytes can be one).
+fn byte_token(vocab: &Vocab, b: u8) -> Option<TokenId> {
+    if vocab.escaped_spaces {
+        return vocab.text_to_token(&format!("<0x{b:02X}>"));
+    }
+    let mut buf = [0u8; 4];
+    let single = char::from_u32(b as u32)
+        .filter(|c| c.is_ascii())?
+        .encode_utf8(&mut buf);
+    vocab.text_to_token(single)
 }
 
 /// Splits `left right` after the first character, so a part may itself start with a space;

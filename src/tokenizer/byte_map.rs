@@ -43,8 +43,9 @@ pub(crate) fn encode_bytes(bytes: &[u8]) -> String {
     bytes.iter().map(|&b| byte_to_char(b)).collect()
 }
 
-/// Inverse of [`encode_bytes`]. Characters outside the table pass through as UTF-8 (llama.cpp
-/// emits an `[UNK_BYTE_..]` marker there; such tokens do not occur in real vocabularies).
+/// Inverse of [`encode_bytes`]. Characters outside the table pass through as UTF-8, where
+/// llama.cpp writes an `[UNK_BYTE_0x..]` marker instead: Command-R's vocabulary has 1403 such
+/// tokens (U+200D, `‼`, ...), which Kolibri prints as the characters they are.
 pub(crate) fn decode_to_bytes(text: &str, out: &mut Vec<u8>) {
     for c in text.chars() {
         match char_to_byte(c) {

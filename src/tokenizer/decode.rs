@@ -20,6 +20,7 @@ pub(crate) fn piece_bytes(vocab: &Vocab, id: TokenId, special: bool) -> Vec<u8> 
         }
         TokenKind::Normal => match vocab.kind {
             ModelKind::Spm | ModelKind::WordPiece => text.replace(SPACE_MARKER, " ").into_bytes(),
+            ModelKind::Bpe if vocab.escaped_spaces => text.replace(SPACE_MARKER, " ").into_bytes(),
             ModelKind::Bpe => {
                 let mut out = Vec::with_capacity(text.len());
                 byte_map::decode_to_bytes(text, &mut out);

@@ -2,6 +2,8 @@
 //!
 //! - `gpt2`: GPT-2 byte-level BPE, with the pre-tokenizer regexes that `tokenizer.ggml.pre`
 //!   selects ([`pretokenize`]) and merges ranked by `tokenizer.ggml.merges` ([`bpe`]).
+//! - `gemma4` (and the `sarvam-moe` pre-tokenizer): the same merging over raw UTF-8 lines with
+//!   spaces written `▁`, bytes without a token as `<0xXX>`.
 //! - `llama`: SentencePiece-style merging by token score with `<0xXX>` byte fallback ([`spm`]).
 //! - `bert`: WordPiece, BERT-normalized words cut into longest vocabulary matches ([`wpm`]).
 //!
@@ -58,7 +60,7 @@ impl Tokenizer {
         // A BPE vocabulary's merge table (150k merges: two thirds of the load time, most of
         // it cache misses) builds on a thread of its own beside the vocabulary maps. The
         // vocabulary's errors are still reported first.
-        let bpe = gguf.get_str(vocab::KEY_MODEL) == Some("gpt2");
+        let bpe = matches!(gguf.get_str(vocab::KEY_MODEL), Some("gpt2" | "gemma4"));
         let (vocab, merges) = std::thread::scope(|s| {
             let merges = bpe.then(|| s.spawn(|| BpeMerges::from_gguf(gguf)));
             let vocab = Vocab::from_gguf(gguf);
@@ -100,6 +102,11 @@ impl Tokenizer {
             Algorithm::Bpe { merges, pre } => {
                 for f in &fragments {
                     match *f {
+                        Fragment::Text(t) if self.vocab.escaped_spaces => {
+                            for word in pre.split(&spm::escape_spaces(t)) {
+                                merges.tokenize_word(&self.vocab, word, &mut out);
+                            }
+                        }
                         Fragment::Text(t) => {
                             for word in pre.split(t) {
                                 let mapped = byte_map::encode_bytes(word.as_bytes());
@@ -198,7 +205,8 @@ impl Tokenizer {
         self.vocab.add_sep && self.vocab.sep.is_some()
     }
 
-    /// `tokenizer.ggml.model`'s value: "llama" (SentencePiece), "gpt2" (BPE) or "bert".
+    /// The tokenizer family, as `tokenizer.ggml.model` names it: "llama" (SentencePiece),
+    /// "gpt2" (BPE, Gemma 4's included) or "bert".
     pub fn model_name(&self) -> &'static str {
         match self.vocab.kind {
             vocab::ModelKind::Spm => "llama",
@@ -267,14 +275,19 @@ impl Tokenizer {
         bytes
     }
 
-    /// The token of a line feed: the `<0x0A>` byte token of SentencePiece vocabularies, `Ċ`
-    /// (the byte-mapped newline) of BPE ones.
+    /// The token of a line feed, as llama.cpp picks it: SentencePiece's `<0x0A>` byte token
+    /// (else a `\n` token), the first token of `"\n"` for BPE, the padding id for WordPiece
+    /// (and where the others find none).
     pub fn newline(&self) -> Option<TokenId> {
-        match self.vocab.kind {
-            vocab::ModelKind::Spm => self.vocab.text_to_token("<0x0A>"),
-            vocab::ModelKind::Bpe => self.vocab.text_to_token("\u{10a}"),
-            vocab::ModelKind::WordPiece => self.vocab.text_to_token("\n"),
-        }
+        let found = match self.vocab.kind {
+            vocab::ModelKind::Spm => self
+                .vocab
+                .text_to_token("<0x0A>")
+                .or_else(|| self.vocab.text_to_token("\n")),
+            vocab::ModelKind::Bpe => self.encode("\n", false, false).first().copied(),
+            vocab::ModelKind::WordPiece => None,
+        };
+        found.or(self.vocab.specials.pad)
     }
 
     fn vocab(&self) -> &Vocab {

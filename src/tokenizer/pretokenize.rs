@@ -70,6 +70,9 @@ fn patterns_for(pre: &str) -> Option<&'static [&'static str]> {
         "tekken" => &[TEKKEN],
         "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => &[GPT4O],
         "deepseek-llm" => DEEPSEEK_LLM,
+        // SentencePiece-style BPE: whole lines merge (spaces escaped, see `Vocab`); only line
+        // feeds split them.
+        "gemma4" | "granite-embed-multi-311m" | "sarvam-moe" => &[r"[^\n]+|\n+"],
         "deepseek-coder" => DEEPSEEK_CODER,
         // "gpt2" is not a llama.cpp name; accepted as an alias of "gpt-2".
         "gpt2" | "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"

@@ -118,6 +118,12 @@ pub(crate) struct Vocab {
     pub special_by_len: Vec<TokenId>,
     /// BPE only: a word that is itself a token skips merging (llama3-style vocabularies).
     pub ignore_merges: bool,
+    /// BPE only, SentencePiece-style (Gemma 4, Sarvam): spaces are written `▁`, words merge
+    /// as raw UTF-8 instead of GPT-2's byte map, and bytes without a token fall back to
+    /// `<0xXX>` tokens.
+    pub escaped_spaces: bool,
+    /// BPE only: a word of line feeds that is itself a token stays whole (Gemma 4).
+    pub whole_newline_runs: bool,
 }
 
 /// Special token ids a vocabulary may name besides BOS, EOS, UNK and SEP.
@@ -186,7 +192,9 @@ const FIM_PRE_TEXTS: &[&str] = &[
     "<|fim_prefix|>",
     "<fim-prefix>",
     "<fim_prefix>",
+    "<\u{ff5c}fim\u{2581}begin\u{ff5c}>",
     "<PRE>",
+    "\u{2581}<PRE>",
     "<|code_prefix|>",
     "<|prefix|>",
 ];
@@ -194,7 +202,9 @@ const FIM_SUF_TEXTS: &[&str] = &[
     "<|fim_suffix|>",
     "<fim-suffix>",
     "<fim_suffix>",
+    "<\u{ff5c}fim\u{2581}hole\u{ff5c}>",
     "<SUF>",
+    "\u{2581}<SUF>",
     "<|code_suffix|>",
     "<|suffix|>",
 ];
@@ -202,7 +212,9 @@ const FIM_MID_TEXTS: &[&str] = &[
     "<|fim_middle|>",
     "<fim-middle>",
     "<fim_middle>",
+    "<\u{ff5c}fim\u{2581}end\u{ff5c}>",
     "<MID>",
+    "\u{2581}<MID>",
     "<|code_middle|>",
     "<|middle|>",
 ];
@@ -229,11 +241,13 @@ impl Vocab {
             .ok_or_else(|| bad(KEY_MODEL, "not a string"))?;
         let kind = match model {
             "llama" => ModelKind::Spm,
-            "gpt2" => ModelKind::Bpe,
+            "gpt2" | "gemma4" => ModelKind::Bpe,
             "bert" => ModelKind::WordPiece,
             other => return Err(TokenizerError::UnsupportedModel(other.to_string())),
         };
         let pre = match gguf.get(KEY_PRE) {
+            // Gemma 4's tokenizer model implies its pre-tokenizer, whatever the key says.
+            _ if model == "gemma4" => "gemma4",
             Some(v) => v.as_str().ok_or_else(|| bad(KEY_PRE, "not a string"))?,
             None => "",
         };
@@ -269,8 +283,10 @@ impl Vocab {
             specials: SpecialIds::default(),
             special_by_len: Vec::new(),
             ignore_merges: false,
+            escaped_spaces: false,
+            whole_newline_runs: false,
         };
-        vocab.apply_model_defaults();
+        vocab.apply_model_defaults(model);
         vocab.apply_flags(gguf)?;
         vocab.bos = special_id(gguf, "tokenizer.ggml.bos_token_id", vocab.bos, n)?;
         vocab.eos = special_id(gguf, "tokenizer.ggml.eos_token_id", vocab.eos, n)?;
@@ -317,7 +333,7 @@ impl Vocab {
     }
 
     /// Per-model defaults that llama.cpp applies before reading the flag keys.
-    fn apply_model_defaults(&mut self) {
+    fn apply_model_defaults(&mut self, model: &str) {
         let n = self.tokens.len() as TokenId;
         let valid = |id: TokenId| (id < n).then_some(id);
         match self.kind {
@@ -328,6 +344,8 @@ impl Vocab {
                 self.add_bos = true;
                 self.add_space_prefix = true;
             }
+            // Gemma 4's special ids come from the metadata alone.
+            ModelKind::Bpe if model == "gemma4" => self.apply_sentencepiece_style_bpe(),
             ModelKind::Bpe => {
                 // GPT-2's <|endoftext|> id, llama.cpp's fallback for both.
                 self.bos = valid(11);
@@ -349,6 +367,7 @@ impl Vocab {
                 let tekken = self.pre == "tekken";
                 self.ignore_merges = llama3_family || tekken;
                 self.add_bos = llama3_family || tekken;
+                self.apply_sentencepiece_style_bpe();
             }
             ModelKind::WordPiece => {
                 // BERT's [CLS] opens, [SEP] closes; no EOS.
@@ -361,6 +380,14 @@ impl Vocab {
         }
     }
 
+    /// The BPE pre-tokenizers that escape spaces instead of byte-mapping them; Gemma 4's also
+    /// keeps line-feed runs whole and always opens with BOS.
+    fn apply_sentencepiece_style_bpe(&mut self) {
+        let gemma4 = matches!(self.pre.as_str(), "gemma4" | "granite-embed-multi-311m");
+        self.escaped_spaces = gemma4 || self.pre == "sarvam-moe";
+        self.whole_newline_runs = gemma4;
+    }
+
     fn apply_flags(&mut self, gguf: &GgufFile) -> Result<(), TokenizerError> {
         // llama.cpp's WordPiece encoder adds [CLS] and [SEP] whatever the flags say.
         if self.kind == ModelKind::WordPiece {
@@ -371,6 +398,10 @@ impl Vocab {
         }
         if let Some(v) = get_bool(gguf, "tokenizer.ggml.add_eos_token")? {
             self.add_eos = v;
+        }
+        // Gemma 4 files that say otherwise still need BOS (llama.cpp overrides them too).
+        if self.whole_newline_runs {
+            self.add_bos = true;
         }
         // BPE never prefixes a space; the key only matters for SentencePiece vocabularies.
         if self.kind == ModelKind::Spm {
