@@ -214,6 +214,22 @@ MODELS = {
                           rms_eps=1e-5,
                           extra={"yarn": (16.0, 16), "yarn_tuning": (2.0, 0.25, 0.5),
                                  "temperature_scale": 0.2, "pre_tokenizer": "tekken"}),
+    # Gemma 4 (dense, E2B-like): sliding and global layers alternating (8-token window, the
+    # sliding ones on their own RoPE base; the global ones with `rope_freqs` that slow some
+    # pairs and stop the last half, as Gemma 4's proportional RoPE does), values RMS-normed,
+    # attention scale 1 (QK-norm weights of 0.4 keep the scores near unit spread), the last two
+    # layers reading the KV cache of layers 2 and 3 (KV sharing), layer 3 without `attn_v`
+    # (its values are its key projection), per-layer inputs of 32 per layer, a scalar on every
+    # layer's output, final soft-cap 30, a tied Q8_0 head; the Gemma 4 vocabulary (262k tokens;
+    # its per-layer table in Q4_0).
+    "gemma4-tiny": Spec("gemma4", "vocab:gemma-4", n_embd=128, n_layer=6, n_head=4,
+                        n_head_kv=2, head_dim=64, n_ff=256, seed=19, rope_base=1_000_000.0,
+                        tied_output=True, embd_type="Q8_0",
+                        extra={"sliding_window": 8, "swa_pattern": [True, False] * 3,
+                               "rope_base_swa": 10_000.0, "post_norm_scale": 1.0,
+                               "final_softcap": 30.0, "shared_kv_layers": 2,
+                               "values_from_keys": (3,), "per_layer_input": 32,
+                               "qk_norm_scale": 0.4, "gemma4_rope_freqs": True}),
     # For speed: shaped like a small real MoE, 2.0B parameters of which 0.43B active per token
     # (64 experts, top 8). Written in F16 (4 GB); `kolibri quantize` makes the Q4_K_M mix:
     #   kolibri quantize $(scripts/make-synthetic-models.py --path qwen3moe-bench) \
@@ -380,6 +396,18 @@ def write_metadata(w, s: Spec, a: str) -> None:
     if a == "granite_swa":
         w.add_array(f"{a}.attention.sliding_window_pattern", [True] * s.n_layer)
         w.add_float32(f"{a}.logit_scale", 1.0)
+    if "swa_pattern" in s.extra:
+        w.add_array(f"{a}.attention.sliding_window_pattern", s.extra["swa_pattern"])
+    if "rope_base_swa" in s.extra:
+        w.add_float32(f"{a}.rope.freq_base_swa", s.extra["rope_base_swa"])
+    if "final_softcap" in s.extra:
+        w.add_float32(f"{a}.final_logit_softcapping", s.extra["final_softcap"])
+    if "shared_kv_layers" in s.extra:
+        w.add_uint32(f"{a}.attention.shared_kv_layers", s.extra["shared_kv_layers"])
+    if a == "gemma4":
+        w.add_uint32(f"{a}.attention.key_length_swa", s.head_dim)
+        w.add_uint32(f"{a}.attention.value_length_swa", s.head_dim)
+        w.add_uint32(f"{a}.embedding_length_per_layer_input", s.extra.get("per_layer_input", 0))
     if "softcap" in s.extra:
         attn, final = s.extra["softcap"]
         w.add_float32(f"{a}.attn_logit_softcapping", attn)
@@ -442,6 +470,9 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
         pass
     elif il in s.extra.get("conv_layers", ()):
         write_short_conv(w, s, il)
+    elif s.arch == "gemma4" and il >= s.n_layer - s.extra.get("shared_kv_layers", 0):
+        # Reads an earlier layer's KV cache: queries only.
+        add_linear(w, s, n("attn_q.weight"), q_dim, e)
     elif a == "phi3":
         # One matrix, Q rows then K then V (each part drawn as its own matrix would be).
         add_matrix(w, n("attn_qkv.weight"), np.concatenate(
@@ -455,7 +486,8 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
         q_rows = 2 * q_dim if s.arch.startswith("qwen35") else q_dim
         add_linear(w, s, n("attn_q.weight"), q_rows, e, out_std=qk)
         add_linear(w, s, n("attn_k.weight"), kv_dim, e, out_std=qk)
-        add_linear(w, s, n("attn_v.weight"), kv_dim, e)
+        if il not in s.extra.get("values_from_keys", ()):
+            add_linear(w, s, n("attn_v.weight"), kv_dim, e)
     conv = il in s.extra.get("conv_layers", ()) or delta
     if not conv:
         add_linear(w, s, n("attn_output.weight"), e, q_dim)
@@ -479,6 +511,11 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     if s.arch in ("qwen3", "qwen3moe", "lfm2", "lfm2moe", "qwen35", "qwen35moe") and not conv:
         add_norm(w, s, n("attn_q_norm.weight"), hd)
         add_norm(w, s, n("attn_k_norm.weight"), hd)
+    if s.arch == "gemma4":
+        qk_scale = s.extra.get("qk_norm_scale", 1.0)
+        add_norm(w, s, n("attn_q_norm.weight"), hd, qk_scale)
+        if il < s.n_layer - s.extra.get("shared_kv_layers", 0):
+            add_norm(w, s, n("attn_k_norm.weight"), hd, qk_scale)
     if s.arch == "olmoe":
         add_norm(w, s, n("attn_q_norm.weight"), q_dim)
         add_norm(w, s, n("attn_k_norm.weight"), kv_dim)
@@ -495,6 +532,15 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
              for p in ("gate", "up")]), s.matrix_type)
         add_linear(w, s, n("ffn_down.weight"), e, s.n_ff, out_std=2.0)
         return
+    if "per_layer_input" in s.extra:
+        p = s.extra["per_layer_input"]
+        add_linear(w, s, n("inp_gate.weight"), p, e)
+        add_linear(w, s, n("proj.weight"), e, p, out_std=2.0)
+        add_norm(w, s, n("post_norm.weight"), e)
+    if s.arch == "gemma4":
+        # Between 0.6 and 1: each layer's output shrunk by its own factor.
+        name = n("layer_output_scale.weight")
+        w.add_tensor(name, (0.8 + uniform(s, name, (1,), 0.1)).astype(np.float32))
     if s.n_expert == 0 or il < s.extra.get("dense_lead", 0):
         add_linear(w, s, n("ffn_gate.weight"), s.n_ff, e)
         add_linear(w, s, n("ffn_up.weight"), s.n_ff, e)
@@ -611,6 +657,19 @@ def build(name: str, out: Path, a: str) -> None:
         add_linear(w, s, "output.weight", n_vocab, s.n_embd, out_std=4.0)
     if "llama3_rope" in s.extra:
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(s))
+    if s.extra.get("gemma4_rope_freqs"):
+        # Pairs 0-7 as they are, 8-15 four times slower, the rest (1e30) not turning.
+        pairs = s.head_dim // 2
+        freqs = [1.0] * (pairs // 4) + [4.0] * (pairs // 4) + [1e30] * (pairs - pairs // 2)
+        w.add_tensor("rope_freqs.weight", np.array(freqs, dtype=np.float32))
+    if "per_layer_input" in s.extra:
+        p = s.extra["per_layer_input"]
+        width = p * s.n_layer
+        # Table rows of unit rms once scaled by sqrt(p), as llama.cpp scales them.
+        add_matrix(w, "per_layer_token_embd.weight",
+                   uniform(s, "per_layer_token_embd", (n_vocab, width), 1.0 / np.sqrt(p)), "Q4_0")
+        add_linear(w, s, "per_layer_model_proj.weight", width, s.n_embd)
+        add_norm(w, s, "per_layer_proj_norm.weight", p)
     if "long_rope" in s.extra:
         for tensor, values in long_rope_factors(s).items():
             w.add_tensor(tensor, values)

@@ -347,3 +347,65 @@ fn broken_mistral3_files_are_named() {
         &["missing tensor", "blk.2.attn_k.weight"],
     );
 }
+
+#[test]
+fn broken_gemma4_files_are_named() {
+    let g4 = synthetic("gemma4-tiny");
+    for tensor in [
+        "per_layer_token_embd.weight",
+        "per_layer_proj_norm.weight",
+        "blk.2.inp_gate.weight",
+        "blk.3.attn_k.weight",
+        "blk.1.attn_k_norm.weight",
+        "blk.4.attn_q_norm.weight",
+    ] {
+        let dropped = rewrite(&g4, None, |name, d| (name != tensor).then_some(d));
+        expect(tensor, &dropped, &["missing tensor", tensor]);
+    }
+    let reshaped = rewrite(&g4, None, |name, d| {
+        Some(match name {
+            "blk.0.proj.weight" => vec![16, 128],
+            _ => d,
+        })
+    });
+    expect("ple-proj-shape", &reshaped, &["blk.0.proj.weight"]);
+    let set = |k: &'static str, v: Value| rewrite(&g4, Some((k, Some(v))), |_, d| Some(d));
+    expect(
+        "shared-past-layers",
+        &set("gemma4.attention.shared_kv_layers", Value::U32(6)),
+        &["gemma4.attention.shared_kv_layers", "6 shared layers of 6"],
+    );
+    // Layers 1-5 sharing: only layer 0 (sliding) keeps a cache, so global layer 1 has none
+    // to read.
+    expect(
+        "shared-without-source",
+        &set("gemma4.attention.shared_kv_layers", Value::U32(5)),
+        &["gemma4.attention.shared_kv_layers", "layer 1", "global"],
+    );
+    expect(
+        "swa-head-size",
+        &set("gemma4.attention.key_length_swa", Value::U32(32)),
+        &["gemma4.attention.key_length_swa", "not supported"],
+    );
+    expect(
+        "head-counts-per-layer",
+        &set(
+            "gemma4.attention.head_count_kv",
+            Value::Array(Array::new(
+                ValueType::U32,
+                [2, 2, 1, 2, 2, 2].map(Value::U32).to_vec(),
+            )),
+        ),
+        &["gemma4.attention.head_count_kv"],
+    );
+    let no_pattern = rewrite(
+        &g4,
+        Some(("gemma4.attention.sliding_window_pattern", None)),
+        |_, d| Some(d),
+    );
+    expect(
+        "no-pattern",
+        &no_pattern,
+        &["gemma4.attention.sliding_window_pattern"],
+    );
+}

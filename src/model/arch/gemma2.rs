@@ -17,7 +17,7 @@ pub(super) static GEMMA2: Architecture = Architecture {
         scale_embeddings: true,
         scale_queries_before_attention: true,
         sliding_window: Some(SlidingWindow {
-            period: 2,
+            period: Some(2),
             default_window: 4096,
             rope: SwaRope::Global,
         }),

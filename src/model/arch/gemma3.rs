@@ -18,7 +18,7 @@ pub(super) static GEMMA3: Architecture = Architecture {
         scale_queries_before_attention: true,
         // llama.cpp 0c1e57098 reads no default window: without one no layer slides.
         sliding_window: Some(SlidingWindow {
-            period: 6,
+            period: Some(6),
             default_window: 0,
             rope: SwaRope::Own,
         }),

@@ -20,7 +20,7 @@ pub(super) static GPT_OSS: Architecture = Architecture {
             limit: 7.0,
         },
         sliding_window: Some(SlidingWindow {
-            period: 2,
+            period: Some(2),
             default_window: 0,
             rope: SwaRope::Global,
         }),

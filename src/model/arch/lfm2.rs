@@ -13,7 +13,7 @@ pub(super) const LFM2_RECIPE: Recipe = Recipe {
     rope: RopeStyle::NeoX,
     qk_norm: QkNorm::PerHead,
     sliding_window: Some(SlidingWindow {
-        period: 0,
+        period: Some(0),
         default_window: 0,
         rope: SwaRope::Global,
     }),

@@ -10,7 +10,7 @@ pub(super) static LLAMA: Architecture = Architecture {
     name: "llama",
     recipe: Recipe {
         sliding_window: Some(SlidingWindow {
-            period: 0,
+            period: Some(0),
             default_window: 0,
             rope: SwaRope::Global,
         }),

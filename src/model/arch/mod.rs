@@ -6,6 +6,7 @@
 
 mod gemma2;
 mod gemma3;
+mod gemma4;
 mod gpt_oss;
 mod lfm2;
 mod lfm2moe;
@@ -51,6 +52,7 @@ pub(crate) static ARCHITECTURES: &[&Architecture] = &[
     &qwen35moe::QWEN35MOE,
     &gpt_oss::GPT_OSS,
     &mistral3::MISTRAL3,
+    &gemma4::GEMMA4,
 ];
 
 /// How a layer is built and computed: its token mixer (attention, or a recurrent mixer on the
@@ -86,6 +88,21 @@ pub struct Recipe {
     /// A learned per-head logit in every attention softmax (`attn_sinks`, gpt-oss): the
     /// weight a head may give to no position at all.
     pub attn_sinks: bool,
+    /// Values RMS-normalised per head, without weights, before they are stored (Gemma 4).
+    pub value_norm: bool,
+    /// `attn_v` may be missing: the values are then the key projection, taken before the key
+    /// norm and RoPE (Gemma 4's larger models).
+    pub values_may_be_keys: bool,
+    /// The last `attention.shared_kv_layers` layers store no keys and values: each reads the
+    /// cache of the last earlier layer of its kind (sliding or global) that has its own (Gemma
+    /// 4).
+    pub kv_sharing: bool,
+    /// Per-layer inputs where `embedding_length_per_layer_input` is set (Gemma 4 E2B/E4B): a
+    /// row per token of `per_layer_token_embd` plus a projection of the embedding, gating a
+    /// small block after each layer's FFN.
+    pub per_layer_inputs: bool,
+    /// An optional `layer_output_scale` scalar multiplies each layer's output (Gemma 4).
+    pub layer_output_scale: bool,
     /// Queries scaled up with their position by `attention.temperature_scale`, where the file
     /// sets it ([`crate::model::hparams::AttnTemperature`]; Mistral 3).
     pub attn_temperature: bool,
@@ -116,20 +133,21 @@ pub enum RecurrentMixer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlidingWindow {
     /// The layer pattern when the metadata gives none: layer `il` slides when
-    /// `il % period < period - 1`; 0: every layer slides.
-    pub period: usize,
+    /// `il % period < period - 1`; 0: every layer slides; `None`: the file must give one.
+    pub period: Option<usize>,
     /// The window when the metadata has none; 0: no sliding window unless the metadata sets
     /// one.
     pub default_window: usize,
-    /// RoPE of the sliding layers when the metadata has no `rope.freq_base_swa`.
+    /// RoPE of the sliding layers.
     pub rope: SwaRope,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SwaRope {
-    /// Base 10000 and no frequency scaling (Gemma 3).
+    /// `rope.freq_base_swa` (else 10000), no frequency scaling and no `rope_freqs` factors
+    /// (Gemma 3 and 4).
     Own,
-    /// The global layers' base and scaling.
+    /// `rope.freq_base_swa`, else the global layers' base; the global layers' scaling.
     Global,
 }
 
@@ -244,6 +262,11 @@ pub(crate) const LLAMA_LIKE: Recipe = Recipe {
     ffn_norm: "ffn_norm.weight",
     attn_output_gate: false,
     attn_sinks: false,
+    value_norm: false,
+    values_may_be_keys: false,
+    kv_sharing: false,
+    per_layer_inputs: false,
+    layer_output_scale: false,
     attn_temperature: false,
     yarn_tuning: false,
     recurrent: None,

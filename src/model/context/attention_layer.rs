@@ -23,16 +23,22 @@ impl Context {
         places: &[QueryPlace],
     ) -> Result<Vec<f32>, ModelError> {
         let (hp, gguf) = (&model.hparams, &model.gguf);
-        let (n, e) = (places.len(), hp.n_embd);
+        let n = places.len();
         let kl = hp
             .kv_layer(il)
             .expect("an attention layer has a KV cache layer");
-        // [n, q_dim], [n, k_dim], [n, v_dim]
-        let [mut q, mut k, mut v] =
-            project(gguf, src, n, e, [&a.wq, &a.wk, &a.wv], &mut self.scratch)?;
+        // [n, q_dim], and where the layer stores them [n, k_dim], [n, v_dim]
+        let (mut q, kv) = self.project_qkv(model, a, il, src, n)?;
+        let (mut k, mut v) = kv.unwrap_or_default();
         for (rows, bias) in [(&mut q, &a.bq), (&mut k, &a.bk), (&mut v, &a.bv)] {
-            if let Some(b) = bias {
+            if let Some(b) = bias.as_ref().filter(|_| !rows.is_empty()) {
                 ops::add_bias(rows, b);
+            }
+        }
+        if model.arch.recipe.value_norm {
+            for head in v.chunks_exact_mut(hp.head_dim_v) {
+                let s = ops::inv_rms(head, hp.rms_eps);
+                head.iter_mut().for_each(|x| *x *= s);
             }
         }
         // [n, q_dim] each: the queries, and the output gate where the recipe has one.
@@ -49,10 +55,12 @@ impl Context {
             });
         }
         let (kd, vd) = (hp.k_dim(), hp.v_dim());
-        for (t, place) in places.iter().enumerate() {
-            let row = place.seq_row0 + place.pos;
-            self.kv
-                .store(kl, row, &k[t * kd..(t + 1) * kd], &v[t * vd..(t + 1) * vd]);
+        if !k.is_empty() {
+            for (t, place) in places.iter().enumerate() {
+                let row = place.seq_row0 + place.pos;
+                self.kv
+                    .store(kl, row, &k[t * kd..(t + 1) * kd], &v[t * vd..(t + 1) * vd]);
+            }
         }
         let shape = AttentionShape {
             n_head: hp.n_head,
@@ -102,6 +110,41 @@ impl Context {
     }
 }
 
+impl Context {
+    /// The queries ([n, q_dim]), and the keys and values ([n, k_dim], [n, v_dim]) where layer
+    /// `il` stores its own (the values are the keys' projection where it has no `attn_v`).
+    fn project_qkv(
+        &mut self,
+        model: &Model,
+        a: &AttentionWeights,
+        il: usize,
+        src: ActSource,
+        n: usize,
+    ) -> Result<(Vec<f32>, Option<KeysValues>), ModelError> {
+        let (gguf, e) = (&model.gguf, model.hparams.n_embd);
+        let scratch = &mut self.scratch;
+        let wk = a.wk.as_ref().filter(|_| model.hparams.stores_kv(il));
+        Ok(match (wk, &a.wv) {
+            (None, _) => {
+                let [q] = project(gguf, src, n, e, [&a.wq], scratch)?;
+                (q, None)
+            }
+            (Some(wk), Some(wv)) => {
+                let [q, k, v] = project(gguf, src, n, e, [&a.wq, wk, wv], scratch)?;
+                (q, Some((k, v)))
+            }
+            (Some(wk), None) => {
+                let [q, k] = project(gguf, src, n, e, [&a.wq, wk], scratch)?;
+                let v = k.clone();
+                (q, Some((k, v)))
+            }
+        })
+    }
+}
+
+/// A pass's keys and values, [n, k_dim] and [n, v_dim].
+type KeysValues = (Vec<f32>, Vec<f32>);
+
 /// Splits query rows that hold per head its queries then its gate values ([n, n_head * 2 *
 /// head_dim]) into the queries, left in `q` ([n, n_head * head_dim]), and the gate, returned.
 fn split_query_gate(q: &mut Vec<f32>, n: usize, n_head: usize, head_dim: usize) -> Vec<f32> {
@@ -139,9 +182,13 @@ impl Context {
         let key_balance = self.key_balance[kl].as_ref();
         let key_center = self.key_center[kl].as_deref();
         let rope = self.ropes.of(hp, il);
-        parallel::for_each_row(q, hp.q_dim(), k, hp.k_dim(), |t, q_t, k_t| {
-            if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
+        // A layer reading another's cache has queries only: no key rows to walk.
+        let k_dim = if k.is_empty() { 0 } else { hp.k_dim() };
+        parallel::for_each_row(q, hp.q_dim(), k, k_dim, |t, q_t, k_t| {
+            if let Some(qn) = &a.q_norm {
                 ops::rms_norm_rows_inplace(q_t, qn, hp.rms_eps);
+            }
+            if let Some(kn) = a.k_norm.as_ref().filter(|_| !k_t.is_empty()) {
                 ops::rms_norm_rows_inplace(k_t, kn, hp.rms_eps);
             }
             rope.apply(&mut [&mut *q_t, &mut *k_t], hp.head_dim_k, places[t].pos);

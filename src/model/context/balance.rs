@@ -119,7 +119,8 @@ fn layer_balance(model: &Model, il: usize, key_center: Option<&[f32]>, rope: &Ro
         e
     };
     let eq = energies(&lw.wq, lw.bq.as_deref(), None, lw.q_norm.as_deref());
-    let ek = energies(&lw.wk, lw.bk.as_deref(), key_center, lw.k_norm.as_deref());
+    let wk = (lw.wk.as_ref()).expect("a layer that stores keys projects them");
+    let ek = energies(wk, lw.bk.as_deref(), key_center, lw.k_norm.as_deref());
     let group = hp.n_head / hp.n_head_kv;
     let key: Vec<f32> = (0..hp.k_dim())
         .map(|j| {

@@ -38,6 +38,11 @@ impl Context {
             let s = (e as f32).sqrt();
             x.iter_mut().for_each(|v| *v *= s);
         }
+        // [n, n_layer * n_embd_per_layer] (Gemma 4 E2B/E4B)
+        let per_layer_inputs = match &w.per_layer {
+            Some(p) => Some(self.per_layer_inputs(&model, p, batch, &x)?),
+            None => None,
+        };
 
         let paging = model.paging.as_ref();
         for (il, lw) in w.layers.iter().enumerate() {
@@ -75,6 +80,12 @@ impl Context {
                 super::ffn::ffn(&model, &lw.ffn, &norm, n, &mut self.scratch)?
             };
             self.add_residual(&mut x, out, lw.post_ffn_norm.as_deref(), hp);
+            if let (Some(b), Some(inputs)) = (&lw.per_layer_input, &per_layer_inputs) {
+                self.per_layer_block(&model, b, il, inputs, &mut x)?;
+            }
+            if let Some(s) = lw.output_scale {
+                x.iter_mut().for_each(|v| *v *= s);
+            }
             if let Some(p) = paging {
                 p.after_layer(il);
             }

@@ -17,12 +17,14 @@ mod delta_net;
 mod ffn;
 pub(crate) use ffn::DENSE_CHUNK_BYTES;
 mod forward;
+mod per_layer;
 mod shift;
 mod short_conv;
 mod state;
 
 use std::sync::Arc;
 
+use super::arch::SwaRope;
 use super::attention::QueryPlace;
 use super::error::ModelError;
 use super::hparams::HParams;
@@ -143,18 +145,33 @@ impl Context {
         let pool = Workers::new(params.n_threads)?;
         let style = model.arch.recipe.rope;
         let factors = (model.weights.rope_factors).for_context(params.n_ctx, hp.n_ctx_orig);
-        let rope = |base, freq_scale| RopeParams {
+        let rope = |base, freq_scale, n_rot, factors| RopeParams {
             base,
             freq_scale,
-            n_rot: hp.rope_dims,
+            n_rot,
             style,
             factors,
             attn_factor: hp.rope_attn_factor,
             yarn: hp.yarn,
         };
+        // Sliding layers with a RoPE of their own take no frequency factors (Gemma 4's
+        // `rope_freqs` belong to its global layers).
+        let own_swa_rope =
+            (model.arch.recipe.sliding_window).is_some_and(|s| s.rope == SwaRope::Own);
+        let local_factors = factors.filter(|_| !own_swa_rope);
         let ropes = LayerRopes {
-            global: Rope::new(&rope(hp.rope_base, hp.rope_freq_scale)),
-            local: Rope::new(&rope(hp.rope_base_swa, hp.rope_freq_scale_swa)),
+            global: Rope::new(&rope(
+                hp.rope_base,
+                hp.rope_freq_scale,
+                hp.rope_dims,
+                factors,
+            )),
+            local: Rope::new(&rope(
+                hp.rope_base_swa,
+                hp.rope_freq_scale_swa,
+                hp.rope_dims_swa,
+                local_factors,
+            )),
         };
         let kv = KvCache::new(&KvShape {
             n_layer: hp.attention_layers.len(),

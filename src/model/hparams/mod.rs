@@ -1,5 +1,6 @@
 //! Hyperparameters read from GGUF metadata (`<arch>.*` keys).
 
+mod kv_sharing;
 mod mixers;
 mod moe;
 mod rope;
@@ -32,8 +33,10 @@ pub struct HParams {
     pub rope_base: f32,
     /// Multiplies positions (1 / linear scaling factor).
     pub rope_freq_scale: f32,
-    /// Dimensions of each head that RoPE rotates (the rest pass through).
+    /// Dimensions of each head that RoPE rotates (the rest pass through), on the global
+    /// layers and on the sliding ones.
     pub rope_dims: usize,
+    pub rope_dims_swa: usize,
     /// Multiplies the rotated dimensions of queries and keys (`rope.scaling.attn_factor`;
     /// LongRoPE).
     pub rope_attn_factor: f32,
@@ -60,9 +63,14 @@ pub struct HParams {
     pub moe: Option<MoeParams>,
     /// Per layer: its token mixer.
     pub mixers: Vec<MixerKind>,
-    /// The layers that attend, in order: the KV cache's layer `j` is layer
-    /// `attention_layers[j]`.
+    /// The layers that attend and store their keys and values, in order: the KV cache's layer
+    /// `j` is layer `attention_layers[j]`.
     pub attention_layers: Vec<usize>,
+    /// Per layer: the KV cache layer it reads (its own, or with KV sharing an earlier
+    /// layer's); `None` for recurrent layers.
+    pub kv_reads: Vec<Option<usize>>,
+    /// Width of each layer's per-layer input (`embedding_length_per_layer_input`); 0: none.
+    pub n_embd_per_layer: usize,
     /// Taps of the short convolution (`shortconv.l_cache`); 0 without short-convolution layers.
     pub conv_kernel: usize,
     /// The Gated DeltaNet layers' shape, if the model has them.
@@ -131,11 +139,33 @@ impl HParams {
             ));
         }
         let rope_dims = opt("rope.dimension_count")?.unwrap_or(head_dim_k);
-        if rope_dims > head_dim_k || rope_dims % 2 != 0 {
-            return Err(bad(
-                "rope.dimension_count",
-                format!("{rope_dims} for head size {head_dim_k}"),
-            ));
+        let rope_dims_swa = opt("rope.dimension_count_swa")?.unwrap_or(rope_dims);
+        for (k, dims) in [
+            ("rope.dimension_count", rope_dims),
+            ("rope.dimension_count_swa", rope_dims_swa),
+        ] {
+            if dims > head_dim_k || dims % 2 != 0 {
+                return Err(bad(k, format!("{dims} for head size {head_dim_k}")));
+            }
+        }
+        // Sliding layers with heads of their own size (Gemma 4's 256 beside 512) need a
+        // cache of per-layer shapes, which Kolibri does not have yet.
+        for (k, global) in [
+            ("attention.key_length_swa", head_dim_k),
+            ("attention.value_length_swa", head_dim_v),
+        ] {
+            match opt(k)? {
+                Some(d) if d != global => {
+                    return Err(bad(
+                        k,
+                        format!(
+                            "sliding layers' heads of {d} beside global ones of {global} are \
+                             not supported yet"
+                        ),
+                    ))
+                }
+                _ => {}
+            }
         }
 
         let n_ctx_train = opt("context_length")?.unwrap_or(2048);
@@ -193,6 +223,7 @@ impl HParams {
             rope_base,
             rope_freq_scale: rope.freq_scale,
             rope_dims,
+            rope_dims_swa,
             rope_attn_factor: rope.attn_factor,
             n_ctx_orig: rope.n_ctx_orig,
             yarn: rope.yarn,
@@ -208,20 +239,35 @@ impl HParams {
                 false => None,
             },
             moe,
-            attention_layers: (0..n_layer)
-                .filter(|&il| mixers[il] == MixerKind::Attention)
-                .collect(),
+            attention_layers: Vec::new(),
+            kv_reads: Vec::new(),
+            n_embd_per_layer: match arch.recipe.per_layer_inputs {
+                true => opt("embedding_length_per_layer_input")?.unwrap_or(0),
+                false => 0,
+            },
             mixers,
             conv_kernel,
             delta_net,
         };
+        let shared = match arch.recipe.kv_sharing {
+            true => opt("attention.shared_kv_layers")?.unwrap_or(0),
+            false => 0,
+        };
+        (hp.attention_layers, hp.kv_reads) = kv_sharing::assign(&hp, shared)
+            .map_err(|reason| bad("attention.shared_kv_layers", reason))?;
         (arch.quirks)(&mut hp);
         Ok(hp)
     }
 
-    /// The KV cache layer of layer `il`, if it attends.
+    /// The KV cache layer layer `il` reads, if it attends.
     pub fn kv_layer(&self, il: usize) -> Option<usize> {
-        self.attention_layers.binary_search(&il).ok()
+        self.kv_reads[il]
+    }
+
+    /// Whether layer `il` stores its own keys and values (it attends, and does not read an
+    /// earlier layer's).
+    pub fn stores_kv(&self, il: usize) -> bool {
+        self.attention_layers.binary_search(&il).is_ok()
     }
 
     /// Whether layer `il` attends only within the sliding window.

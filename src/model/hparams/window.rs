@@ -49,9 +49,11 @@ pub(super) fn read(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Window
             items.iter().map(|v| v.as_bool().unwrap_or(false)).collect()
         }
         other => {
-            let period = other
-                .and_then(|v| v.as_u64())
-                .map_or(recipe.period, |n| usize::try_from(n).unwrap_or(usize::MAX));
+            let period = match (other.and_then(|v| v.as_u64()), recipe.period) {
+                (Some(n), _) => usize::try_from(n).unwrap_or(usize::MAX),
+                (None, Some(p)) => p,
+                (None, None) => return Err(ModelError::MissingKey(pattern_key)),
+            };
             (0..n_layer).map(|il| slides(il, period)).collect()
         }
     };

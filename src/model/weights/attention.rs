@@ -13,10 +13,11 @@ pub struct AttentionWeights {
     /// [n_head*head_dim_k, n_embd], or with an output gate [n_head*2*head_dim_k, n_embd]: per
     /// head its queries, then its gate values.
     pub wq: Linear,
-    /// [n_head_kv*head_dim_k, n_embd]
-    pub wk: Linear,
-    /// [n_head_kv*head_dim_v, n_embd]
-    pub wv: Linear,
+    /// [n_head_kv*head_dim_k, n_embd]; `None` in a layer that reads another's KV cache.
+    pub wk: Option<Linear>,
+    /// [n_head_kv*head_dim_v, n_embd]; `None` where the values are the key projection
+    /// ([`crate::model::arch::Recipe::values_may_be_keys`]) or not stored.
+    pub wv: Option<Linear>,
     /// [n_embd, n_head*head_dim_v]
     pub wo: Linear,
     pub bq: Option<Vec<f32>>,
@@ -42,12 +43,18 @@ impl AttentionWeights {
         let r = &arch.recipe;
         // With an output gate, the query rows hold each head's queries then its gate values.
         let q_rows = if r.attn_output_gate { 2 } else { 1 } * hp.q_dim();
-        let (qkv, biases) = QkvWeights::load(l, r.qkv_bias, hp, q_rows, il)?;
+        let kv = match (hp.stores_kv(il), r.values_may_be_keys) {
+            (false, _) => KvParts::None,
+            (true, false) => KvParts::KeysAndValues,
+            (true, true) => KvParts::KeysMaybeValues,
+        };
+        let (qkv, biases) = QkvWeights::load(l, r.qkv_bias, hp, q_rows, kv, il)?;
         let (qk_norm, q_norm_len, k_norm_len) = match r.qk_norm {
             QkNorm::None => (false, hp.head_dim_k, hp.head_dim_k),
             QkNorm::PerHead => (true, hp.head_dim_k, hp.head_dim_k),
             QkNorm::Whole => (true, hp.q_dim(), hp.k_dim()),
         };
+        let k_norm = qk_norm && kv != KvParts::None;
         let vector_if =
             |required: bool, name: &str, len: usize| l.vector_if(required, &n(name), len);
         Ok(AttentionWeights {
@@ -64,23 +71,33 @@ impl AttentionWeights {
             bv: biases.v,
             bo: l.vector_opt(&n("attn_output.bias"), hp.n_embd)?,
             q_norm: vector_if(qk_norm, "attn_q_norm.weight", q_norm_len)?,
-            k_norm: vector_if(qk_norm, "attn_k_norm.weight", k_norm_len)?,
+            k_norm: vector_if(k_norm, "attn_k_norm.weight", k_norm_len)?,
             sinks: vector_if(r.attn_sinks, "attn_sinks.weight", hp.n_head)?,
         })
     }
 }
 
+/// Which of K and V a layer projects.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KvParts {
+    KeysAndValues,
+    /// Keys, and values where the file has them.
+    KeysMaybeValues,
+    /// Neither: the layer reads another layer's cache.
+    None,
+}
+
 /// Q, K and V (`[q|k|v]`): three tensors, or one fused `attn_qkv` cut into its row blocks, as
 /// llama.cpp accepts for every architecture.
-struct QkvWeights<T> {
+struct QkvWeights<T, KV = T> {
     q: T,
-    k: T,
-    v: T,
+    k: KV,
+    v: KV,
 }
 
 type QkvBiases = QkvWeights<Option<Vec<f32>>>;
 
-impl QkvWeights<Linear> {
+impl QkvWeights<Linear, Option<Linear>> {
     /// The projections and their biases: a fused `attn_qkv.bias`, else separate ones.
     /// `bias` says whether the biases are required.
     fn load(
@@ -88,6 +105,7 @@ impl QkvWeights<Linear> {
         bias: Presence,
         hp: &HParams,
         q_rows: usize,
+        kv: KvParts,
         il: usize,
     ) -> Result<(Self, QkvBiases), ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}");
@@ -101,7 +119,12 @@ impl QkvWeights<Linear> {
         let weights = match fused {
             Some(blocks) => {
                 let [q, k, v] = fused_parts(Some(blocks), &n("attn_qkv.weight"))?;
-                QkvWeights { q, k, v }
+                let stored = kv != KvParts::None;
+                QkvWeights {
+                    q,
+                    k: stored.then_some(k),
+                    v: stored.then_some(v),
+                }
             }
             None => {
                 // A file with neither form: the error names both.
@@ -115,10 +138,18 @@ impl QkvWeights<Linear> {
                             other => other,
                         })
                 };
+                let v_name = n("attn_v.weight");
                 QkvWeights {
                     q: one("q", dims[0])?,
-                    k: one("k", dims[1])?,
-                    v: one("v", dims[2])?,
+                    k: match kv {
+                        KvParts::None => None,
+                        _ => Some(one("k", dims[1])?),
+                    },
+                    v: match kv {
+                        KvParts::None => None,
+                        KvParts::KeysMaybeValues => l.linear_opt(&v_name, e, dims[2])?,
+                        KvParts::KeysAndValues => Some(one("v", dims[2])?),
+                    },
                 }
             }
         };

@@ -3,6 +3,7 @@
 
 use super::attention::AttentionWeights;
 use super::delta_net::DeltaNetWeights;
+use super::per_layer::PerLayerInput;
 use super::short_conv::ShortConvWeights;
 use super::tensors::Loader;
 use super::Linear;
@@ -23,6 +24,11 @@ pub struct LayerWeights {
     pub ffn: Ffn,
     /// [n_embd] (recipes with post-norms)
     pub post_ffn_norm: Option<Vec<f32>>,
+    /// The per-layer input block after the FFN (Gemma 4 E2B/E4B).
+    pub per_layer_input: Option<PerLayerInput>,
+    /// Multiplies the layer's output, residual stream included (Gemma 4's
+    /// `layer_output_scale`).
+    pub output_scale: Option<f32>,
 }
 
 /// What mixes information between positions in a layer.
@@ -141,13 +147,23 @@ impl LayerWeights {
             ffn_norm: l.vector(&n(r.ffn_norm), e)?,
             ffn: Ffn::load(l, arch, hp, il)?,
             post_ffn_norm: post_norm("post_ffw_norm.weight")?,
+            per_layer_input: PerLayerInput::load(l, hp, il)?,
+            output_scale: match r.layer_output_scale {
+                true => l
+                    .vector_opt(&n("layer_output_scale.weight"), 1)?
+                    .map(|s| s[0]),
+                false => None,
+            },
         })
     }
 
     /// The layer's matrices, in load order.
     pub fn matrices(&self) -> Vec<&Linear> {
         let mut m = match &self.mixer {
-            TokenMixer::Attention(a) => vec![&a.wq, &a.wk, &a.wv, &a.wo],
+            TokenMixer::Attention(a) => [Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)]
+                .into_iter()
+                .flatten()
+                .collect(),
             TokenMixer::ShortConv(c) => vec![&c.in_proj, &c.out_proj],
             TokenMixer::DeltaNet(d) => vec![&d.qkv, &d.z, &d.beta, &d.alpha, &d.out],
         };
@@ -161,12 +177,21 @@ impl LayerWeights {
                 }
             }
         }
+        if let Some(p) = &self.per_layer_input {
+            m.extend([&p.inp_gate, &p.proj]);
+        }
         m
     }
 
     pub(super) fn matrices_mut(&mut self) -> Vec<&mut Linear> {
         let mut m = match &mut self.mixer {
-            TokenMixer::Attention(a) => vec![&mut a.wq, &mut a.wk, &mut a.wv, &mut a.wo],
+            TokenMixer::Attention(a) => {
+                let (q, o) = (Some(&mut a.wq), Some(&mut a.wo));
+                [q, a.wk.as_mut(), a.wv.as_mut(), o]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
             TokenMixer::ShortConv(c) => vec![&mut c.in_proj, &mut c.out_proj],
             TokenMixer::DeltaNet(d) => {
                 vec![&mut d.qkv, &mut d.z, &mut d.beta, &mut d.alpha, &mut d.out]
@@ -181,6 +206,9 @@ impl LayerWeights {
                     m.extend([&mut s.gate, &mut s.up, &mut s.down]);
                 }
             }
+        }
+        if let Some(p) = &mut self.per_layer_input {
+            m.extend([&mut p.inp_gate, &mut p.proj]);
         }
         m
     }

@@ -7,6 +7,7 @@ mod attention;
 mod delta_net;
 mod layer;
 mod linear;
+mod per_layer;
 mod short_conv;
 mod tensors;
 
@@ -14,6 +15,7 @@ pub use attention::AttentionWeights;
 pub use delta_net::DeltaNetWeights;
 pub use layer::{Experts, Ffn, LayerWeights, SharedExpert, TokenMixer};
 pub use linear::Linear;
+pub use per_layer::{PerLayerEmbeddings, PerLayerInput};
 pub use short_conv::ShortConvWeights;
 
 use super::arch::Arch;
@@ -35,6 +37,8 @@ pub struct Weights {
     /// [n_vocab, n_embd]; the token embedding when the model ties them.
     pub output: Linear,
     pub rope_factors: RopeFactors,
+    /// Per-layer inputs (Gemma 4 E2B/E4B).
+    pub per_layer: Option<PerLayerEmbeddings>,
 }
 
 /// Per-dimension RoPE frequency divisors, [rope_dims / 2] each.
@@ -64,8 +68,13 @@ impl Weights {
     /// Every matrix the forward pass multiplies by: the layers' in order, then the output
     /// head.
     pub fn matrices(&self) -> Vec<&Linear> {
+        let per_layer = self.per_layer.as_ref().map(|p| &p.model_proj);
         let layers = self.layers.iter().flat_map(LayerWeights::matrices);
-        layers.chain([&self.output]).collect()
+        per_layer
+            .into_iter()
+            .chain(layers)
+            .chain([&self.output])
+            .collect()
     }
 
     /// Locates and checks every tensor and repacks those with an interleaved layout, telling
@@ -105,9 +114,10 @@ impl Weights {
         // pages (some faulted in beside the prefaulted tensors) are released, so the biggest
         // matrix never has both copies resident with them.
         let (mut token_embd, mut layers) = (token_embd, layers);
-        let mut targets: Vec<&mut Linear> = layers
-            .iter_mut()
-            .flat_map(LayerWeights::matrices_mut)
+        let mut per_layer = PerLayerEmbeddings::load(&l, hp)?;
+        let mut targets: Vec<&mut Linear> = (per_layer.as_mut().map(|p| &mut p.model_proj))
+            .into_iter()
+            .chain(layers.iter_mut().flat_map(LayerWeights::matrices_mut))
             .collect();
         targets.push(if tied { &mut token_embd } else { &mut output });
         targets.retain(|l| MatmulPlan::would_repack(l.ty, l.k));
@@ -174,6 +184,7 @@ impl Weights {
                 long: l.vector_opt("rope_factors_long.weight", hp.rope_dims / 2)?,
                 short: l.vector_opt("rope_factors_short.weight", hp.rope_dims / 2)?,
             },
+            per_layer,
         };
         Ok((weights, from_cache))
     }

@@ -1,0 +1,40 @@
+//! Gemma 4 (E2B, E4B, 12B, 31B; the 26B-A4B mixture is not run yet): Gemma 3's layers
+//! (scaled embeddings, QK-norm, post-norms, GELU gating, sliding layers on their own RoPE)
+//! with values RMS-normed per head, an attention scale of 1 (the norms set the scores'
+//! size), `rope_freqs` on the global layers only, the last layers reading an earlier layer's
+//! KV cache, per-layer inputs (E2B/E4B) and a scalar on each layer's output. The sliding
+//! pattern comes from the file.
+
+use super::{
+    Activation, Architecture, QkNorm, Recipe, RopeStyle, SlidingWindow, SwaRope, LLAMA_LIKE,
+};
+use crate::model::hparams::HParams;
+
+pub(super) static GEMMA4: Architecture = Architecture {
+    name: "gemma4",
+    recipe: Recipe {
+        rope: RopeStyle::NeoX,
+        activation: Activation::GeGlu,
+        qk_norm: QkNorm::PerHead,
+        post_norms: true,
+        scale_embeddings: true,
+        sliding_window: Some(SlidingWindow {
+            period: None,
+            default_window: 0,
+            rope: SwaRope::Own,
+        }),
+        value_norm: true,
+        values_may_be_keys: true,
+        kv_sharing: true,
+        per_layer_inputs: true,
+        layer_output_scale: true,
+        ..LLAMA_LIKE
+    },
+    quirks,
+};
+
+/// Scores are plain dot products of RMS-normed queries and keys (llama.cpp sets the scale to
+/// 1 for every Gemma 4 model; the files do not record it).
+fn quirks(hp: &mut HParams) {
+    hp.attn_scale = 1.0;
+}
