@@ -252,6 +252,16 @@ MODELS = {
                             extra={"delta": (4, 8, 16, 64), "full_attn_interval": 4,
                                    "rope_dims": 32, "rope_sections": [6, 5, 5, 0],
                                    "shared_ff": 512, "gate_up_fused": True}),
+    # Shaped like a small gpt-oss: 1.9B parameters, 0.41B active per token (32 MXFP4 experts
+    # of 1024, top 4; a biased router and experts), 16 layers alternating a 128-token window
+    # and full attention (16 heads of 64, 4 KV heads, sinks, YaRN), Q8_0 elsewhere, untied
+    # head. About 1.2 GB, written as is (no quantize step).
+    "gpt-oss-bench": Spec("gpt-oss", "vocab:llama-bpe", n_embd=1024, n_layer=16, n_head=16,
+                          n_head_kv=4, head_dim=64, n_ff=1024, seed=20, rope_base=150_000.0,
+                          n_ctx_train=131_072, rms_eps=1e-5, n_expert=32, n_expert_used=4,
+                          n_ff_exp=1024, matrix_type="Q8_0", default=False, fast_weights=True,
+                          extra={"sliding_window": 128, "yarn": (32.0, 4096),
+                                 "expert_type": "MXFP4", "sinks": True}),
     "qwen3moe-bench": Spec("qwen3moe", "qwen2.5-coder-0.5b", n_embd=1024, n_layer=16,
                            n_head=16, n_head_kv=4, head_dim=128, n_ff=4096, seed=3,
                            n_expert=64, n_expert_used=8, n_ff_exp=512, default=False),

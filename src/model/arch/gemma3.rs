@@ -9,22 +9,25 @@ use crate::model::hparams::HParams;
 
 pub(super) static GEMMA3: Architecture = Architecture {
     name: "gemma3",
-    recipe: Recipe {
-        rope: RopeStyle::NeoX,
-        activation: Activation::GeGlu,
-        qk_norm: QkNorm::PerHead,
-        post_norms: true,
-        scale_embeddings: true,
-        scale_queries_before_attention: true,
-        // llama.cpp 0c1e57098 reads no default window: without one no layer slides.
-        sliding_window: Some(SlidingWindow {
-            period: Some(6),
-            default_window: 0,
-            rope: SwaRope::Own,
-        }),
-        ..LLAMA_LIKE
-    },
+    recipe: RECIPE,
     quirks,
+};
+
+/// Gemma 3's layers, which Gemma 4 builds on.
+pub(super) const RECIPE: Recipe = Recipe {
+    rope: RopeStyle::NeoX,
+    activation: Activation::GeGlu,
+    qk_norm: QkNorm::PerHead,
+    post_norms: true,
+    scale_embeddings: true,
+    scale_queries_before_attention: true,
+    // llama.cpp 0c1e57098 reads no default window: without one no layer slides.
+    sliding_window: Some(SlidingWindow {
+        period: Some(6),
+        default_window: 0,
+        rope: SwaRope::Own,
+    }),
+    ..LLAMA_LIKE
 };
 
 /// Gemma 3 27B (62 layers) scales queries by 1/sqrt(n_embd/n_head) (`query_pre_attn_scalar`),

@@ -5,19 +5,14 @@
 //! KV cache, per-layer inputs (E2B/E4B) and a scalar on each layer's output. The sliding
 //! pattern comes from the file.
 
-use super::{
-    Activation, Architecture, QkNorm, Recipe, RopeStyle, SlidingWindow, SwaRope, LLAMA_LIKE,
-};
+use super::{gemma3, Architecture, Recipe, SlidingWindow, SwaRope};
 use crate::model::hparams::HParams;
 
 pub(super) static GEMMA4: Architecture = Architecture {
     name: "gemma4",
     recipe: Recipe {
-        rope: RopeStyle::NeoX,
-        activation: Activation::GeGlu,
-        qk_norm: QkNorm::PerHead,
-        post_norms: true,
-        scale_embeddings: true,
+        // The scale is 1: nothing to move before attention.
+        scale_queries_before_attention: false,
         sliding_window: Some(SlidingWindow {
             period: None,
             default_window: 0,
@@ -28,7 +23,7 @@ pub(super) static GEMMA4: Architecture = Architecture {
         kv_sharing: true,
         per_layer_inputs: true,
         layer_output_scale: true,
-        ..LLAMA_LIKE
+        ..gemma3::RECIPE
     },
     quirks,
 };

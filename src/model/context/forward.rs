@@ -124,7 +124,7 @@ impl Context {
 impl Context {
     /// `x += post_norm(out)` row by row (the norm only where the recipe has post-norms); `out`
     /// goes back to the scratch buffers.
-    fn add_residual(
+    pub(super) fn add_residual(
         &mut self,
         x: &mut [f32],
         mut out: Vec<f32>,

@@ -10,7 +10,6 @@ use crate::model::error::ModelError;
 use crate::model::ops;
 use crate::model::weights::{PerLayerEmbeddings, PerLayerInput};
 use crate::model::Model;
-use crate::parallel;
 
 impl Context {
     /// Every layer's input for the batch ([n, n_layer * p]), from the scaled embeddings `x`
@@ -64,33 +63,17 @@ impl Context {
         let (e, w) = (hp.n_embd, hp.n_embd_per_layer);
         let n = x.len() / e;
         // [n, p]: gelu(inp_gate x) times this layer's input (GeGLU's table, as ggml's gelu).
-        let [mut gated] = project(
-            gguf,
-            ActSource::Rows(x),
-            n,
-            e,
-            [&b.inp_gate],
-            &mut self.scratch,
-        )?;
+        let scratch = &mut self.scratch;
+        let [mut gated] = project(gguf, ActSource::Rows(x), n, e, [&b.inp_gate], scratch)?;
         let width = w * hp.n_layer;
         for (t, g) in gated.chunks_exact_mut(w).enumerate() {
             ops::geglu_inplace(g, &inputs[t * width + il * w..][..w]);
         }
         // [n, n_embd]
-        let [mut out] = project(
-            gguf,
-            ActSource::Rows(&gated),
-            n,
-            w,
-            [&b.proj],
-            &mut self.scratch,
-        )?;
+        let scratch = &mut self.scratch;
+        let [out] = project(gguf, ActSource::Rows(&gated), n, w, [&b.proj], scratch)?;
         self.scratch.give([gated]);
-        parallel::for_each_row(x, e, &mut out, e, |_, x_t, o_t| {
-            ops::rms_norm_rows_inplace(o_t, &b.post_norm, hp.rms_eps);
-            ops::add_inplace(x_t, o_t);
-        });
-        self.scratch.give([out]);
+        self.add_residual(x, out, Some(&b.post_norm), hp);
         Ok(())
     }
 }
