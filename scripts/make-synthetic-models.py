@@ -230,6 +230,19 @@ MODELS = {
                                "final_softcap": 30.0, "shared_kv_layers": 2,
                                "values_from_keys": (3,), "per_layer_input": 32,
                                "qk_norm_scale": 0.4, "gemma4_rope_freqs": True}),
+    # Gemma 4's mixture (26B-A4B-like): every layer a dense GELU FFN beside 8 experts (top 2,
+    # softmax, renormalised; gate and up in one tensor), each side with its own norms, the
+    # router reading the residual's plain norm times a learned scale (about sqrt(n_embd): logits
+    # of a few units), each expert's output times its own scale; sliding and global layers,
+    # values normed, soft-cap 30. The Llama 2 vocabulary keeps it small.
+    "gemma4moe-tiny": Spec("gemma4", "vocab:llama-spm", n_embd=128, n_layer=4, n_head=4,
+                           n_head_kv=2, head_dim=64, n_ff=128, seed=21, rope_base=1_000_000.0,
+                           tied_output=True, n_expert=8, n_expert_used=2, n_ff_exp=64,
+                           extra={"sliding_window": 8, "swa_pattern": [True, False] * 2,
+                                  "rope_base_swa": 10_000.0, "post_norm_scale": 1.0,
+                                  "final_softcap": 30.0, "qk_norm_scale": 0.4,
+                                  "gemma4_rope_freqs": True, "gate_up_fused": True,
+                                  "expert_spread": 0.15}),
     # For speed: shaped like a small real MoE, 2.0B parameters of which 0.43B active per token
     # (64 experts, top 8). Written in F16 (4 GB); `kolibri quantize` makes the Q4_K_M mix:
     #   kolibri quantize $(scripts/make-synthetic-models.py --path qwen3moe-bench) \
@@ -551,6 +564,17 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
         # Between 0.6 and 1: each layer's output shrunk by its own factor.
         name = n("layer_output_scale.weight")
         w.add_tensor(name, (0.8 + uniform(s, name, (1,), 0.1)).astype(np.float32))
+    if s.arch == "gemma4" and s.n_expert:
+        # The dense FFN beside the experts, the norms of both sides, the router's input scale
+        # and each expert's output scale.
+        add_linear(w, s, n("ffn_gate.weight"), s.n_ff, e)
+        add_linear(w, s, n("ffn_up.weight"), s.n_ff, e)
+        add_linear(w, s, n("ffn_down.weight"), e, s.n_ff, out_std=2.0)
+        for norm in ("post_ffw_norm_1", "pre_ffw_norm_2", "post_ffw_norm_2"):
+            add_norm(w, s, n(f"{norm}.weight"), e)
+        add_norm(w, s, n("ffn_gate_inp.scale"), e, float(np.sqrt(e)))
+        name = n("ffn_down_exps.scale")
+        w.add_tensor(name, (1.0 + uniform(s, name, (s.n_expert,), 0.3)).astype(np.float32))
     if s.n_expert == 0 or il < s.extra.get("dense_lead", 0):
         add_linear(w, s, n("ffn_gate.weight"), s.n_ff, e)
         add_linear(w, s, n("ffn_up.weight"), s.n_ff, e)

@@ -409,3 +409,42 @@ fn broken_gemma4_files_are_named() {
         &["gemma4.attention.sliding_window_pattern"],
     );
 }
+
+#[test]
+fn broken_gemma4_mixtures_are_named() {
+    let moe = synthetic("gemma4moe-tiny");
+    for tensor in [
+        "blk.1.ffn_gate_inp.scale",
+        "blk.2.pre_ffw_norm_2.weight",
+        "blk.0.post_ffw_norm_1.weight",
+        "blk.3.ffn_gate.weight",
+    ] {
+        let dropped = rewrite(&moe, None, |name, d| (name != tensor).then_some(d));
+        expect(tensor, &dropped, &["missing tensor", tensor]);
+    }
+    // Without the fused gate-up tensor the separate ones are looked for: the error names them.
+    let fused = "blk.1.ffn_gate_up_exps.weight";
+    let dropped = rewrite(&moe, None, |name, d| (name != fused).then_some(d));
+    expect(
+        fused,
+        &dropped,
+        &["missing tensor", "blk.1.ffn_gate_exps.weight"],
+    );
+    let reshaped = rewrite(&moe, None, |name, d| {
+        Some(match name {
+            "blk.0.ffn_down_exps.scale" => vec![7],
+            _ => d,
+        })
+    });
+    expect(
+        "expert-scale-shape",
+        &reshaped,
+        &["blk.0.ffn_down_exps.scale"],
+    );
+    let set = |k: &'static str, v: Value| rewrite(&moe, Some((k, Some(v))), |_, d| Some(d));
+    expect(
+        "expert-count",
+        &set("gemma4.expert_count", Value::U32(6)),
+        &["expert"],
+    );
+}

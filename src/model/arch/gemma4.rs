@@ -1,11 +1,13 @@
-//! Gemma 4 (E2B, E4B, 12B, 31B; the 26B-A4B mixture is not run yet): Gemma 3's layers
+//! Gemma 4 (E2B, E4B, 12B, 31B, and the 26B-A4B mixture): Gemma 3's layers
 //! (scaled embeddings, QK-norm, post-norms, GELU gating, sliding layers on their own RoPE)
 //! with values RMS-normed per head, an attention scale of 1 (the norms set the scores'
 //! size), `rope_freqs` on the global layers only, the last layers reading an earlier layer's
-//! KV cache, per-layer inputs (E2B/E4B) and a scalar on each layer's output. The sliding
-//! pattern comes from the file.
+//! KV cache, per-layer inputs (E2B/E4B) and a scalar on each layer's output; in the mixture
+//! a dense FFN beside routed experts. The sliding pattern comes from the file.
 
-use super::{gemma3, Architecture, Recipe, SlidingWindow, SwaRope};
+use super::{
+    gemma3, Architecture, ExpertWidth, FfnRecipe, Gating, MoeRecipe, Recipe, SlidingWindow, SwaRope,
+};
 use crate::model::hparams::HParams;
 
 pub(super) static GEMMA4: Architecture = Architecture {
@@ -23,6 +25,15 @@ pub(super) static GEMMA4: Architecture = Architecture {
         kv_sharing: true,
         per_layer_inputs: true,
         layer_output_scale: true,
+        ffn: FfnRecipe::Moe(MoeRecipe {
+            gating: Gating::Softmax,
+            norm_weights: true,
+            expert_width: ExpertWidth::ExpertKey,
+            shared_expert: false,
+            selection_bias: false,
+            biases: false,
+            beside_dense: true,
+        }),
         ..gemma3::RECIPE
     },
     quirks,

@@ -33,6 +33,7 @@ pub(super) static GPT_OSS: Architecture = Architecture {
             shared_expert: false,
             selection_bias: false,
             biases: true,
+            beside_dense: false,
         }),
         ..LLAMA_LIKE
     },

@@ -15,6 +15,7 @@ pub(super) static LFM2MOE: Architecture = Architecture {
             shared_expert: false,
             selection_bias: true,
             biases: false,
+            beside_dense: false,
         }),
         ..LFM2_RECIPE
     },

@@ -205,6 +205,12 @@ pub struct MoeRecipe {
     /// Biases on the router logits and on every expert's gate, up and down projections
     /// (`ffn_gate_inp.bias`, `ffn_{gate,up,down}_exps.bias`; gpt-oss).
     pub biases: bool,
+    /// The experts run beside a dense FFN, each side with its own norms (`ffn_norm`,
+    /// `post_ffw_norm_1`; `pre_ffw_norm_2`, `post_ffw_norm_2`), their outputs added; the router
+    /// reads the residual stream's unweighted norm over sqrt(n_embd) times `ffn_gate_inp.scale`,
+    /// and each expert's output is multiplied by its `ffn_down_exps.scale` (Gemma 4's
+    /// 26B-A4B). A file without an expert count is a dense model.
+    pub beside_dense: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,6 +18,7 @@ pub(super) static OLMOE: Architecture = Architecture {
             shared_expert: false,
             selection_bias: false,
             biases: false,
+            beside_dense: false,
         }),
         ..LLAMA_LIKE
     },

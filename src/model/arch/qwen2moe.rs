@@ -19,6 +19,7 @@ pub(super) static QWEN2MOE: Architecture = Architecture {
             shared_expert: true,
             selection_bias: false,
             biases: false,
+            beside_dense: false,
         }),
         ..LLAMA_LIKE
     },

@@ -15,6 +15,7 @@ pub(super) static QWEN35MOE: Architecture = Architecture {
             shared_expert: true,
             selection_bias: false,
             biases: false,
+            beside_dense: false,
         }),
         ..QWEN35_RECIPE
     },

@@ -15,6 +15,7 @@ pub(super) static QWEN3MOE: Architecture = Architecture {
             shared_expert: false,
             selection_bias: false,
             biases: false,
+            beside_dense: false,
         }),
         ..QWEN3_RECIPE
     },

@@ -17,39 +17,64 @@ use crate::parallel;
 /// A row source: `fill(t, c0, out)` writes elements `c0..c0 + out.len()` of input row `t`.
 pub(super) type RowFill<'a> = dyn Fn(usize, usize, &mut [f32]) + Sync + 'a;
 
-/// `ffn(x)` for `n` input rows of `n_embd` (the normalised residual, computed on demand):
-/// [n, n_embd].
+/// The residual stream the FFN's input is the norm of ([n, n_embd]), and each row's
+/// 1 / rms: for the blocks that norm it their own ways (experts beside a dense FFN).
+#[derive(Clone, Copy)]
+pub(super) struct Stream<'a> {
+    pub x: &'a [f32],
+    pub inv: &'a [f32],
+}
+
+/// `ffn(x)` for the rows of `stream` (`input`: their norm, computed on demand): [n, n_embd].
 pub(super) fn ffn(
     model: &Model,
     ffn: &Ffn,
     input: &RowFill,
-    n: usize,
+    stream: Stream,
     scratch: &mut Scratch,
 ) -> Result<Vec<f32>, ModelError> {
+    let n = stream.inv.len();
     match ffn {
         Ffn::Dense { gate, up, down } => {
-            let e = model.hparams.n_embd;
-            let chunk = dense_chunk(gate.rows, n);
-            if chunk == n {
-                return dense_ffn(model, [gate, up, down], input, n, scratch);
-            }
-            let mut out = scratch.take_for_overwrite(n * e);
-            for t0 in (0..n).step_by(chunk) {
-                let m = chunk.min(n - t0);
-                let rows = move |t: usize, c: usize, o: &mut [f32]| input(t0 + t, c, o);
-                let d = dense_ffn(model, [gate, up, down], &rows, m, scratch)?;
-                out[t0 * e..(t0 + m) * e].copy_from_slice(&d);
-                scratch.give([d]);
-            }
-            Ok(out)
+            dense_in_chunks(model, [gate, up, down], input, n, scratch)
         }
         Ffn::Moe(experts) => {
             let moe = model.hparams.moe.ok_or_else(|| {
                 ModelError::Compute("mixture-of-experts layer without expert counts".into())
             })?;
-            moe_ffn(model, experts, &moe, input, n, scratch)
+            match &experts.beside {
+                Some(dense) => super::moe_beside_dense::ffn(
+                    model, experts, dense, &moe, input, stream, scratch,
+                ),
+                None => moe_ffn(model, experts, &moe, input, None, n, scratch),
+            }
         }
     }
+}
+
+/// The dense gated FFN of `n` input rows, [n, n_embd], in chunks of tokens
+/// ([`dense_chunk`]).
+pub(super) fn dense_in_chunks(
+    model: &Model,
+    [gate, up, down]: [&crate::model::Linear; 3],
+    input: &RowFill,
+    n: usize,
+    scratch: &mut Scratch,
+) -> Result<Vec<f32>, ModelError> {
+    let e = model.hparams.n_embd;
+    let chunk = dense_chunk(gate.rows, n);
+    if chunk == n {
+        return dense_ffn(model, [gate, up, down], input, n, scratch);
+    }
+    let mut out = scratch.take_for_overwrite(n * e);
+    for t0 in (0..n).step_by(chunk) {
+        let m = chunk.min(n - t0);
+        let rows = move |t: usize, c: usize, o: &mut [f32]| input(t0 + t, c, o);
+        let d = dense_ffn(model, [gate, up, down], &rows, m, scratch)?;
+        out[t0 * e..(t0 + m) * e].copy_from_slice(&d);
+        scratch.give([d]);
+    }
+    Ok(out)
 }
 
 /// Most bytes the gate and up rows of one dense chunk take. A 512-token prompt pass through
@@ -156,11 +181,13 @@ fn softmax(x: &[f32]) -> Vec<f32> {
 /// chose, its tokens' inputs gathered into one batch (quantized once for gate and up, the
 /// expert's rows read once for all of them), and its outputs added back to each token's row,
 /// weighted.
-fn moe_ffn(
+/// `router_input`: the rows the router reads, where they are not the experts' input.
+pub(super) fn moe_ffn(
     model: &Model,
     experts: &Experts,
     moe: &MoeParams,
     input: &RowFill,
+    router_input: Option<&[f32]>,
     n: usize,
     scratch: &mut Scratch,
 ) -> Result<Vec<f32>, ModelError> {
@@ -169,7 +196,8 @@ fn moe_ffn(
     // The normalised inputs, materialised: the router reads them all, each expert a subset.
     let mut h = scratch.take_for_overwrite(n * e);
     parallel::for_each_row(&mut h, e, &mut [0f32; 0], 0, |t, h_t, _| input(t, 0, h_t));
-    let [mut logits] = project(gguf, ActSource::Rows(&h), n, e, [&experts.router], scratch)?;
+    let router_rows = ActSource::Rows(router_input.unwrap_or(&h));
+    let [mut logits] = project(gguf, router_rows, n, e, [&experts.router], scratch)?;
     if let Some(b) = &experts.biases {
         ops::add_bias(&mut logits, &b.router);
     }
@@ -266,6 +294,9 @@ fn expert_ffn(
     }
     glu(model.arch.recipe.activation, &mut g, &u, gate.rows);
     let [mut d] = project(gguf, ActSource::Rows(&g), m, gate.rows, [down], scratch)?;
+    if let Some(s) = &experts.down_scale {
+        d.iter_mut().for_each(|v| *v *= s[x]);
+    }
     if let Some(b) = biases {
         ops::add_bias(&mut d, b.down(x));
     }

@@ -77,7 +77,8 @@ impl Context {
             let out = {
                 let inv = row_inv_rms(&mut x, e, hp.rms_eps);
                 let norm = normed(&x, e, &inv, &lw.ffn_norm);
-                super::ffn::ffn(&model, &lw.ffn, &norm, n, &mut self.scratch)?
+                let stream = super::ffn::Stream { x: &x, inv: &inv };
+                super::ffn::ffn(&model, &lw.ffn, &norm, stream, &mut self.scratch)?
             };
             self.add_residual(&mut x, out, lw.post_ffn_norm.as_deref(), hp);
             if let (Some(b), Some(inputs)) = (&lw.per_layer_input, &per_layer_inputs) {

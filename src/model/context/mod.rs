@@ -15,6 +15,7 @@ mod centering;
 mod conv_window;
 mod delta_net;
 mod ffn;
+mod moe_beside_dense;
 pub(crate) use ffn::DENSE_CHUNK_BYTES;
 mod forward;
 mod per_layer;

@@ -197,7 +197,10 @@ impl HParams {
             ));
         }
         let n_ff = opt("feed_forward_length")?;
+        let experts_in_file = gguf.get_u64(&key("expert_count")).is_some_and(|n| n > 0);
         let moe = match arch.moe() {
+            // Experts beside a dense FFN: a file without them is a dense model.
+            Some(recipe) if recipe.beside_dense && !experts_in_file => None,
             Some(recipe) => Some(moe::moe_params(gguf, prefix, recipe, n_ff)?),
             None => {
                 moe::refuse_experts(gguf, prefix)?;

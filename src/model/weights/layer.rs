@@ -67,6 +67,43 @@ pub struct Experts {
     pub selection_bias: Option<Vec<f32>>,
     /// The router's and the experts' biases (recipes with them).
     pub biases: Option<ExpertBiases>,
+    /// [n_expert]: each expert's output multiplied by its own (`ffn_down_exps.scale`, where
+    /// the file has one).
+    pub down_scale: Option<Vec<f32>>,
+    /// The dense FFN beside the experts, and the norms of both sides (recipes with it).
+    pub beside: Option<DenseBeside>,
+}
+
+/// A dense FFN beside a mixture of experts (Gemma 4): `post_norm_1(ffn(ffn_norm(x))) +
+/// post_norm_2(experts(pre_norm_2(x)))`, routed by `router(norm(x) / sqrt(n_embd) *
+/// router_scale)`.
+pub struct DenseBeside {
+    /// gate, up: [n_ff, n_embd]; down: [n_embd, n_ff].
+    pub gate: Linear,
+    pub up: Linear,
+    pub down: Linear,
+    /// [n_embd] each: after the dense FFN; before and after the experts.
+    pub post_norm_1: Vec<f32>,
+    pub pre_norm_2: Vec<f32>,
+    pub post_norm_2: Vec<f32>,
+    /// [n_embd]
+    pub router_scale: Vec<f32>,
+}
+
+impl DenseBeside {
+    fn load(l: &Loader, hp: &HParams, il: usize) -> Result<Self, ModelError> {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let (e, f) = (hp.n_embd, hp.n_ff);
+        Ok(DenseBeside {
+            gate: l.linear(&n("ffn_gate.weight"), e, f)?,
+            up: l.linear(&n("ffn_up.weight"), e, f)?,
+            down: l.linear(&n("ffn_down.weight"), f, e)?,
+            post_norm_1: l.vector(&n("post_ffw_norm_1.weight"), e)?,
+            pre_norm_2: l.vector(&n("pre_ffw_norm_2.weight"), e)?,
+            post_norm_2: l.vector(&n("post_ffw_norm_2.weight"), e)?,
+            router_scale: l.vector(&n("ffn_gate_inp.scale"), e)?,
+        })
+    }
 }
 
 /// Biases of a mixture's router and of each expert's projections, read whole as f32.
@@ -175,6 +212,9 @@ impl LayerWeights {
                 if let Some(s) = &x.shared {
                     m.extend([&s.gate, &s.up, &s.down]);
                 }
+                if let Some(d) = &x.beside {
+                    m.extend([&d.gate, &d.up, &d.down]);
+                }
             }
         }
         if let Some(p) = &self.per_layer_input {
@@ -204,6 +244,9 @@ impl LayerWeights {
                 m.extend(x.gate.iter_mut().chain(&mut x.up).chain(&mut x.down));
                 if let Some(s) = &mut x.shared {
                     m.extend([&mut s.gate, &mut s.up, &mut s.down]);
+                }
+                if let Some(d) = &mut x.beside {
+                    m.extend([&mut d.gate, &mut d.up, &mut d.down]);
                 }
             }
         }
@@ -264,6 +307,11 @@ impl Ffn {
                     },
                     biases: match arch.moe() {
                         Some(r) if r.biases => Some(ExpertBiases::load(l, il, e, f, x)?),
+                        _ => None,
+                    },
+                    down_scale: l.vector_opt(&n("ffn_down_exps.scale"), x)?,
+                    beside: match arch.moe() {
+                        Some(r) if r.beside_dense => Some(DenseBeside::load(l, hp, il)?),
                         _ => None,
                     },
                 }))

@@ -13,7 +13,7 @@ mod tensors;
 
 pub use attention::AttentionWeights;
 pub use delta_net::DeltaNetWeights;
-pub use layer::{Experts, Ffn, LayerWeights, SharedExpert, TokenMixer};
+pub use layer::{DenseBeside, Experts, Ffn, LayerWeights, SharedExpert, TokenMixer};
 pub use linear::Linear;
 pub use per_layer::{PerLayerEmbeddings, PerLayerInput};
 pub use short_conv::ShortConvWeights;
