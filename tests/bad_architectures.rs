@@ -122,6 +122,15 @@ fn bad_window_softcap_and_rope_keys_are_named() {
         &set("phi3.rope.scaling.attn_factor", Value::F32(f32::NAN)),
         &["phi3.rope.scaling.attn_factor"],
     );
+    // Llama 3.1's factors cover the global rotation; sliding layers that take them must rotate
+    // as many dimensions.
+    let llama3 = synthetic("llama3-tiny");
+    let set = |k: &'static str, v: Value| rewrite(&llama3, Some((k, Some(v))), |_, d| Some(d));
+    expect(
+        "swa-rope-dims",
+        &set("llama.rope.dimension_count_swa", Value::U32(16)),
+        &["llama.rope.dimension_count_swa", "16"],
+    );
 }
 
 #[test]
@@ -386,6 +395,12 @@ fn broken_gemma4_files_are_named() {
         "swa-head-size",
         &set("gemma4.attention.key_length_swa", Value::U32(32)),
         &["gemma4.attention.key_length_swa", "not supported"],
+    );
+    // Layer 3 has no attn_v: its values are its keys, which need the keys' size.
+    expect(
+        "values-from-keys-size",
+        &set("gemma4.attention.value_length", Value::U32(32)),
+        &["gemma4.attention.value_length", "32"],
     );
     expect(
         "head-counts-per-layer",

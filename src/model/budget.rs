@@ -211,10 +211,16 @@ fn resident_weights(model: &Model) -> u64 {
 
 /// The forward pass's activation buffers for batches of `n_batch` tokens (see
 /// `model::context`): the residual stream, queries, keys, values, attention output and
-/// projections, the dense FFN's gate and up rows (at most one chunk), the logits.
+/// projections, the dense FFN's gate and up rows (at most one chunk), the logits; Gemma 4's
+/// per-layer inputs and the two sides of its experts beside a dense FFN.
 fn scratch_bytes(model: &Model, n_batch: usize) -> u64 {
     let hp = &model.hparams;
-    let per_token = 6 * hp.n_embd + hp.q_dim() + 2 * hp.k_dim();
+    let beside_dense = model.arch.moe().is_some_and(|m| m.beside_dense) && hp.moe.is_some();
+    let per_token = 6 * hp.n_embd
+        + hp.q_dim()
+        + 2 * hp.k_dim()
+        + hp.n_layer * hp.n_embd_per_layer
+        + usize::from(beside_dense) * 2 * hp.n_embd;
     let ffn = (n_batch * hp.n_ff * 2 * 4).min(super::context::DENSE_CHUNK_BYTES);
     (n_batch * per_token * 4 + ffn + 2 * hp.n_vocab * 4) as u64
 }

@@ -275,19 +275,18 @@ impl Tokenizer {
         bytes
     }
 
-    /// The token of a line feed, as llama.cpp picks it: SentencePiece's `<0x0A>` byte token
-    /// (else a `\n` token), the first token of `"\n"` for BPE, the padding id for WordPiece
-    /// (and where the others find none).
+    /// The token of a line feed, as llama.cpp picks it (before it reads the metadata's ids):
+    /// SentencePiece's `<0x0A>` byte token (else a `\n` token), the first token of `"\n"` for
+    /// BPE, WordPiece's default padding id 0.
     pub fn newline(&self) -> Option<TokenId> {
-        let found = match self.vocab.kind {
+        match self.vocab.kind {
             vocab::ModelKind::Spm => self
                 .vocab
                 .text_to_token("<0x0A>")
                 .or_else(|| self.vocab.text_to_token("\n")),
             vocab::ModelKind::Bpe => self.encode("\n", false, false).first().copied(),
-            vocab::ModelKind::WordPiece => None,
-        };
-        found.or(self.vocab.specials.pad)
+            vocab::ModelKind::WordPiece => (self.n_vocab() > 0).then_some(0),
+        }
     }
 
     fn vocab(&self) -> &Vocab {

@@ -399,7 +399,8 @@ impl Vocab {
         if let Some(v) = get_bool(gguf, "tokenizer.ggml.add_eos_token")? {
             self.add_eos = v;
         }
-        // Gemma 4 files that say otherwise still need BOS (llama.cpp overrides them too).
+        // Gemma 4 files that say otherwise still need BOS (llama.cpp overrides them too); its
+        // pre-tokenizer is the one that keeps line-feed runs whole.
         if self.whole_newline_runs {
             self.add_bos = true;
         }

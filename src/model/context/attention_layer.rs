@@ -1,5 +1,6 @@
 //! The attention token mixer: QKV → (QK-norm) → RoPE → store K, V in the cache → attention
-//! over the sequence's cached positions → output projection.
+//! over the sequence's cached positions → output projection. A layer that reads an earlier
+//! layer's cache (KV sharing) projects only queries and stores nothing.
 
 use super::forward::project;
 use super::Context;
@@ -163,8 +164,8 @@ fn split_query_gate(q: &mut Vec<f32>, n: usize, n_head: usize, head_dim: usize) 
 }
 
 impl Context {
-    /// QK-norm, RoPE at each token's position, the query temperature and scale, and the cache's key basis
-    /// (balance, Hadamard rotation, centering), row by row.
+    /// QK-norm, RoPE at each token's position, the query temperature and scale, and the
+    /// cache's key basis (balance, Hadamard rotation, centering), row by row.
     #[allow(clippy::too_many_arguments)]
     fn position_queries_and_keys(
         &self,
@@ -185,7 +186,12 @@ impl Context {
         // A layer reading another's cache has queries only: no key rows to walk.
         let k_dim = if k.is_empty() { 0 } else { hp.k_dim() };
         parallel::for_each_row(q, hp.q_dim(), k, k_dim, |t, q_t, k_t| {
-            if let Some(qn) = &a.q_norm {
+            // Queries are normed with keys (or alone where the keys come from another layer).
+            if let Some(qn) = a
+                .q_norm
+                .as_ref()
+                .filter(|_| a.k_norm.is_some() || k_t.is_empty())
+            {
                 ops::rms_norm_rows_inplace(q_t, qn, hp.rms_eps);
             }
             if let Some(kn) = a.k_norm.as_ref().filter(|_| !k_t.is_empty()) {

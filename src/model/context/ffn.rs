@@ -181,6 +181,7 @@ fn softmax(x: &[f32]) -> Vec<f32> {
 /// chose, its tokens' inputs gathered into one batch (quantized once for gate and up, the
 /// expert's rows read once for all of them), and its outputs added back to each token's row,
 /// weighted.
+///
 /// `router_input`: the rows the router reads, where they are not the experts' input.
 pub(super) fn moe_ffn(
     model: &Model,

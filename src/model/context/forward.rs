@@ -92,6 +92,9 @@ impl Context {
             }
         }
 
+        if let Some(inputs) = per_layer_inputs {
+            self.scratch.give([inputs]);
+        }
         // Output head: only the rows whose logits are wanted.
         let out_rows: Vec<usize> = (0..n).filter(|&t| batch[t].logits).collect();
         if out_rows.is_empty() {

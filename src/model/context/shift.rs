@@ -71,7 +71,7 @@ impl Context {
         Ok(())
     }
 
-    /// Sequence `seq`'s keys of KV cache layer `layer` (the `layer`-th attention layer) at
+    /// Sequence `seq`'s keys of KV cache layer `layer` (the `layer`-th layer that stores keys) at
     /// position `pos`, widened to f32 (as rotated for
     /// attention): for tests of what the cache holds.
     #[doc(hidden)]

@@ -1,7 +1,9 @@
 //! Which KV cache layer each layer reads. Every attention layer stores its own keys and values,
 //! except the last `shared` layers of a model with KV sharing (Gemma 4): those read the cache
 //! of the last earlier layer of their kind (sliding or global) that stores its own, and cost no
-//! cache memory.
+//! cache memory. (Hugging Face's rule. llama.cpp reads the last storing layer for a global
+//! layer and the one before it for a sliding one: the same on the released layer patterns,
+//! which end their storing layers with a sliding then a global layer.)
 
 use super::{HParams, MixerKind};
 

@@ -138,8 +138,18 @@ impl HParams {
                 format!("head size {head_dim_k} must be even"),
             ));
         }
+        // Values taken from the key projection have the keys' size.
+        if arch.recipe.values_may_be_keys && head_dim_v != head_dim_k {
+            return Err(bad(
+                "attention.value_length",
+                format!("{head_dim_v} differs from the key length {head_dim_k}"),
+            ));
+        }
         let rope_dims = opt("rope.dimension_count")?.unwrap_or(head_dim_k);
-        let rope_dims_swa = opt("rope.dimension_count_swa")?.unwrap_or(rope_dims);
+        let rope_dims_swa = match arch.recipe.sliding_window {
+            Some(_) => opt("rope.dimension_count_swa")?.unwrap_or(rope_dims),
+            None => rope_dims,
+        };
         for (k, dims) in [
             ("rope.dimension_count", rope_dims),
             ("rope.dimension_count_swa", rope_dims_swa),
@@ -262,7 +272,7 @@ impl HParams {
         Ok(hp)
     }
 
-    /// The KV cache layer layer `il` reads, if it attends.
+    /// The KV cache layer that layer `il` reads, if it attends.
     pub fn kv_layer(&self, il: usize) -> Option<usize> {
         self.kv_reads[il]
     }
@@ -297,30 +307,31 @@ impl HParams {
 }
 
 /// Llama 4's attention temperature tuning (Mistral 3 too): far from the start, where scores
-/// flatten over many positions, queries are scaled by `1 + scale * ln(floor(pos / floor) + 1)`
-/// (`attention.temperature_scale`; `floor`: RoPE's original context).
+/// flatten over many positions, queries are scaled by `1 + scale * ln(floor(pos / period) + 1)`
+/// (`attention.temperature_scale`; `period`: RoPE's original context).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttnTemperature {
     pub scale: f32,
-    pub floor: usize,
+    pub period: usize,
 }
 
 impl AttnTemperature {
-    fn read(gguf: &GgufFile, prefix: &str, floor: usize) -> Result<Option<Self>, ModelError> {
+    fn read(gguf: &GgufFile, prefix: &str, period: usize) -> Result<Option<Self>, ModelError> {
         let key = format!("{prefix}.attention.temperature_scale");
         match gguf.get_f32(&key).unwrap_or(0.0) {
             0.0 => Ok(None),
-            scale if scale.is_finite() && floor > 0 => Ok(Some(AttnTemperature { scale, floor })),
+            scale if scale.is_finite() && period > 0 => Ok(Some(AttnTemperature { scale, period })),
             scale => Err(ModelError::BadHyperparameter {
                 key,
-                reason: format!("{scale} over an original context of {floor}"),
+                reason: format!("{scale} over an original context of {period}"),
             }),
         }
     }
 
-    /// The query multiplier at position `pos` (in f64, as llama.cpp computes it).
+    /// The query multiplier at position `pos`: the quotient in f32, the rest in f64, as
+    /// llama.cpp computes it.
     pub fn at(&self, pos: usize) -> f32 {
-        let steps = (pos as f64 / self.floor as f64).floor();
+        let steps = f64::from((pos as f32 / self.period as f32).floor());
         ((steps + 1.0).ln() * self.scale as f64 + 1.0) as f32
     }
 }

@@ -44,7 +44,7 @@ impl AttentionWeights {
         // With an output gate, the query rows hold each head's queries then its gate values.
         let q_rows = if r.attn_output_gate { 2 } else { 1 } * hp.q_dim();
         let kv = match (hp.stores_kv(il), r.values_may_be_keys) {
-            (false, _) => KvParts::None,
+            (false, _) => KvParts::Shared,
             (true, false) => KvParts::KeysAndValues,
             (true, true) => KvParts::KeysMaybeValues,
         };
@@ -54,7 +54,7 @@ impl AttentionWeights {
             QkNorm::PerHead => (true, hp.head_dim_k, hp.head_dim_k),
             QkNorm::Whole => (true, hp.q_dim(), hp.k_dim()),
         };
-        let k_norm = qk_norm && kv != KvParts::None;
+        let k_norm = qk_norm && kv != KvParts::Shared;
         let vector_if =
             |required: bool, name: &str, len: usize| l.vector_if(required, &n(name), len);
         Ok(AttentionWeights {
@@ -84,7 +84,7 @@ enum KvParts {
     /// Keys, and values where the file has them.
     KeysMaybeValues,
     /// Neither: the layer reads another layer's cache.
-    None,
+    Shared,
 }
 
 /// Q, K and V (`[q|k|v]`): three tensors, or one fused `attn_qkv` cut into its row blocks, as
@@ -119,7 +119,7 @@ impl QkvWeights<Linear, Option<Linear>> {
         let weights = match fused {
             Some(blocks) => {
                 let [q, k, v] = fused_parts(Some(blocks), &n("attn_qkv.weight"))?;
-                let stored = kv != KvParts::None;
+                let stored = kv != KvParts::Shared;
                 QkvWeights {
                     q,
                     k: stored.then_some(k),
@@ -142,11 +142,11 @@ impl QkvWeights<Linear, Option<Linear>> {
                 QkvWeights {
                     q: one("q", dims[0])?,
                     k: match kv {
-                        KvParts::None => None,
+                        KvParts::Shared => None,
                         _ => Some(one("k", dims[1])?),
                     },
                     v: match kv {
-                        KvParts::None => None,
+                        KvParts::Shared => None,
                         KvParts::KeysMaybeValues => l.linear_opt(&v_name, e, dims[2])?,
                         KvParts::KeysAndValues => Some(one("v", dims[2])?),
                     },

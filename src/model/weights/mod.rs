@@ -18,7 +18,7 @@ pub use linear::Linear;
 pub use per_layer::{PerLayerEmbeddings, PerLayerInput};
 pub use short_conv::ShortConvWeights;
 
-use super::arch::Arch;
+use super::arch::{Arch, SwaRope};
 use super::error::ModelError;
 use super::hparams::HParams;
 use super::load::{release_pages, RepackProgress};
@@ -65,8 +65,8 @@ impl RopeFactors {
 }
 
 impl Weights {
-    /// Every matrix the forward pass multiplies by: the layers' in order, then the output
-    /// head.
+    /// Every matrix the forward pass multiplies by: the per-layer input projection (Gemma 4),
+    /// the layers' in order, then the output head.
     pub fn matrices(&self) -> Vec<&Linear> {
         let per_layer = self.per_layer.as_ref().map(|p| &p.model_proj);
         let layers = self.layers.iter().flat_map(LayerWeights::matrices);
@@ -174,16 +174,30 @@ impl Weights {
         if tied {
             output = token_embd.clone();
         }
+        let rope_factors = RopeFactors {
+            always: l.vector_opt("rope_freqs.weight", hp.rope_dims / 2)?,
+            long: l.vector_opt("rope_factors_long.weight", hp.rope_dims / 2)?,
+            short: l.vector_opt("rope_factors_short.weight", hp.rope_dims / 2)?,
+        };
+        // Sliding layers that take the global layers' factors must rotate as many dimensions.
+        let swa_takes_factors =
+            (arch.recipe.sliding_window).is_some_and(|s| s.rope == SwaRope::Global);
+        let has_factors = rope_factors.always.is_some() || rope_factors.long.is_some();
+        if swa_takes_factors && has_factors && hp.rope_dims_swa != hp.rope_dims {
+            return Err(ModelError::BadHyperparameter {
+                key: format!("{}.rope.dimension_count_swa", arch.name),
+                reason: format!(
+                    "{} beside {} with RoPE factors for the latter",
+                    hp.rope_dims_swa, hp.rope_dims
+                ),
+            });
+        }
         let weights = Weights {
             output_norm: l.vector(arch.recipe.output_norm, e)?,
             output,
             token_embd,
             layers,
-            rope_factors: RopeFactors {
-                always: l.vector_opt("rope_freqs.weight", hp.rope_dims / 2)?,
-                long: l.vector_opt("rope_factors_long.weight", hp.rope_dims / 2)?,
-                short: l.vector_opt("rope_factors_short.weight", hp.rope_dims / 2)?,
-            },
+            rope_factors,
             per_layer,
         };
         Ok((weights, from_cache))
