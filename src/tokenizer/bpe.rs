@@ -10,6 +10,7 @@ use std::collections::BinaryHeap;
 use super::error::TokenizerError;
 use super::fast_hash::{FastMap, IdTable};
 use super::merge_table::{Merge, MergeTable};
+use super::spm::{ascii_byte_token, hex_byte_token};
 use super::vocab::Vocab;
 use super::TokenId;
 use crate::gguf::GgufFile;
@@ -167,24 +168,15 @@ impl BpeMerges {
             let text = &word[s.start..s.start + s.len];
             match vocab.text_to_token(text) {
                 Some(id) => out.push(id),
-                // As llama.cpp: fall back to single-byte tokens, dropping bytes without one.
-                None => out.extend(text.bytes().filter_map(|b| byte_token(vocab, b))),
+                // As llama.cpp: fall back to single-byte tokens (`<0xXX>` where spaces are
+                // escaped), dropping bytes without one.
+                None if vocab.escaped_spaces => {
+                    out.extend(text.bytes().filter_map(|b| hex_byte_token(vocab, b)))
+                }
+                None => out.extend(text.bytes().filter_map(|b| ascii_byte_token(vocab, b))),
             }
         }
     }
-}
-
-/// The token of one byte: `<0xAB>` where the vocabulary escapes spaces, else the byte as a
-/// one-character text (only ASCII bytes can be one).
-fn byte_token(vocab: &Vocab, b: u8) -> Option<TokenId> {
-    if vocab.escaped_spaces {
-        return vocab.text_to_token(&format!("<0x{b:02X}>"));
-    }
-    let mut buf = [0u8; 4];
-    let single = char::from_u32(b as u32)
-        .filter(|c| c.is_ascii())?
-        .encode_utf8(&mut buf);
-    vocab.text_to_token(single)
 }
 
 /// Splits `left right` after the first character, so a part may itself start with a space;

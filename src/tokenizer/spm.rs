@@ -89,13 +89,20 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &str, out: &mut Vec<TokenId>) {
 /// The `<0xXX>` token for a byte, else the one-byte text token, else the unknown token
 /// (llama.cpp aborts there; real SentencePiece vocabularies always have byte tokens).
 pub(crate) fn byte_token(vocab: &Vocab, b: u8) -> Option<TokenId> {
-    vocab
-        .text_to_token(&format!("<0x{b:02X}>"))
-        .or_else(|| {
-            let c = char::from_u32(b as u32).filter(|c| c.is_ascii())?;
-            vocab.text_to_token(c.encode_utf8(&mut [0; 4]))
-        })
+    hex_byte_token(vocab, b)
+        .or_else(|| ascii_byte_token(vocab, b))
         .or(vocab.unk)
+}
+
+/// The `<0xXX>` byte-fallback token of `b`, if the vocabulary has one.
+pub(crate) fn hex_byte_token(vocab: &Vocab, b: u8) -> Option<TokenId> {
+    vocab.text_to_token(&format!("<0x{b:02X}>"))
+}
+
+/// The token whose text is `b` alone (only an ASCII byte can be one).
+pub(crate) fn ascii_byte_token(vocab: &Vocab, b: u8) -> Option<TokenId> {
+    let c = char::from_u32(b as u32).filter(|c| c.is_ascii())?;
+    vocab.text_to_token(c.encode_utf8(&mut [0; 4]))
 }
 
 struct Symbol {
