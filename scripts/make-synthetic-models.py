@@ -51,8 +51,8 @@ def import_gguf():
 
 gguf = import_gguf()
 import numpy as np  # noqa: E402  (gguf-py brings it when the environment has none)
-# Bumped whenever the generator or a model's recipe changes: the name of every file carries it,
-# so a stale file is never taken for the current one.
+# Bumped whenever the generator changes: the name of every file carries it, so a stale file is
+# never taken for the current one. A change to one model's recipe bumps its `revision` instead.
 GENERATOR_VERSION = 1
 
 
@@ -101,6 +101,8 @@ class Spec:
     # multiplier); temperature_scale: the attention temperature (Mistral 3); pre_tokenizer:
     # replaces the vocabulary's.
     extra: dict = field(default_factory=dict)
+    # Bumped whenever this model's recipe changes (its file name carries it past 1).
+    revision: int = 1
     # llama.cpp runs a twin of the model in this architecture instead (same weights, the
     # metadata and extra tensors that make it compute the same thing), where it does not
     # implement a feature of the model's own: the reference comes from the twin.
@@ -221,11 +223,13 @@ MODELS = {
     # layers reading the KV cache of layers 2 and 3 (KV sharing), layer 3 without `attn_v`
     # (its values are its key projection), per-layer inputs of 32 per layer, a scalar on every
     # layer's output, final soft-cap 30, a tied Q8_0 head; the Gemma 4 vocabulary (262k tokens;
-    # its per-layer table in Q4_0).
+    # its per-layer table in Q4_0). Heads of 32 on the sliding layers beside 64 on the global
+    # ones (Gemma 4's 256 and 512), and the two sharing layers' FFNs twice as wide (E2B's).
     "gemma4-tiny": Spec("gemma4", "vocab:gemma-4", n_embd=128, n_layer=6, n_head=4,
                         n_head_kv=2, head_dim=64, n_ff=256, seed=19, rope_base=1_000_000.0,
-                        tied_output=True, embd_type="Q8_0",
+                        tied_output=True, embd_type="Q8_0", revision=2,
                         extra={"sliding_window": 8, "swa_pattern": [True, False] * 3,
+                               "head_dim_swa": 32, "ffn_widths": [256] * 4 + [512] * 2,
                                "rope_base_swa": 10_000.0, "post_norm_scale": 1.0,
                                "final_softcap": 30.0, "shared_kv_layers": 2,
                                "values_from_keys": (3,), "per_layer_input": 32,
@@ -234,11 +238,16 @@ MODELS = {
     # softmax, renormalised; gate and up in one tensor), each side with its own norms, the
     # router reading the residual's plain norm times a learned scale (about sqrt(n_embd): logits
     # of a few units), each expert's output times its own scale; sliding and global layers,
-    # values normed, soft-cap 30. The Llama 2 vocabulary keeps it small.
+    # values normed, soft-cap 30. Sliding layers with 2 KV heads of 32, global ones with 1 of
+    # 64 whose values are their keys (the 26B's and 31B's global layers have no `attn_v`).
+    # The Llama 2 vocabulary keeps it small.
     "gemma4moe-tiny": Spec("gemma4", "vocab:llama-spm", n_embd=128, n_layer=4, n_head=4,
                            n_head_kv=2, head_dim=64, n_ff=128, seed=21, rope_base=1_000_000.0,
                            tied_output=True, n_expert=8, n_expert_used=2, n_ff_exp=64,
+                           revision=2,
                            extra={"sliding_window": 8, "swa_pattern": [True, False] * 2,
+                                  "head_dim_swa": 32, "kv_heads_global": 1,
+                                  "values_from_keys": (1, 3),
                                   "rope_base_swa": 10_000.0, "post_norm_scale": 1.0,
                                   "final_softcap": 30.0, "qk_norm_scale": 0.4,
                                   "gemma4_rope_freqs": True, "gate_up_fused": True,
@@ -275,6 +284,23 @@ MODELS = {
                           n_ff_exp=1024, matrix_type="Q8_0", default=False, fast_weights=True,
                           extra={"sliding_window": 128, "yarn": (32.0, 4096),
                                  "expert_type": "MXFP4", "sinks": True}),
+    # Shaped like a small Gemma 4 26B-A4B: 0.93B parameters, 0.2B active per token (64
+    # experts of 256, top 8, beside a dense FFN of 768, the real model's proportions to its
+    # width), 16 layers of which every sixth is global (8 heads of 256, 1 KV head whose values
+    # are its keys, `rope_freqs`) and the others slide over 1024 tokens (8 heads of 128, 4 KV
+    # heads); tied head over the Llama 2 vocabulary (its share of the per-token bytes near the
+    # real model's). F16 (1.9 GB); `kolibri quantize ... Q4_K_M` as above.
+    "gemma4moe-bench": Spec("gemma4", "vocab:llama-spm", n_embd=1024, n_layer=16, n_head=8,
+                            n_head_kv=4, head_dim=256, n_ff=768, seed=22,
+                            rope_base=1_000_000.0, n_ctx_train=131_072, tied_output=True,
+                            n_expert=64, n_expert_used=8, n_ff_exp=256, default=False,
+                            fast_weights=True,
+                            extra={"sliding_window": 1024,
+                                   "swa_pattern": [il % 6 != 5 for il in range(16)],
+                                   "head_dim_swa": 128, "kv_heads_global": 1,
+                                   "values_from_keys": (5, 11), "rope_base_swa": 10_000.0,
+                                   "post_norm_scale": 1.0, "final_softcap": 30.0,
+                                   "gemma4_rope_freqs": True, "gate_up_fused": True}),
     "qwen3moe-bench": Spec("qwen3moe", "qwen2.5-coder-0.5b", n_embd=1024, n_layer=16,
                            n_head=16, n_head_kv=4, head_dim=128, n_ff=4096, seed=3,
                            n_expert=64, n_expert_used=8, n_ff_exp=512, default=False),
@@ -287,8 +313,9 @@ def model_dir() -> Path:
     return base / "synthetic"
 
 
-def file_name(name: str) -> str:
-    return f"{name}-v{GENERATOR_VERSION}.gguf"
+def file_name(name: str, revision: int = 1) -> str:
+    rev = f"r{revision}" if revision > 1 else ""
+    return f"{name}-v{GENERATOR_VERSION}{rev}.gguf"
 
 
 # --- deterministic weights -------------------------------------------------------------------
@@ -367,9 +394,14 @@ def write_metadata(w, s: Spec, a: str) -> None:
     w.add_uint32(f"{a}.context_length", s.n_ctx_train)
     w.add_uint32(f"{a}.embedding_length", s.n_embd)
     w.add_uint32(f"{a}.block_count", s.n_layer)
-    w.add_uint32(f"{a}.feed_forward_length", s.n_ff)
+    if "ffn_widths" in s.extra:
+        w.add_array(f"{a}.feed_forward_length", s.extra["ffn_widths"])
+    else:
+        w.add_uint32(f"{a}.feed_forward_length", s.n_ff)
     w.add_uint32(f"{a}.attention.head_count", s.n_head)
-    if "conv_layers" in s.extra:
+    if "kv_heads_global" in s.extra:
+        w.add_array(f"{a}.attention.head_count_kv", [kv_heads(s, il) for il in range(s.n_layer)])
+    elif "conv_layers" in s.extra:
         # Per layer: 0 marks a short-convolution layer (LFM2).
         w.add_array(f"{a}.attention.head_count_kv",
                     [0 if il in s.extra["conv_layers"] else s.n_head_kv
@@ -428,8 +460,11 @@ def write_metadata(w, s: Spec, a: str) -> None:
     if "shared_kv_layers" in s.extra:
         w.add_uint32(f"{a}.attention.shared_kv_layers", s.extra["shared_kv_layers"])
     if a == "gemma4":
-        w.add_uint32(f"{a}.attention.key_length_swa", s.head_dim)
-        w.add_uint32(f"{a}.attention.value_length_swa", s.head_dim)
+        swa_dim = s.extra.get("head_dim_swa", s.head_dim)
+        w.add_uint32(f"{a}.attention.key_length_swa", swa_dim)
+        w.add_uint32(f"{a}.attention.value_length_swa", swa_dim)
+        w.add_uint32(f"{a}.rope.dimension_count", s.head_dim)
+        w.add_uint32(f"{a}.rope.dimension_count_swa", swa_dim)
         w.add_uint32(f"{a}.embedding_length_per_layer_input", s.extra.get("per_layer_input", 0))
     if "softcap" in s.extra:
         attn, final = s.extra["softcap"]
@@ -479,9 +514,29 @@ def write_delta_net(w, s: Spec, il: int) -> None:
     add_linear(w, s, n("ssm_out.weight"), e, n_v * head)
 
 
+def sliding(s: Spec, il: int) -> bool:
+    return bool(s.extra.get("swa_pattern", [False] * s.n_layer)[il])
+
+
+def kv_heads(s: Spec, il: int) -> int:
+    """Layer il's KV heads: `kv_heads_global` on Gemma 4's global layers where set."""
+    if not sliding(s, il) and "kv_heads_global" in s.extra:
+        return s.extra["kv_heads_global"]
+    return s.n_head_kv
+
+
+def head_dim(s: Spec, il: int) -> int:
+    """Layer il's head size: `head_dim_swa` on sliding layers where set (Gemma 4)."""
+    return s.extra.get("head_dim_swa", s.head_dim) if sliding(s, il) else s.head_dim
+
+
+def ffn_width(s: Spec, il: int) -> int:
+    return s.extra["ffn_widths"][il] if "ffn_widths" in s.extra else s.n_ff
+
+
 def write_layer(w, s: Spec, il: int, a: str) -> None:
-    e, hd = s.n_embd, s.head_dim
-    q_dim, kv_dim = s.n_head * hd, s.n_head_kv * hd
+    e, hd = s.n_embd, head_dim(s, il)
+    q_dim, kv_dim = s.n_head * hd, kv_heads(s, il) * hd
     n = lambda t: f"blk.{il}.{t}"  # noqa: E731
     add_norm(w, s, n("attn_norm.weight"), e)
     if "delta" in s.extra and (il + 1) % s.extra["full_attn_interval"] != 0:
@@ -567,19 +622,19 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     if s.arch == "gemma4" and s.n_expert:
         # The dense FFN beside the experts, the norms of both sides, the router's input scale
         # and each expert's output scale.
-        add_linear(w, s, n("ffn_gate.weight"), s.n_ff, e)
-        add_linear(w, s, n("ffn_up.weight"), s.n_ff, e)
-        add_linear(w, s, n("ffn_down.weight"), e, s.n_ff, out_std=2.0)
+        add_linear(w, s, n("ffn_gate.weight"), ffn_width(s, il), e)
+        add_linear(w, s, n("ffn_up.weight"), ffn_width(s, il), e)
+        add_linear(w, s, n("ffn_down.weight"), e, ffn_width(s, il), out_std=2.0)
         for norm in ("post_ffw_norm_1", "pre_ffw_norm_2", "post_ffw_norm_2"):
             add_norm(w, s, n(f"{norm}.weight"), e)
         add_norm(w, s, n("ffn_gate_inp.scale"), e, float(np.sqrt(e)))
         name = n("ffn_down_exps.scale")
         w.add_tensor(name, (1.0 + uniform(s, name, (s.n_expert,), 0.3)).astype(np.float32))
     if s.n_expert == 0 or il < s.extra.get("dense_lead", 0):
-        add_linear(w, s, n("ffn_gate.weight"), s.n_ff, e)
-        add_linear(w, s, n("ffn_up.weight"), s.n_ff, e)
+        add_linear(w, s, n("ffn_gate.weight"), ffn_width(s, il), e)
+        add_linear(w, s, n("ffn_up.weight"), ffn_width(s, il), e)
         # silu(gate) * up has about 0.5 rms for unit inputs.
-        add_linear(w, s, n("ffn_down.weight"), e, s.n_ff, out_std=2.0)
+        add_linear(w, s, n("ffn_down.weight"), e, ffn_width(s, il), out_std=2.0)
         return
     # The router: logits of a few units, so the top-k choice is clear (ties would make the
     # reference arbitrary) but not one-hot.
@@ -719,8 +774,9 @@ def build(name: str, out: Path, a: str) -> None:
 def path_of(name: str, reference: bool = False) -> Path:
     """The model's file, or with `reference` the file llama.cpp runs for it (its twin if it
     has one); built if missing."""
-    arch = MODELS[name].reference_arch if reference else ""
-    out = model_dir() / (file_name(f"{name}-as-{arch}") if arch else file_name(name))
+    s = MODELS[name]
+    arch = s.reference_arch if reference else ""
+    out = model_dir() / file_name(f"{name}-as-{arch}" if arch else name, s.revision)
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         print(f"building {out.name}...", file=sys.stderr)

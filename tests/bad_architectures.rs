@@ -391,10 +391,12 @@ fn broken_gemma4_files_are_named() {
         &set("gemma4.attention.shared_kv_layers", Value::U32(5)),
         &["gemma4.attention.shared_kv_layers", "layer 1", "global"],
     );
+    // Sliding heads of their own size: Gemma 4's values (from keys on some layers) must keep
+    // the keys' size there too.
     expect(
         "swa-head-size",
-        &set("gemma4.attention.key_length_swa", Value::U32(32)),
-        &["gemma4.attention.key_length_swa", "not supported"],
+        &set("gemma4.attention.key_length_swa", Value::U32(16)),
+        &["gemma4.attention.value_length_swa", "key length 16"],
     );
     // Layer 3 has no attn_v: its values are its keys, which need the keys' size.
     expect(
@@ -402,16 +404,42 @@ fn broken_gemma4_files_are_named() {
         &set("gemma4.attention.value_length", Value::U32(32)),
         &["gemma4.attention.value_length", "32"],
     );
+    let per_layer = |counts: &[u32]| {
+        Value::Array(Array::new(
+            ValueType::U32,
+            counts.iter().map(|&c| Value::U32(c)).collect(),
+        ))
+    };
+    // Per-layer KV head counts are read; the tensors must then have their shapes.
     expect(
         "head-counts-per-layer",
         &set(
             "gemma4.attention.head_count_kv",
-            Value::Array(Array::new(
-                ValueType::U32,
-                [2, 2, 1, 2, 2, 2].map(Value::U32).to_vec(),
-            )),
+            per_layer(&[1, 2, 2, 2, 2, 2]),
         ),
-        &["gemma4.attention.head_count_kv"],
+        &["blk.0.attn_k.weight"],
+    );
+    expect(
+        "head-counts-short",
+        &set("gemma4.attention.head_count_kv", per_layer(&[2, 2, 2])),
+        &["gemma4.attention.head_count_kv", "3 entries for 6 layers"],
+    );
+    expect(
+        "head-counts-not-dividing",
+        &set(
+            "gemma4.attention.head_count_kv",
+            per_layer(&[2, 2, 3, 2, 2, 2]),
+        ),
+        &["gemma4.attention.head_count_kv", "layer 2"],
+    );
+    // Layer 4 reads layer 2's cache, which would hold other heads than it reads.
+    expect(
+        "shared-heads-differ",
+        &set(
+            "gemma4.attention.head_count_kv",
+            per_layer(&[2, 2, 2, 2, 1, 2]),
+        ),
+        &["gemma4.attention.shared_kv_layers", "layer 4", "layer 2"],
     );
     let no_pattern = rewrite(
         &g4,

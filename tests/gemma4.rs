@@ -48,9 +48,11 @@ fn shared_kv_layers_and_per_layer_inputs_take_no_memory_of_their_own() {
         ..ContextParams::default()
     };
     let mut ctx = Context::new(Arc::clone(&model), &params(KvType::F16)).unwrap();
-    // f16 keys and values of the 4 storing layers only.
-    let per_position = hp.n_head_kv * (hp.head_dim_k + hp.head_dim_v) * 2;
-    assert_eq!(ctx.kv_bytes(), 4 * n_ctx * per_position);
+    // f16 keys and values of the 4 storing layers only, each of its own heads.
+    let per_position: usize = (hp.attention_layers.iter())
+        .map(|&il| hp.heads(il).n_head_kv * (hp.heads(il).head_dim_k + hp.heads(il).head_dim_v) * 2)
+        .sum();
+    assert_eq!(ctx.kv_bytes(), n_ctx * per_position);
 
     let prompt = model.tokenizer.encode(
         "The committee met on Tuesday to review the budget for the coming year, and",

@@ -47,7 +47,11 @@ fn saved(model: &Arc<Model>, k: KvType, v: KvType) -> (Context, Vec<f32>, Vec<u8
 /// two-sequence one: the same tokens and logits come back, and the next two tokens' logits
 /// are bit-identical to continuing the original.
 fn round_trip(file: &str, k: KvType, v: KvType) {
-    let model = Arc::new(Model::load(common::model_path(file)).unwrap());
+    round_trip_path(&common::model_path(file), file, k, v)
+}
+
+fn round_trip_path(path: &std::path::Path, file: &str, k: KvType, v: KvType) {
+    let model = Arc::new(Model::load(path).unwrap());
     let (mut original, logits, state) = saved(&model, k, v);
     let prompt = original.seq_tokens(0).to_vec();
     let next = [1000, 2000];
@@ -89,6 +93,15 @@ fn state_round_trips_bit_identically() {
     round_trip(GEMMA, KvType::F16, KvType::F16);
     round_trip(QWEN, KvType::Q8_0, KvType::F16);
     round_trip(QWEN, KvType::Q4_0, KvType::Q8_0);
+}
+
+/// A cache whose layers differ in heads (Gemma 4's sliding layers: 2 KV heads of 32; global
+/// ones: 1 of 64) saves and loads its layers each in its own shape, f16 and quantized.
+#[test]
+fn state_of_per_layer_head_shapes_round_trips() {
+    let path = common::synthetic::synthetic_path("gemma4moe-tiny");
+    round_trip_path(&path, "gemma4moe-tiny", KvType::F16, KvType::F16);
+    round_trip_path(&path, "gemma4moe-tiny", KvType::Q8_0, KvType::Q4_0);
 }
 
 /// Without saved logits the state still loads; the caller evaluates on.

@@ -238,13 +238,13 @@ model_i32! {
     llama_model_n_embd_out => |m| m.hparams.n_embd;
     llama_model_n_layer => |m| m.hparams.n_layer;
     llama_model_n_layer_nextn => |_m| 0;
-    llama_model_n_head => |m| m.hparams.n_head;
-    llama_model_n_head_kv => |m| m.hparams.n_head_kv;
+    llama_model_n_head => |m| m.hparams.heads[0].n_head;
+    llama_model_n_head_kv => |m| m.hparams.heads[0].n_head_kv;
     llama_model_n_swa => |m| m.hparams.sliding_window;
     llama_n_ctx_train => |m| m.hparams.n_ctx_train;
     llama_n_embd => |m| m.hparams.n_embd;
     llama_n_layer => |m| m.hparams.n_layer;
-    llama_n_head => |m| m.hparams.n_head;
+    llama_n_head => |m| m.hparams.heads[0].n_head;
 }
 
 /// # Safety

@@ -129,17 +129,7 @@ pub fn fit_with_draft(
     let kv_bytes = |n_ctx: usize, (type_k, type_v): (KvType, KvType)| {
         models()
             .map(|m| {
-                let hp = &m.hparams;
-                let shape = KvShape {
-                    n_layer: hp.attention_layers.len(),
-                    n_ctx,
-                    n_seq: req.n_seq,
-                    n_head_kv: hp.n_head_kv,
-                    head_dim_k: hp.head_dim_k,
-                    head_dim_v: hp.head_dim_v,
-                    type_k,
-                    type_v,
-                };
+                let shape = KvShape::of(&m.hparams, n_ctx, req.n_seq, type_k, type_v);
                 shape.bytes().map_or(u64::MAX, |b| b as u64)
             })
             .fold(0u64, u64::saturating_add)
@@ -216,9 +206,10 @@ fn resident_weights(model: &Model) -> u64 {
 fn scratch_bytes(model: &Model, n_batch: usize) -> u64 {
     let hp = &model.hparams;
     let beside_dense = model.arch.moe().is_some_and(|m| m.beside_dense) && hp.moe.is_some();
+    let heads = hp.widest_heads();
     let per_token = 6 * hp.n_embd
-        + hp.q_dim()
-        + 2 * hp.k_dim()
+        + heads.q_dim()
+        + 2 * heads.k_dim()
         + hp.n_layer * hp.n_embd_per_layer
         + usize::from(beside_dense) * 2 * hp.n_embd;
     let ffn = (n_batch * hp.n_ff * 2 * 4).min(super::context::DENSE_CHUNK_BYTES);

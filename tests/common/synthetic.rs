@@ -7,19 +7,26 @@ pub fn synthetic(name: &str) -> GgufFile {
     GgufFile::open(synthetic_path(name)).unwrap()
 }
 
-/// The path of the cached synthetic model `name` (any generator version).
+/// The path of the cached synthetic model `name`: its newest file (`NAME-vV.gguf`, or
+/// `NAME-vVrR.gguf` for revision R of its recipe).
 #[allow(dead_code)] // not every test binary that includes this module uses it
 pub fn synthetic_path(name: &str) -> std::path::PathBuf {
     let dir = super::model_dir().join("synthetic");
+    let prefix = format!("{name}-v");
+    // (generator version, recipe revision) from a file name of this model.
+    let version = |file: &str| -> Option<(u32, u32)> {
+        let tag = file.strip_prefix(&prefix)?.strip_suffix(".gguf")?;
+        let (v, r) = tag.split_once('r').unwrap_or((tag, "1"));
+        Some((v.parse().ok()?, r.parse().ok()?))
+    };
     std::fs::read_dir(&dir)
         .ok()
         .and_then(|d| {
-            d.filter_map(Result::ok).map(|e| e.path()).find(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with(&format!("{name}-v"))
-            })
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter_map(|p| Some((version(p.file_name()?.to_str()?)?, p)))
+                .max()
+                .map(|(_, p)| p)
         })
         .unwrap_or_else(|| panic!("{name} is missing: run `scripts/make-synthetic-models.py`"))
 }

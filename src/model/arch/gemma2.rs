@@ -34,6 +34,6 @@ pub(super) static GEMMA2: Architecture = Architecture {
 /// which GGUF does not record; llama.cpp keys it on the model size the same way.
 fn quirks(hp: &mut HParams) {
     if hp.n_layer == 46 {
-        hp.attn_scale = 1.0 / ((hp.n_embd / hp.n_head) as f32).sqrt();
+        hp.attn_scale = 1.0 / ((hp.n_embd / hp.heads[0].n_head) as f32).sqrt();
     }
 }

@@ -1,7 +1,7 @@
 //! Every kernel against a naive softmax over the values as the cache stores them.
 
 use super::*;
-use crate::model::kv_cache::{group_start, KvShape};
+use crate::model::kv_cache::{group_start, kv_heads, KvShape};
 
 const N_HEAD: usize = 4;
 const N_HEAD_KV: usize = 2;
@@ -15,12 +15,9 @@ fn r(i: usize) -> f32 {
 /// A one-layer cache of `n_pos` positions of sequence 0 (and `extra` empty sequences' rows).
 fn cache(n_ctx: usize, n_pos: usize, type_k: KvType, type_v: KvType) -> KvCache {
     let mut kv = KvCache::new(&KvShape {
-        n_layer: 1,
+        layers: vec![kv_heads(N_HEAD_KV, HK, HV)],
         n_ctx,
         n_seq: 2,
-        n_head_kv: N_HEAD_KV,
-        head_dim_k: HK,
-        head_dim_v: HV,
         type_k,
         type_v,
     })

@@ -25,6 +25,7 @@ impl Context {
     ) -> Result<Vec<f32>, ModelError> {
         let (hp, gguf) = (&model.hparams, &model.gguf);
         let n = places.len();
+        let heads = hp.heads(il);
         let kl = hp
             .kv_layer(il)
             .expect("an attention layer has a KV cache layer");
@@ -37,25 +38,25 @@ impl Context {
             }
         }
         if model.arch.recipe.value_norm {
-            for head in v.chunks_exact_mut(hp.head_dim_v) {
+            for head in v.chunks_exact_mut(heads.head_dim_v) {
                 let s = ops::inv_rms(head, hp.rms_eps);
                 head.iter_mut().for_each(|x| *x *= s);
             }
         }
         // [n, q_dim] each: the queries, and the output gate where the recipe has one.
         let gate = (model.arch.recipe.attn_output_gate)
-            .then(|| split_query_gate(&mut q, n, hp.n_head, hp.head_dim_k));
+            .then(|| split_query_gate(&mut q, n, heads.n_head, heads.head_dim_k));
         // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
         // rounding of small query values in its attention kernel depends on it).
         let q_scale = (model.arch.recipe.scale_queries_before_attention).then_some(hp.attn_scale);
         self.position_queries_and_keys(model, a, il, kl, q_scale, places, &mut q, &mut k);
-        let rotate_v = self.kv.rotation_v();
+        let rotate_v = self.kv.rotation_v(kl);
         if let Some(n) = rotate_v {
-            parallel::for_each_row(&mut v, hp.v_dim(), &mut [0f32; 0], 0, |_, v_t, _| {
+            parallel::for_each_row(&mut v, heads.v_dim(), &mut [0f32; 0], 0, |_, v_t, _| {
                 ops::hadamard_inplace(v_t, n)
             });
         }
-        let (kd, vd) = (hp.k_dim(), hp.v_dim());
+        let (kd, vd) = (heads.k_dim(), heads.v_dim());
         if !k.is_empty() {
             for (t, place) in places.iter().enumerate() {
                 let row = place.seq_row0 + place.pos;
@@ -64,10 +65,10 @@ impl Context {
             }
         }
         let shape = AttentionShape {
-            n_head: hp.n_head,
-            n_head_kv: hp.n_head_kv,
-            head_dim_k: hp.head_dim_k,
-            head_dim_v: hp.head_dim_v,
+            n_head: heads.n_head,
+            n_head_kv: heads.n_head_kv,
+            head_dim_k: heads.head_dim_k,
+            head_dim_v: heads.head_dim_v,
             score: AttnScore::scaled(if q_scale.is_some() {
                 1.0
             } else {
@@ -81,7 +82,7 @@ impl Context {
             },
             sinks: a.sinks.as_deref(),
         };
-        let attn_dim = hp.n_head * hp.head_dim_v;
+        let attn_dim = heads.out_dim();
         // [n, n_head * head_dim_v]
         let mut attn = self.scratch.take(n * attn_dim);
         attention(&shape, &q, &self.kv, kl, places, &mut attn);
@@ -179,13 +180,14 @@ impl Context {
         k: &mut [f32],
     ) {
         let hp = &model.hparams;
-        let rotate_k = self.kv.rotation_k();
+        let rotate_k = self.kv.rotation_k(kl);
+        let heads = hp.heads(il);
         let key_balance = self.key_balance[kl].as_ref();
         let key_center = self.key_center[kl].as_deref();
         let rope = self.ropes.of(hp, il);
         // A layer reading another's cache has queries only: no key rows to walk.
-        let k_dim = if k.is_empty() { 0 } else { hp.k_dim() };
-        parallel::for_each_row(q, hp.q_dim(), k, k_dim, |t, q_t, k_t| {
+        let k_dim = if k.is_empty() { 0 } else { heads.k_dim() };
+        parallel::for_each_row(q, heads.q_dim(), k, k_dim, |t, q_t, k_t| {
             // Queries are normed with keys (or alone where the keys come from another layer).
             if let Some(qn) = a
                 .q_norm
@@ -197,7 +199,7 @@ impl Context {
             if let Some(kn) = a.k_norm.as_ref().filter(|_| !k_t.is_empty()) {
                 ops::rms_norm_rows_inplace(k_t, kn, hp.rms_eps);
             }
-            rope.apply(&mut [&mut *q_t, &mut *k_t], hp.head_dim_k, places[t].pos);
+            rope.apply(&mut [&mut *q_t, &mut *k_t], heads.head_dim_k, places[t].pos);
             if let Some(temperature) = &hp.attn_temperature {
                 let s = temperature.at(places[t].pos);
                 q_t.iter_mut().for_each(|v| *v *= s);

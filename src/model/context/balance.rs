@@ -104,7 +104,8 @@ fn layer_balance(model: &Model, il: usize, key_center: Option<&[f32]>, rope: &Ro
     let hp = &model.hparams;
     let layer = &model.weights.layers[il];
     let lw = layer.attention().expect("an attention layer");
-    let hd = hp.head_dim_k;
+    let heads = hp.heads(il);
+    let hd = heads.head_dim_k;
     let gamma2: Vec<f64> = layer
         .attn_norm
         .iter()
@@ -121,8 +122,8 @@ fn layer_balance(model: &Model, il: usize, key_center: Option<&[f32]>, rope: &Ro
     let eq = energies(&lw.wq, lw.bq.as_deref(), None, lw.q_norm.as_deref());
     let wk = (lw.wk.as_ref()).expect("a layer that stores keys projects them");
     let ek = energies(wk, lw.bk.as_deref(), key_center, lw.k_norm.as_deref());
-    let group = hp.n_head / hp.n_head_kv;
-    let key: Vec<f32> = (0..hp.k_dim())
+    let group = heads.gqa_group();
+    let key: Vec<f32> = (0..heads.k_dim())
         .map(|j| {
             let (kvh, d) = (j / hd, j % hd);
             let q_mean = (0..group)

@@ -34,25 +34,25 @@ pub(super) fn raw_centers(
             Some(
                 ropes
                     .of(hp, il)
-                    .still_part(bias, hp.head_dim_k, hp.n_ctx_train),
+                    .still_part(bias, hp.heads(il).head_dim_k, hp.n_ctx_train),
             )
         })
         .collect()
 }
 
 /// The centers in the cache's basis, as stored keys have them subtracted: balanced, then
-/// Hadamard-rotated (blocks of `rotation`).
+/// Hadamard-rotated (in each cache layer's blocks).
 pub(super) fn in_cache_basis(
     mut centers: Vec<Option<Vec<f32>>>,
     balances: &[Option<Balance>],
-    rotation: Option<usize>,
+    kv: &KvCache,
 ) -> Vec<Option<Vec<f32>>> {
-    for (c, b) in centers.iter_mut().zip(balances) {
+    for (kl, (c, b)) in centers.iter_mut().zip(balances).enumerate() {
         let Some(c) = c else { continue };
         if let Some(b) = b {
             b.scale_keys(c);
         }
-        if let Some(n) = rotation {
+        if let Some(n) = kv.rotation_k(kl) {
             ops::hadamard_inplace(c, n);
         }
     }

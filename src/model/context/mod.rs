@@ -174,19 +174,16 @@ impl Context {
                 local_factors,
             )),
         };
-        let kv = KvCache::new(&KvShape {
-            n_layer: hp.attention_layers.len(),
-            n_ctx: params.n_ctx,
-            n_seq: params.n_seq,
-            n_head_kv: hp.n_head_kv,
-            head_dim_k: hp.head_dim_k,
-            head_dim_v: hp.head_dim_v,
-            type_k: params.type_k,
-            type_v: params.type_v,
-        })?;
+        let kv = KvCache::new(&KvShape::of(
+            hp,
+            params.n_ctx,
+            params.n_seq,
+            params.type_k,
+            params.type_v,
+        ))?;
         let centers = centering::raw_centers(&model, &kv, &ropes);
         let key_balance = pool.install(|| balance::key_balances(&model, &kv, &ropes, &centers));
-        let key_center = centering::in_cache_basis(centers, &key_balance, kv.rotation_k());
+        let key_center = centering::in_cache_basis(centers, &key_balance, &kv);
         Ok(Context {
             kv,
             recurrent: RecurrentMemory::new(hp, params.n_seq)?,

@@ -30,11 +30,13 @@ impl Context {
         }
         let hp = &self.model.hparams;
         let row0 = self.kv.row(seq, 0);
-        let hadamard = self.kv.rotation_k();
-        let mut k = vec![0f32; hp.k_dim()];
         for (layer, center) in self.key_center.iter().enumerate() {
+            let il = hp.attention_layers[layer];
+            let hadamard = self.kv.rotation_k(layer);
+            let head_dim = hp.heads(il).head_dim_k;
+            let mut k = vec![0f32; hp.heads(il).k_dim()];
             let balance = self.key_balance[layer].as_ref();
-            let rope = self.ropes.of(hp, hp.attention_layers[layer]);
+            let rope = self.ropes.of(hp, il);
             let back = rope.shift(-(n_discard as f32));
             for pos in n_keep + n_discard..len {
                 let (src, dst) = (row0 + pos, row0 + pos - n_discard);
@@ -49,7 +51,7 @@ impl Context {
                 if let Some(b) = balance {
                     b.unscale_keys(&mut k);
                 }
-                back.apply(&mut [&mut k], hp.head_dim_k);
+                back.apply(&mut [&mut k], head_dim);
                 if let Some(b) = balance {
                     b.scale_keys(&mut k);
                 }
@@ -76,7 +78,8 @@ impl Context {
     /// attention): for tests of what the cache holds.
     #[doc(hidden)]
     pub fn key_row(&self, layer: usize, seq: usize, pos: usize) -> Vec<f32> {
-        let mut k = vec![0f32; self.model.hparams.k_dim()];
+        let hp = &self.model.hparams;
+        let mut k = vec![0f32; hp.heads(hp.attention_layers[layer]).k_dim()];
         self.kv.load_keys(layer, self.kv.row(seq, pos), &mut k);
         k
     }

@@ -5,9 +5,10 @@
 //! The format (little-endian), version [`VERSION`]:
 //! - `KLBSTATE`, the version (u32), the model's fingerprint (u64: its metadata and tensor
 //!   index, see [`Model::fingerprint`]), its name (u32 length + UTF-8);
-//! - the cache layout (10 × u32: attention layers, KV heads, key and value head sizes, key
-//!   and value types, their Hadamard blocks, a checksum of the key centers and balances, the
-//!   floats of a sequence's recurrent state), the token, logit and checkpoint counts (u32
+//! - the cache layout (10 × u32: attention layers, KV heads of all layers, key and value
+//!   values per position summed over the layers' heads, key and value types, their largest
+//!   Hadamard blocks, a checksum of the key centers and balances, the floats of a sequence's
+//!   recurrent state), the token, logit and checkpoint counts (u32
 //!   each), then a checksum (u64) of the header so far: a changed count reads as corrupt,
 //!   not as a truncated file;
 //! - the tokens (u32 each), the logits (f32 each);
@@ -33,7 +34,7 @@ use crate::tokenizer::TokenId;
 
 const MAGIC: &[u8; 8] = b"KLBSTATE";
 /// Bumped whenever the layout above changes; other versions are refused, not guessed at.
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 /// Longest model name a state file may carry (a guard against a corrupt length).
 const MAX_NAME: usize = 4096;
 
@@ -141,25 +142,24 @@ impl Header {
     /// Bytes of cache rows and recurrent state the header's layout and token count imply
     /// (`None`: a layout no cache has).
     fn rows_bytes(&self) -> Option<u64> {
-        let [n_layer, n_head_kv, dim_k, dim_v, ty_k, ty_v, .., recurrent] =
-            self.layout.map(u64::from);
-        let row = |ty: u64, dim: u64| {
+        // The key and value widths are summed over every layer's heads: a row's bytes are
+        // linear in its values (whole blocks per head).
+        let [_, _, width_k, width_v, ty_k, ty_v, .., recurrent] = self.layout.map(u64::from);
+        let row = |ty: u64, width: u64| {
             let ty = KvType::from_code(i32::try_from(ty).ok()?)?;
-            dim.is_multiple_of(ty.block_len() as u64)
-                .then(|| ty.row_bytes(dim as usize) as u64)
+            let width = usize::try_from(width).ok()?;
+            width
+                .is_multiple_of(ty.block_len())
+                .then(|| ty.row_bytes(width) as u64)
         };
-        let position = (row(ty_k, dim_k)? + row(ty_v, dim_v)?)
-            .checked_mul(n_layer)?
-            .checked_mul(n_head_kv)?;
+        let position = row(ty_k, width_k)? + row(ty_v, width_v)?;
         let n = self.tokens.len();
         // Quantized keys: the last group's keys in f16 too.
         let recent = if ty_k == KvType::F16 as u64 {
             0
         } else {
             let rows = (n - group_start(n)) as u64;
-            (rows * dim_k * 2)
-                .checked_mul(n_layer)?
-                .checked_mul(n_head_kv)?
+            (rows * 2).checked_mul(width_k)?
         };
         // The state, then each checkpoint's position and state.
         let checkpoints = (4 + 4 * recurrent).checked_mul(u64::from(self.n_checkpoints))?;
@@ -460,7 +460,8 @@ fn describe(l: [u32; 10]) -> String {
             .map_or_else(|| format!("type {code}"), |t| t.name().to_owned())
     };
     format!(
-        "{} layers x {} KV heads, keys {} x {}, values {} x {}, recurrent state {} floats",
+        "{} layers with {} KV heads in all, keys {} of {} values a position, values {} of {}, \
+         recurrent state {} floats",
         l[0],
         l[1],
         ty(l[4]),

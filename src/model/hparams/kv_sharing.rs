@@ -41,6 +41,23 @@ pub(super) fn assign(
                     "layer {il} shares the KV cache of a {kind} layer, and none before it has one"
                 )
             })?;
+        let (mine, theirs) = (hp.heads[il], hp.heads[storing[source]]);
+        if (mine.n_head_kv, mine.head_dim_k, mine.head_dim_v)
+            != (theirs.n_head_kv, theirs.head_dim_k, theirs.head_dim_v)
+        {
+            let heads = |h: super::HeadShape| {
+                format!(
+                    "{} KV heads of {}/{}",
+                    h.n_head_kv, h.head_dim_k, h.head_dim_v
+                )
+            };
+            return Err(format!(
+                "layer {il} ({}) reads the KV cache of layer {} ({})",
+                heads(mine),
+                storing[source],
+                heads(theirs)
+            ));
+        }
         *read = Some(source);
     }
     Ok((storing, reads))

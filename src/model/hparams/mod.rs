@@ -1,11 +1,13 @@
 //! Hyperparameters read from GGUF metadata (`<arch>.*` keys).
 
+mod heads;
 mod kv_sharing;
 mod mixers;
 mod moe;
 mod rope;
 mod window;
 
+pub use heads::HeadShape;
 pub use mixers::{DeltaNetShape, MixerKind};
 pub use moe::MoeParams;
 pub use rope::Yarn;
@@ -23,12 +25,12 @@ pub struct HParams {
     pub n_ctx_train: usize,
     pub n_embd: usize,
     pub n_layer: usize,
-    pub n_head: usize,
-    pub n_head_kv: usize,
-    /// Per-head dimension of queries/keys and of values.
-    pub head_dim_k: usize,
-    pub head_dim_v: usize,
+    /// Per layer: its attention heads (see [`HParams::heads`]).
+    pub heads: Vec<HeadShape>,
+    /// The widest dense FFN (or the experts' width in a model without dense layers).
     pub n_ff: usize,
+    /// Per layer: its dense FFN's width (Gemma 4 E2B's KV-sharing layers are twice as wide).
+    pub ffn_widths: Vec<usize>,
     pub rms_eps: f32,
     pub rope_base: f32,
     /// Multiplies positions (1 / linear scaling factor).
@@ -98,7 +100,6 @@ impl HParams {
         };
 
         let n_embd = req("embedding_length")?;
-        let n_head = req("attention.head_count")?;
         let n_layer = req("block_count")?;
         if n_layer > MAX_LAYERS {
             return Err(ModelError::BadHyperparameter {
@@ -106,81 +107,57 @@ impl HParams {
                 reason: format!("{n_layer} layers (at most {MAX_LAYERS})"),
             });
         }
-        let (mixers, n_head_kv, conv_kernel, delta_net) = match arch.recipe.recurrent {
-            None => {
-                let n_head_kv = opt("attention.head_count_kv")?;
-                (vec![MixerKind::Attention; n_layer], n_head_kv, 0, None)
-            }
+        let (mixers, recurrent_kv_heads, conv_kernel, delta_net) = match arch.recipe.recurrent {
+            None => (vec![MixerKind::Attention; n_layer], None, 0, None),
             Some(_) => {
                 let m = mixers::read(gguf, arch, n_layer)?;
-                let n_head_kv = m
-                    .n_head_kv
-                    .map(|h| usize::try_from(h).unwrap_or(usize::MAX));
-                (m.kinds, n_head_kv, m.conv_kernel, m.delta_net)
+                (m.kinds, Some(m.n_head_kv), m.conv_kernel, m.delta_net)
             }
         };
-        let n_head_kv = n_head_kv.unwrap_or(n_head);
-        let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
-        let head_dim_v = opt("attention.value_length")?.unwrap_or(head_dim_k);
         let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
             key: key(k),
             reason,
         };
-        if n_head_kv == 0 || n_head % n_head_kv != 0 {
-            return Err(bad(
-                "attention.head_count_kv",
-                format!("{n_head_kv} does not divide the head count {n_head}"),
-            ));
-        }
-        if head_dim_k == 0 || head_dim_k % 2 != 0 || head_dim_v == 0 {
-            return Err(bad(
-                "attention.key_length",
-                format!("head size {head_dim_k} must be even"),
-            ));
-        }
-        // Values taken from the key projection have the keys' size.
-        if arch.recipe.values_may_be_keys && head_dim_v != head_dim_k {
-            return Err(bad(
-                "attention.value_length",
-                format!("{head_dim_v} differs from the key length {head_dim_k}"),
-            ));
-        }
-        let rope_dims = opt("rope.dimension_count")?.unwrap_or(head_dim_k);
+        let window = window::read(gguf, arch, n_layer)?;
+        let heads = heads::read(
+            gguf,
+            &heads::HeadsInput {
+                prefix,
+                n_embd,
+                mixers: &mixers,
+                sliding: &window.layers,
+                recurrent_kv_heads,
+                values_may_be_keys: arch.recipe.values_may_be_keys,
+            },
+        )?;
+        // The global layers' head size (the first global attention layer's): RoPE's default
+        // width and the default attention scale.
+        let global = (0..n_layer)
+            .find(|&il| mixers[il] == MixerKind::Attention && !window.layers[il])
+            .map_or(heads[0], |il| heads[il]);
+        let sliding =
+            (0..n_layer).find(|&il| mixers[il] == MixerKind::Attention && window.layers[il]);
+        let rope_dims = opt("rope.dimension_count")?.unwrap_or(global.head_dim_k);
         let rope_dims_swa = match arch.recipe.sliding_window {
             Some(_) => opt("rope.dimension_count_swa")?.unwrap_or(rope_dims),
             None => rope_dims,
         };
-        for (k, dims) in [
-            ("rope.dimension_count", rope_dims),
-            ("rope.dimension_count_swa", rope_dims_swa),
+        let swa_head = sliding.map_or(global, |il| heads[il]);
+        for (k, dims, head) in [
+            ("rope.dimension_count", rope_dims, global.head_dim_k),
+            (
+                "rope.dimension_count_swa",
+                rope_dims_swa,
+                swa_head.head_dim_k,
+            ),
         ] {
-            if dims > head_dim_k || dims % 2 != 0 {
-                return Err(bad(k, format!("{dims} for head size {head_dim_k}")));
-            }
-        }
-        // Sliding layers with heads of their own size (Gemma 4's 256 beside 512) need a
-        // cache of per-layer shapes, which Kolibri does not have yet.
-        for (k, global) in [
-            ("attention.key_length_swa", head_dim_k),
-            ("attention.value_length_swa", head_dim_v),
-        ] {
-            match opt(k)? {
-                Some(d) if d != global => {
-                    return Err(bad(
-                        k,
-                        format!(
-                            "sliding layers' heads of {d} beside global ones of {global} are \
-                             not supported yet"
-                        ),
-                    ))
-                }
-                _ => {}
+            if dims > head || dims % 2 != 0 {
+                return Err(bad(k, format!("{dims} for head size {head}")));
             }
         }
 
         let n_ctx_train = opt("context_length")?.unwrap_or(2048);
         let rope = rope::read(gguf, prefix, n_ctx_train, arch.recipe.yarn_tuning)?;
-        let window = window::read(gguf, arch, n_layer)?;
         let softcap = |k: &str, default: f32| -> Result<f32, ModelError> {
             let cap = gguf.get_f32(&key(k)).unwrap_or(default);
             if !(cap.is_finite() && cap >= 0.0) {
@@ -206,7 +183,9 @@ impl HParams {
                 format!("base {rope_base}, eps {rms_eps}"),
             ));
         }
-        let n_ff = opt("feed_forward_length")?;
+        let n_ff_layers = heads::per_layer(gguf, &key("feed_forward_length"), n_layer)?;
+        let n_ff =
+            (n_ff_layers.iter().flatten().max()).map(|&w| usize::try_from(w).unwrap_or(usize::MAX));
         let experts_in_file = gguf.get_u64(&key("expert_count")).is_some_and(|n| n > 0);
         let moe = match arch.moe() {
             // Experts beside a dense FFN: a file without them is a dense model.
@@ -222,16 +201,16 @@ impl HParams {
             (_, Some(m)) => m.n_ff_exp,
             _ => req("feed_forward_length")?,
         };
+        let ffn_widths = ffn_widths(n_ff_layers, n_ff, n_layer)
+            .map_err(|reason| bad("feed_forward_length", reason))?;
         let mut hp = HParams {
             n_vocab,
             n_ctx_train,
             n_embd,
             n_layer,
-            n_head,
-            n_head_kv,
-            head_dim_k,
-            head_dim_v,
+            heads,
             n_ff,
+            ffn_widths,
             rms_eps,
             rope_base,
             rope_freq_scale: rope.freq_scale,
@@ -246,7 +225,7 @@ impl HParams {
             rope_freq_scale_swa: window.rope_freq_scale.unwrap_or(rope.freq_scale),
             attn_softcap,
             final_logit_softcap,
-            attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
+            attn_scale: 1.0 / (global.head_dim_k as f32).sqrt(),
             attn_temperature: match arch.recipe.attn_temperature {
                 true => AttnTemperature::read(gguf, prefix, rope.n_ctx_orig)?,
                 false => None,
@@ -288,22 +267,41 @@ impl HParams {
         self.swa_layers[il]
     }
 
-    /// Number of query heads sharing one key/value head.
-    pub fn gqa_group(&self) -> usize {
-        self.n_head / self.n_head_kv
+    /// Layer `il`'s attention heads.
+    pub fn heads(&self, il: usize) -> HeadShape {
+        self.heads[il]
     }
 
-    pub fn q_dim(&self) -> usize {
-        self.n_head * self.head_dim_k
+    /// Every size the largest of any attention layer's (buffers that serve every layer).
+    pub fn widest_heads(&self) -> HeadShape {
+        let mut attending = self.kv_reads.iter().zip(&self.heads);
+        let first = attending
+            .find(|(r, _)| r.is_some())
+            .map_or(self.heads[0], |(_, h)| *h);
+        attending
+            .filter(|(r, _)| r.is_some())
+            .fold(first, |w, (_, h)| w.widest(*h))
     }
 
-    pub fn k_dim(&self) -> usize {
-        self.n_head_kv * self.head_dim_k
+    /// Layer `il`'s dense FFN width.
+    pub fn ffn_width(&self, il: usize) -> usize {
+        self.ffn_widths[il]
     }
+}
 
-    pub fn v_dim(&self) -> usize {
-        self.n_head_kv * self.head_dim_v
-    }
+/// Per layer the dense FFN's width: the file's per-layer values where it has them (a 0 entry, a
+/// layer of experts only, takes `widest`), else `widest`.
+fn ffn_widths(file: Option<Vec<u64>>, widest: usize, n_layer: usize) -> Result<Vec<usize>, String> {
+    let Some(widths) = file else {
+        return Ok(vec![widest; n_layer]);
+    };
+    (widths.iter().enumerate())
+        .map(|(il, &w)| match usize::try_from(w) {
+            Ok(0) => Ok(widest),
+            Ok(w) if w < 1 << 31 => Ok(w),
+            _ => Err(format!("{w} on layer {il} is out of range")),
+        })
+        .collect()
 }
 
 /// Llama 4's attention temperature tuning (Mistral 3 too): far from the start, where scores
@@ -337,30 +335,20 @@ impl AttnTemperature {
 }
 
 /// A whole-model integer: a scalar, or a per-layer array whose entries are all the same (GGUF
-/// allows per-layer head counts and widths; Kolibri's models have one value for all layers).
+/// allows per-layer values of any key; those Kolibri reads per layer are read in [`heads`]).
 /// A per-layer array that varies is an error, not a default.
 fn per_model_value(gguf: &GgufFile, key: &str) -> Result<Option<u64>, ModelError> {
-    let Some(value) = gguf.get(key) else {
-        return Ok(None);
-    };
-    let bad = |reason: String| ModelError::BadHyperparameter {
-        key: key.to_string(),
-        reason,
-    };
-    if let Some(v) = value.as_u64() {
-        return Ok(Some(v));
-    }
-    let Some(items) = value.as_array() else {
-        return Err(bad(format!("{} is not an integer", value.summary())));
-    };
-    let values: Vec<Option<u64>> = (0..items.len())
-        .map(|i| items.get(i).and_then(|v| v.as_u64()))
-        .collect();
-    match values.first() {
-        Some(&Some(first)) if values.iter().all(|&v| v == Some(first)) => Ok(Some(first)),
-        _ => Err(bad(format!(
-            "per-layer values {} differ between layers (not supported)",
-            value.summary()
-        ))),
+    match heads::integers(gguf, key)? {
+        None => Ok(None),
+        Some(heads::Integers::One(v)) => Ok(Some(v)),
+        Some(heads::Integers::PerLayer(values)) => match values.first() {
+            Some(&first) if values.iter().all(|&v| v == first) => Ok(Some(first)),
+            _ => Err(ModelError::BadHyperparameter {
+                key: key.to_string(),
+                reason: format!(
+                    "per-layer values {values:?} differ between layers (not supported)"
+                ),
+            }),
+        },
     }
 }

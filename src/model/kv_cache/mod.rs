@@ -19,9 +19,10 @@ use memmap2::MmapMut;
 
 use super::attention::QueryPlace;
 use super::error::ModelError;
+use super::hparams::{HParams, HeadShape};
 use crate::quant::blocks::{cast_blocks, cast_blocks_mut};
 
-/// The shape of one side (keys or values) of the cache.
+/// The shape of one side (keys or values) of a cache layer.
 #[derive(Clone, Copy, Debug)]
 struct Side {
     ty: KvType,
@@ -44,17 +45,29 @@ impl Side {
     }
 }
 
+/// One cache layer: its heads and where they sit in the cache's mapping.
+#[derive(Clone, Copy, Debug)]
+struct Slab {
+    n_head_kv: usize,
+    k: Side,
+    v: Side,
+    /// Byte offsets of its keys and its values (per KV head `rows` rows each) and of its rings
+    /// (per KV head, per sequence).
+    keys_at: usize,
+    values_at: usize,
+    rings_at: usize,
+}
+
 /// Keys and values of every layer for `n_seq` sequences of positions `0..n_ctx`: cache row
-/// `seq * n_ctx + pos`, stored per (layer, KV head) as `rows` consecutive rows.
+/// `seq * n_ctx + pos`, stored per (layer, KV head) as `rows` consecutive rows. Layers may
+/// differ in KV heads and head sizes (Gemma 4's sliding and global layers).
 pub struct KvCache {
     /// Positions per sequence.
     pub n_ctx: usize,
     /// Cache rows per layer: `n_seq * n_ctx`.
     rows: usize,
-    n_layer: usize,
-    n_head_kv: usize,
-    k: Side,
-    v: Side,
+    n_seq: usize,
+    layers: Vec<Slab>,
     /// Quantized keys' recent rows in f16 (`None` for f16 keys).
     ring: Option<Ring>,
     /// Every layer's keys, then every layer's values, then the rings. Anonymous memory is zero
@@ -63,36 +76,61 @@ pub struct KvCache {
     mem: MmapMut,
 }
 
-/// The shape of a cache: per layer, `n_head_kv` heads of keys and values.
-#[derive(Clone, Copy, Debug)]
+/// The shape of a cache: per layer, its KV heads and their key and value sizes.
+#[derive(Clone, Debug)]
 pub struct KvShape {
-    pub n_layer: usize,
+    /// Per cache layer: its heads (their query head count does not matter here).
+    pub layers: Vec<HeadShape>,
     pub n_ctx: usize,
     pub n_seq: usize,
-    pub n_head_kv: usize,
-    pub head_dim_k: usize,
-    pub head_dim_v: usize,
     pub type_k: KvType,
     pub type_v: KvType,
 }
 
 impl KvShape {
+    /// The cache of a model's layers that store keys and values.
+    pub fn of(hp: &HParams, n_ctx: usize, n_seq: usize, type_k: KvType, type_v: KvType) -> Self {
+        KvShape {
+            layers: hp.attention_layers.iter().map(|&il| hp.heads(il)).collect(),
+            n_ctx,
+            n_seq,
+            type_k,
+            type_v,
+        }
+    }
+
     /// Bytes a cache of this shape takes with every position written (`None`: past the
     /// address space).
     pub fn bytes(&self) -> Option<usize> {
-        let row = self.type_k.row_bytes(self.head_dim_k) + self.type_v.row_bytes(self.head_dim_v);
+        self.layers
+            .iter()
+            .try_fold(0usize, |sum, h| sum.checked_add(self.layer_bytes(h)?))
+    }
+
+    /// Bytes of one layer's keys, values and rings.
+    fn layer_bytes(&self, h: &HeadShape) -> Option<usize> {
+        let row = self.type_k.row_bytes(h.head_dim_k) + self.type_v.row_bytes(h.head_dim_v);
         let ring_rows = match self.type_k {
             KvType::F16 => 0,
             _ => recent::ring_rows(self.n_ctx),
         };
-        let per_seq = self
-            .n_ctx
+        self.n_ctx
             .checked_mul(row)?
-            .checked_add(ring_rows * self.head_dim_k * 2)?;
-        per_seq
+            .checked_add(ring_rows * h.head_dim_k * 2)?
             .checked_mul(self.n_seq)?
-            .checked_mul(self.n_head_kv)?
-            .checked_mul(self.n_layer)
+            .checked_mul(h.n_head_kv)
+    }
+}
+
+/// A cache layer of `n_head_kv` heads, keys of `head_dim_k` values and values of `head_dim_v`
+/// (tests).
+#[cfg(test)]
+pub(crate) fn kv_heads(n_head_kv: usize, head_dim_k: usize, head_dim_v: usize) -> HeadShape {
+    HeadShape {
+        n_head: n_head_kv,
+        n_head_kv,
+        head_dim_k,
+        head_dim_v,
     }
 }
 
@@ -127,16 +165,18 @@ impl KvCache {
     /// a long context on a small machine gets OUT_OF_MEMORY back). A quantized type needs head
     /// sizes that are whole blocks of 32.
     pub fn new(s: &KvShape) -> Result<KvCache, ModelError> {
-        for (ty, dim, which) in [
-            (s.type_k, s.head_dim_k, "keys"),
-            (s.type_v, s.head_dim_v, "values"),
-        ] {
-            if dim % ty.block_len() != 0 {
-                return Err(ModelError::InvalidArgument(format!(
-                    "a {ty} KV cache stores {which} in blocks of {}, and this model's heads have \
-                     {dim} values: use f16",
-                    ty.block_len()
-                )));
+        for h in &s.layers {
+            for (ty, dim, which) in [
+                (s.type_k, h.head_dim_k, "keys"),
+                (s.type_v, h.head_dim_v, "values"),
+            ] {
+                if dim % ty.block_len() != 0 {
+                    return Err(ModelError::InvalidArgument(format!(
+                        "a {ty} KV cache stores {which} in blocks of {}, and this model's \
+                         heads have {dim} values: use f16",
+                        ty.block_len()
+                    )));
+                }
             }
         }
         let too_big = || {
@@ -145,13 +185,10 @@ impl KvCache {
                 s.n_ctx, s.n_seq
             ))
         };
-        // llama.cpp's choice of blocks (and so its rounding): keys in the largest power of two
-        // dividing the head, values in 64s.
-        let k_block = 1 << s.head_dim_k.trailing_zeros();
-        let k = Side::new(s.type_k, s.head_dim_k, Some(k_block));
-        let v = Side::new(s.type_v, s.head_dim_v, Some(64));
         let rows = s.n_ctx.checked_mul(s.n_seq).ok_or_else(too_big)?;
         let bytes = s.bytes().ok_or_else(too_big)?;
+        let ring = (s.type_k != KvType::F16).then(|| Ring::new(s.n_ctx, s.n_seq));
+        let layers = slabs(s, rows, ring.as_ref());
         let mem = MmapMut::map_anon(bytes.max(1)).map_err(|e| {
             ModelError::OutOfMemory(format!(
                 "cannot reserve the KV cache ({} MiB) for n_ctx {} x {} sequences: {e}",
@@ -160,16 +197,11 @@ impl KvCache {
                 s.n_seq
             ))
         })?;
-        let rows_bytes = (s.n_layer * s.n_head_kv) * rows * (k.row_bytes + v.row_bytes);
-        let ring = (s.type_k != KvType::F16)
-            .then(|| Ring::new(rows_bytes, s.n_ctx, s.n_seq, s.head_dim_k));
         Ok(KvCache {
             n_ctx: s.n_ctx,
             rows,
-            n_layer: s.n_layer,
-            n_head_kv: s.n_head_kv,
-            k,
-            v,
+            n_seq: s.n_seq,
+            layers,
             ring,
             mem,
         })
@@ -180,43 +212,43 @@ impl KvCache {
         self.mem.len()
     }
 
-    /// Quantized keys are stored rotated by an orthonormal Walsh-Hadamard transform of this many
-    /// values (a head size that is a multiple of 64), which spreads outlier channels (large in
-    /// Qwen's keys) over the block before it is quantized; the queries are rotated alike, so
-    /// their dot products are the same. llama.cpp does the same; without it a Q8_0 cache of
-    /// Qwen2.5-0.5B loses 6.6% perplexity instead of 3.3% (0.8% with the keys also centered,
-    /// 0.2% also balanced: see `context::centering` and `context::balance`).
-    pub fn rotation_k(&self) -> Option<usize> {
-        self.k.rotation
+    /// Quantized keys of cache layer `layer` are stored rotated by an orthonormal
+    /// Walsh-Hadamard transform of this many values (a head size that is a multiple of 64),
+    /// which spreads outlier channels (large in Qwen's keys) over the block before it is
+    /// quantized; the queries are rotated alike, so their dot products are the same. llama.cpp
+    /// does the same; without it a Q8_0 cache of Qwen2.5-0.5B loses 6.6% perplexity instead of
+    /// 3.3% (0.8% with the keys also centered, 0.2% also balanced: see `context::centering` and
+    /// `context::balance`).
+    pub fn rotation_k(&self, layer: usize) -> Option<usize> {
+        self.layers[layer].k.rotation
     }
 
     /// As [`KvCache::rotation_k`] for values, in blocks of 64: the attention output comes out
     /// rotated too, and is rotated back (the transform is its own inverse).
-    pub fn rotation_v(&self) -> Option<usize> {
-        self.v.rotation
+    pub fn rotation_v(&self, layer: usize) -> Option<usize> {
+        self.layers[layer].v.rotation
     }
 
     pub fn type_k(&self) -> KvType {
-        self.k.ty
+        self.layers.first().map_or(KvType::F16, |l| l.k.ty)
     }
 
     pub fn type_v(&self) -> KvType {
-        self.v.ty
+        self.layers.first().map_or(KvType::F16, |l| l.v.ty)
     }
 
     /// Byte range of a (layer, head)'s keys (`values`: false) or values.
     fn span(&self, layer: usize, head: usize, values: bool) -> std::ops::Range<usize> {
+        let slab = &self.layers[layer];
         assert!(
-            layer < self.n_layer && head < self.n_head_kv,
+            head < slab.n_head_kv,
             "layer {layer} head {head} out of range"
         );
-        let heads = (self.n_layer * self.n_head_kv) * self.rows;
-        let (base, side) = if values {
-            (heads * self.k.row_bytes, self.v)
-        } else {
-            (0, self.k)
+        let (base, side) = match values {
+            true => (slab.values_at, slab.v),
+            false => (slab.keys_at, slab.k),
         };
-        let start = base + (layer * self.n_head_kv + head) * self.rows * side.row_bytes;
+        let start = base + head * self.rows * side.row_bytes;
         start..start + self.rows * side.row_bytes
     }
 
@@ -234,9 +266,10 @@ impl KvCache {
 
     /// Encodes one token's keys (`values`: false) or values of every KV head into row `row`.
     fn encode_row(&mut self, layer: usize, row: usize, x: &[f32], values: bool) {
-        let side = if values { self.v } else { self.k };
+        let slab = self.layers[layer];
+        let side = if values { slab.v } else { slab.k };
         assert!(row < self.rows, "cache row {row} out of range");
-        assert_eq!(x.len(), self.n_head_kv * side.head_dim, "KV row length");
+        assert_eq!(x.len(), slab.n_head_kv * side.head_dim, "KV row length");
         for (h, head) in x.chunks_exact(side.head_dim).enumerate() {
             let at = self.span(layer, h, values).start + row * side.row_bytes;
             side.ty.encode(head, &mut self.mem[at..at + side.row_bytes]);
@@ -246,7 +279,10 @@ impl KvCache {
     /// One token's keys of a layer (every KV head's, [n_head_kv * head_dim_k]) from cache row
     /// `row`, widened to f32.
     pub fn load_keys(&self, layer: usize, row: usize, out: &mut [f32]) {
-        for (h, head) in out.chunks_exact_mut(self.k.head_dim).enumerate() {
+        for (h, head) in out
+            .chunks_exact_mut(self.layers[layer].k.head_dim)
+            .enumerate()
+        {
             self.keys(layer, h).widen(row..row + 1, head);
         }
     }
@@ -256,7 +292,10 @@ impl KvCache {
     pub fn store_keys(&mut self, layer: usize, row: usize, k_row: &[f32]) {
         self.encode_row(layer, row, k_row, false);
         if self.ring.is_some() {
-            for (h, head) in k_row.chunks_exact(self.k.head_dim).enumerate() {
+            for (h, head) in k_row
+                .chunks_exact(self.layers[layer].k.head_dim)
+                .enumerate()
+            {
                 self.store_recent(layer, h, row, head);
             }
         }
@@ -270,7 +309,7 @@ impl KvCache {
             return;
         };
         let ring = self.ring.as_mut().expect("a ring span has a ring");
-        let slot = ring.slot(pos);
+        let slot = ring.slot(pos, key.len());
         ring.wrote(seq, pos);
         let bytes = &mut self.mem[at.start + slot.start..at.start + slot.end];
         cast_blocks_mut::<f16>(bytes)
@@ -281,31 +320,32 @@ impl KvCache {
     /// Byte range of the ring of (layer, head, seq), if keys are quantized.
     fn ring_span(&self, layer: usize, head: usize, seq: usize) -> Option<std::ops::Range<usize>> {
         let ring = self.ring.as_ref()?;
-        let n_seq = self.rows / self.n_ctx;
-        let i = (layer * self.n_head_kv + head) * n_seq + seq;
-        let start = ring.base + i * ring.bytes();
-        Some(start..start + ring.bytes())
+        let slab = &self.layers[layer];
+        let bytes = ring.bytes(slab.k.head_dim);
+        let start = slab.rings_at + (head * self.n_seq + seq) * bytes;
+        Some(start..start + bytes)
     }
 
     /// KV head `head`'s keys of a layer as the query at `place` reads them: its own group of
     /// [`recent::RECENT_GROUP`] positions from the f16 ring where keys are quantized.
     pub fn keys_for(&self, layer: usize, head: usize, place: QueryPlace) -> KeyRows<'_> {
         let stored = self.keys(layer, head);
+        let head_dim = self.layers[layer].k.head_dim;
         let seq = place.seq_row0 / self.n_ctx;
-        match (&self.ring, self.ring_span(layer, head, seq)) {
-            (Some(ring), Some(span)) => KeyRows {
+        match self.ring_span(layer, head, seq) {
+            Some(span) => KeyRows {
                 stored,
                 f16_from: place.seq_row0 + group_start(place.pos),
                 ring: cast_blocks(&self.mem[span]).expect("ring rows at even offsets"),
                 seq_row0: place.seq_row0,
-                head_dim: ring.head_dim,
+                head_dim,
             },
-            _ => KeyRows {
+            None => KeyRows {
                 stored,
                 f16_from: usize::MAX,
                 ring: &[],
                 seq_row0: place.seq_row0,
-                head_dim: self.k.head_dim,
+                head_dim,
             },
         }
     }
@@ -339,9 +379,10 @@ impl KvCache {
         if self.ring.is_none() {
             return;
         }
-        let mut key = vec![0f32; self.k.head_dim];
-        for layer in 0..self.n_layer {
-            for h in 0..self.n_head_kv {
+        for layer in 0..self.layers.len() {
+            let slab = self.layers[layer];
+            let mut key = vec![0f32; slab.k.head_dim];
+            for h in 0..slab.n_head_kv {
                 for pos in r.clone() {
                     let row = self.row(seq, pos);
                     self.keys(layer, h).widen(row..row + 1, &mut key);
@@ -357,8 +398,9 @@ impl KvCache {
     /// Copies a layer's keys and values of cache row `src` to row `dst`, as stored.
     pub fn copy_row(&mut self, layer: usize, src: usize, dst: usize) {
         assert!(src < self.rows && dst < self.rows, "cache row out of range");
-        for (side, values) in [(self.k, false), (self.v, true)] {
-            for h in 0..self.n_head_kv {
+        let slab = self.layers[layer];
+        for (side, values) in [(slab.k, false), (slab.v, true)] {
+            for h in 0..slab.n_head_kv {
                 let base = self.span(layer, h, values).start;
                 let n = side.row_bytes;
                 self.mem
@@ -373,10 +415,12 @@ impl KvCache {
     fn seq_runs(&self, seq: usize, n: usize) -> Vec<std::ops::Range<usize>> {
         assert!(n <= self.n_ctx, "{n} positions of {}", self.n_ctx);
         let row0 = self.row(seq, 0);
-        let mut runs = Vec::with_capacity(3 * self.n_layer * self.n_head_kv);
-        for (side, values) in [(self.k, false), (self.v, true)] {
-            for layer in 0..self.n_layer {
-                for h in 0..self.n_head_kv {
+        let heads: usize = self.layers.iter().map(|l| l.n_head_kv).sum();
+        let mut runs = Vec::with_capacity(3 * heads);
+        for values in [false, true] {
+            for (layer, slab) in self.layers.iter().enumerate() {
+                let side = if values { slab.v } else { slab.k };
+                for h in 0..slab.n_head_kv {
                     let start = self.span(layer, h, values).start + row0 * side.row_bytes;
                     runs.push(start..start + n * side.row_bytes);
                 }
@@ -384,10 +428,11 @@ impl KvCache {
         }
         if let Some(ring) = &self.ring {
             // Contiguous: a ring is whole groups, and a group's rows are consecutive slots.
-            let first = ring.slot(group_start(n)).start;
-            let len = (n - group_start(n)) * ring.head_dim * 2;
-            for layer in 0..self.n_layer {
-                for h in 0..self.n_head_kv {
+            for (layer, slab) in self.layers.iter().enumerate() {
+                let hd = slab.k.head_dim;
+                let first = ring.slot(group_start(n), hd).start;
+                let len = (n - group_start(n)) * hd * 2;
+                for h in 0..slab.n_head_kv {
                     let span = self.ring_span(layer, h, seq).expect("keys with a ring");
                     runs.push(span.start + first..span.start + first + len);
                 }
@@ -431,19 +476,24 @@ impl KvCache {
         Ok(())
     }
 
-    /// What a saved state must match to be loaded into this cache: layers, KV heads, head
-    /// sizes, types and Hadamard blocks.
+    /// What a saved state must match to be loaded into this cache, summed over its layers:
+    /// layers, KV heads, values per position of keys and of values, their types, and the
+    /// largest Hadamard blocks. (A row's bytes are linear in its values, so these sums give a
+    /// state's size.)
     pub fn layout(&self) -> [u32; 8] {
-        let rot = |r: Option<usize>| r.map_or(0, |n| n as u32);
+        let sum = |f: fn(&Slab) -> usize| self.layers.iter().map(f).sum::<usize>() as u32;
+        let rot = |f: fn(&Slab) -> Option<usize>| {
+            self.layers.iter().filter_map(f).max().unwrap_or(0) as u32
+        };
         [
-            self.n_layer as u32,
-            self.n_head_kv as u32,
-            self.k.head_dim as u32,
-            self.v.head_dim as u32,
-            self.k.ty as u32,
-            self.v.ty as u32,
-            rot(self.k.rotation),
-            rot(self.v.rotation),
+            self.layers.len() as u32,
+            sum(|l| l.n_head_kv),
+            sum(|l| l.n_head_kv * l.k.head_dim),
+            sum(|l| l.n_head_kv * l.v.head_dim),
+            self.type_k() as u32,
+            self.type_v() as u32,
+            rot(|l| l.k.rotation),
+            rot(|l| l.v.rotation),
         ]
     }
 
@@ -458,13 +508,51 @@ impl KvCache {
     }
 
     fn head_rows(&self, layer: usize, head: usize, values: bool) -> HeadRows<'_> {
-        let side = if values { self.v } else { self.k };
+        let slab = &self.layers[layer];
+        let side = if values { slab.v } else { slab.k };
         HeadRows {
             ty: side.ty,
             row_bytes: side.row_bytes,
             data: &self.mem[self.span(layer, head, values)],
         }
     }
+}
+
+/// Each layer's place in the mapping: every layer's keys, then every layer's values, then
+/// (quantized keys) every layer's rings.
+fn slabs(s: &KvShape, rows: usize, ring: Option<&Ring>) -> Vec<Slab> {
+    let sides = |h: &HeadShape| {
+        // llama.cpp's choice of blocks (and so its rounding): keys in the largest power of two
+        // dividing the head, values in 64s.
+        let k_block = 1 << h.head_dim_k.trailing_zeros();
+        (
+            Side::new(s.type_k, h.head_dim_k, Some(k_block)),
+            Side::new(s.type_v, h.head_dim_v, Some(64)),
+        )
+    };
+    let keys: usize = (s.layers.iter())
+        .map(|h| h.n_head_kv * rows * sides(h).0.row_bytes)
+        .sum();
+    let values: usize = (s.layers.iter())
+        .map(|h| h.n_head_kv * rows * sides(h).1.row_bytes)
+        .sum();
+    let (mut keys_at, mut values_at, mut rings_at) = (0, keys, keys + values);
+    let mut out = Vec::with_capacity(s.layers.len());
+    for h in &s.layers {
+        let (k, v) = sides(h);
+        out.push(Slab {
+            n_head_kv: h.n_head_kv,
+            k,
+            v,
+            keys_at,
+            values_at,
+            rings_at,
+        });
+        keys_at += h.n_head_kv * rows * k.row_bytes;
+        values_at += h.n_head_kv * rows * v.row_bytes;
+        rings_at += ring.map_or(0, |r| h.n_head_kv * s.n_seq * r.bytes(h.head_dim_k));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -485,12 +573,9 @@ mod tests {
 
     fn shape(n_layer: usize, n_ctx: usize, n_seq: usize, ty: KvType) -> KvShape {
         KvShape {
-            n_layer,
+            layers: vec![kv_heads(2, 64, 32); n_layer],
             n_ctx,
             n_seq,
-            n_head_kv: 2,
-            head_dim_k: 64,
-            head_dim_v: 32,
             type_k: ty,
             type_v: ty,
         }
@@ -663,10 +748,112 @@ mod tests {
         );
     }
 
+    /// Layers of their own shapes (Gemma 4: 2 KV heads of 32 on sliding layers, 1 of 64 on
+    /// global ones) each keep their rows apart, in their own sizes, rings included; a
+    /// sequence's saved runs are the layers' rows and rings, nothing more.
+    #[test]
+    fn layers_keep_their_own_head_shapes() {
+        let layers = [
+            kv_heads(2, 32, 32),
+            kv_heads(1, 64, 64),
+            kv_heads(2, 32, 32),
+        ];
+        let (n_ctx, n_seq) = (64, 2);
+        for (type_k, type_v) in [(KvType::F16, KvType::F16), (KvType::Q8_0, KvType::Q4_0)] {
+            let shape = KvShape {
+                layers: layers.to_vec(),
+                n_ctx,
+                n_seq,
+                type_k,
+                type_v,
+            };
+            let mut kv = KvCache::new(&shape).unwrap();
+            assert_eq!(kv.bytes(), shape.bytes().unwrap());
+            // Small integers, exact in every type.
+            // Cache row `r`'s keys (`sign` 1) or values (-1) of a layer.
+            let row = |layer: usize, r: usize, width: usize, sign: f32| -> Vec<f32> {
+                (0..width)
+                    .map(|d| sign * ((layer * 3 + r + d % 5) % 7) as f32)
+                    .collect()
+            };
+            // Half a quantization step of values up to 6 (Q8_0: 6/127, Q4_0: 6/8).
+            let tol = |ty: KvType| match ty {
+                KvType::F16 => 0.0,
+                KvType::Q8_0 => 0.03,
+                KvType::Q4_0 => 0.4,
+            };
+            let close = |got: &[f32], want: &[f32], ty: KvType, what: &str| {
+                assert_eq!(got.len(), want.len());
+                for (g, w) in got.iter().zip(want) {
+                    assert!((g - w).abs() <= tol(ty), "{what}: {got:?} vs {want:?}");
+                }
+            };
+            let n = 40;
+            // Both sequences: their rows and rings sit apart too.
+            let places = || (0..n_seq).flat_map(|seq| (0..n).map(move |pos| (seq, pos)));
+            for (layer, h) in layers.iter().enumerate() {
+                for (seq, pos) in places() {
+                    let r = kv.row(seq, pos);
+                    let (k, v) = (
+                        row(layer, r, h.k_dim(), 1.0),
+                        row(layer, r, h.v_dim(), -1.0),
+                    );
+                    kv.store(layer, r, &k, &v);
+                }
+            }
+            for (layer, h) in layers.iter().enumerate() {
+                for (seq, pos) in places().filter(|&(_, pos)| [0, 17, 39].contains(&pos)) {
+                    let r = kv.row(seq, pos);
+                    let mut k = vec![0f32; h.k_dim()];
+                    kv.load_keys(layer, r, &mut k);
+                    close(&k, &row(layer, r, h.k_dim(), 1.0), type_k, "keys");
+                    for head in 0..h.n_head_kv {
+                        let mut v = vec![0f32; h.head_dim_v];
+                        kv.values(layer, head).widen(r..r + 1, &mut v);
+                        let want = row(layer, r, h.v_dim(), -1.0);
+                        let want = &want[head * h.head_dim_v..][..h.head_dim_v];
+                        close(&v, want, type_v, "values");
+                    }
+                    // The query's own group comes from the layer's rings, in its head size.
+                    let place = QueryPlace {
+                        seq_row0: kv.row(seq, 0),
+                        pos: n - 1,
+                    };
+                    let want = row(layer, r, h.k_dim(), 1.0);
+                    for head in 0..h.n_head_kv {
+                        let mut ring_k = vec![0f32; h.head_dim_k];
+                        kv.keys_for(layer, head, place).widen(r..r + 1, &mut ring_k);
+                        let want = &want[head * h.head_dim_k..][..h.head_dim_k];
+                        if pos >= group_start(n - 1) {
+                            // Exact: f16 holds these integers.
+                            assert_eq!(ring_k, want, "layer {layer} head {head} ring");
+                        } else {
+                            close(&ring_k, want, type_k, "older keys");
+                        }
+                    }
+                }
+            }
+            // Saved runs: every head's rows of keys and values, and the last group's f16 keys.
+            let saved: usize = kv.seq_bytes(1, n).map(<[u8]>::len).sum();
+            let per_position: usize = (layers.iter())
+                .map(|h| {
+                    h.n_head_kv * (type_k.row_bytes(h.head_dim_k) + type_v.row_bytes(h.head_dim_v))
+                })
+                .sum();
+            let recent = match type_k {
+                KvType::F16 => 0,
+                _ => (n - group_start(n)) * layers.iter().map(|h| h.k_dim() * 2).sum::<usize>(),
+            };
+            assert_eq!(saved, n * per_position + recent, "{type_k}/{type_v}");
+            let [n_layer, heads, width_k, width_v, ..] = kv.layout();
+            assert_eq!([n_layer, heads, width_k, width_v], [3, 5, 192, 192]);
+        }
+    }
+
     #[test]
     fn quantized_types_need_whole_blocks_per_head() {
         let mut s = shape(1, 8, 1, KvType::Q8_0);
-        s.head_dim_k = 48;
+        s.layers[0].head_dim_k = 48;
         let e = KvCache::new(&s)
             .err()
             .expect("48-value heads in blocks of 32");
@@ -682,12 +869,9 @@ mod tests {
     fn memory_follows_the_positions_used() {
         let (n_layer, n_ctx, dim) = (8, 32768, 1024);
         let mut kv = KvCache::new(&KvShape {
-            n_layer,
+            layers: vec![kv_heads(8, dim / 8, dim / 8); n_layer],
             n_ctx,
             n_seq: 1,
-            n_head_kv: 8,
-            head_dim_k: dim / 8,
-            head_dim_v: dim / 8,
             type_k: KvType::F16,
             type_v: KvType::F16,
         })

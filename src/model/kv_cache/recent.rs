@@ -35,31 +35,27 @@ pub(super) fn ring_rows(n_ctx: usize) -> usize {
     RING_ROWS.min(n_ctx.next_multiple_of(RECENT_GROUP))
 }
 
-/// Where the rings sit in the cache's memory, and which positions each sequence's ring holds.
+/// The rings' rows, and which positions each sequence's rings hold (every layer's rings of a
+/// sequence are written together; their head sizes may differ by layer).
 #[derive(Clone, Debug)]
 pub(super) struct Ring {
-    /// Byte offset of the first ring in the cache's mapping.
-    pub base: usize,
     /// Rows per ring ([`ring_rows`]).
     pub rows: usize,
-    pub head_dim: usize,
     /// Per sequence: positions from this one up to its length are exact in its rings.
     pub exact_from: Vec<usize>,
 }
 
 impl Ring {
-    pub fn new(base: usize, n_ctx: usize, n_seq: usize, head_dim: usize) -> Ring {
+    pub fn new(n_ctx: usize, n_seq: usize) -> Ring {
         Ring {
-            base,
             rows: ring_rows(n_ctx),
-            head_dim,
             exact_from: vec![0; n_seq],
         }
     }
 
-    /// Bytes of one ring.
-    pub fn bytes(&self) -> usize {
-        self.rows * self.head_dim * 2
+    /// Bytes of one ring of heads of `head_dim` values.
+    pub fn bytes(&self, head_dim: usize) -> usize {
+        self.rows * head_dim * 2
     }
 
     /// Most rows one forward pass may add to a sequence of `n_ctx` positions.
@@ -71,10 +67,10 @@ impl Ring {
         }
     }
 
-    /// Byte range in a ring of the row for position `pos`.
-    pub fn slot(&self, pos: usize) -> Range<usize> {
-        let at = pos % self.rows * self.head_dim * 2;
-        at..at + self.head_dim * 2
+    /// Byte range in a ring of heads of `head_dim` values of the row for position `pos`.
+    pub fn slot(&self, pos: usize, head_dim: usize) -> Range<usize> {
+        let at = pos % self.rows * head_dim * 2;
+        at..at + head_dim * 2
     }
 
     /// Notes that position `pos` of `seq` was written: its slot held `pos - rows` before.

@@ -41,8 +41,9 @@ impl AttentionWeights {
     ) -> Result<AttentionWeights, ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}");
         let r = &arch.recipe;
+        let heads = hp.heads(il);
         // With an output gate, the query rows hold each head's queries then its gate values.
-        let q_rows = if r.attn_output_gate { 2 } else { 1 } * hp.q_dim();
+        let q_rows = if r.attn_output_gate { 2 } else { 1 } * heads.q_dim();
         let kv = match (hp.stores_kv(il), r.values_may_be_keys) {
             (false, _) => KvParts::Shared,
             (true, false) => KvParts::KeysAndValues,
@@ -50,9 +51,9 @@ impl AttentionWeights {
         };
         let (qkv, biases) = QkvWeights::load(l, r.qkv_bias, hp, q_rows, kv, il)?;
         let (qk_norm, q_norm_len, k_norm_len) = match r.qk_norm {
-            QkNorm::None => (false, hp.head_dim_k, hp.head_dim_k),
-            QkNorm::PerHead => (true, hp.head_dim_k, hp.head_dim_k),
-            QkNorm::Whole => (true, hp.q_dim(), hp.k_dim()),
+            QkNorm::None => (false, heads.head_dim_k, heads.head_dim_k),
+            QkNorm::PerHead => (true, heads.head_dim_k, heads.head_dim_k),
+            QkNorm::Whole => (true, heads.q_dim(), heads.k_dim()),
         };
         let k_norm = qk_norm && kv != KvParts::Shared;
         let vector_if =
@@ -61,18 +62,14 @@ impl AttentionWeights {
             wq: qkv.q,
             wk: qkv.k,
             wv: qkv.v,
-            wo: l.linear(
-                &n("attn_output.weight"),
-                hp.n_head * hp.head_dim_v,
-                hp.n_embd,
-            )?,
+            wo: l.linear(&n("attn_output.weight"), heads.out_dim(), hp.n_embd)?,
             bq: biases.q,
             bk: biases.k,
             bv: biases.v,
             bo: l.vector_opt(&n("attn_output.bias"), hp.n_embd)?,
             q_norm: vector_if(qk_norm, "attn_q_norm.weight", q_norm_len)?,
             k_norm: vector_if(k_norm, "attn_k_norm.weight", k_norm_len)?,
-            sinks: vector_if(r.attn_sinks, "attn_sinks.weight", hp.n_head)?,
+            sinks: vector_if(r.attn_sinks, "attn_sinks.weight", heads.n_head)?,
         })
     }
 }
@@ -109,7 +106,8 @@ impl QkvWeights<Linear, Option<Linear>> {
         il: usize,
     ) -> Result<(Self, QkvBiases), ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}");
-        let (e, dims) = (hp.n_embd, [q_rows, hp.k_dim(), hp.v_dim()]);
+        let heads = hp.heads(il);
+        let (e, dims) = (hp.n_embd, [q_rows, heads.k_dim(), heads.v_dim()]);
         let parts = [("q", dims[0]), ("k", dims[1]), ("v", dims[2])];
         let fused = l.fused_opt(&n("attn_qkv.weight"), e, &parts)?;
         let fused_bias = match &fused {

@@ -93,7 +93,7 @@ pub struct DenseBeside {
 impl DenseBeside {
     fn load(l: &Loader, hp: &HParams, il: usize) -> Result<Self, ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}");
-        let (e, f) = (hp.n_embd, hp.n_ff);
+        let (e, f) = (hp.n_embd, hp.ffn_width(il));
         Ok(DenseBeside {
             gate: l.linear(&n("ffn_gate.weight"), e, f)?,
             up: l.linear(&n("ffn_up.weight"), e, f)?,
@@ -318,18 +318,19 @@ impl Ffn {
             }
             None if arch.recipe.ffn == FfnRecipe::DenseGateUpFused => {
                 let name = n("ffn_up.weight");
-                let parts = [("gate", hp.n_ff), ("up", hp.n_ff)];
+                let f = hp.ffn_width(il);
+                let parts = [("gate", f), ("up", f)];
                 let [gate, up] = fused_parts(l.fused_opt(&name, e, &parts)?, &name)?;
                 Ok(Ffn::Dense {
                     gate,
                     up,
-                    down: l.linear(&n("ffn_down.weight"), hp.n_ff, e)?,
+                    down: l.linear(&n("ffn_down.weight"), f, e)?,
                 })
             }
             None => Ok(Ffn::Dense {
-                gate: l.linear(&n("ffn_gate.weight"), e, hp.n_ff)?,
-                up: l.linear(&n("ffn_up.weight"), e, hp.n_ff)?,
-                down: l.linear(&n("ffn_down.weight"), hp.n_ff, e)?,
+                gate: l.linear(&n("ffn_gate.weight"), e, hp.ffn_width(il))?,
+                up: l.linear(&n("ffn_up.weight"), e, hp.ffn_width(il))?,
+                down: l.linear(&n("ffn_down.weight"), hp.ffn_width(il), e)?,
             }),
         }
     }
