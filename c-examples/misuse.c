@@ -283,6 +283,11 @@ static void with_model(kolibri_model *m) {
     int32_t tok = -1;
     expect("sample without logits", kolibri_sampler_sample(s, c, &tok), KOLIBRI_STATUS_INVALID_STATE, NULL);
     expect("accept a negative token", kolibri_sampler_accept(s, -1), KOLIBRI_STATUS_INVALID_TOKEN, NULL);
+    expect("suppress without a model", kolibri_sampler_suppress_model_tokens(s, NULL),
+           KOLIBRI_STATUS_INVALID_ARGUMENT, "model");
+    expect("suppress without a sampler", kolibri_sampler_suppress_model_tokens(NULL, m),
+           KOLIBRI_STATUS_INVALID_ARGUMENT, "sampler");
+    expect("suppress a model's tokens", kolibri_sampler_suppress_model_tokens(s, m), KOLIBRI_STATUS_OK, NULL);
     kolibri_sampler_free(s);
     kolibri_context_free(c);
 }

@@ -79,6 +79,8 @@ int main(int argc, char **argv) {
     CHECK(kolibri_sampler_params_init(&sp, sizeof sp));
     sp.temperature = 0.0f; /* greedy */
     CHECK(kolibri_sampler_new(&sp, &sampler));
+    /* Never generate the tokens the model's file suppresses (Gemma 4 lists some). */
+    CHECK(kolibri_sampler_suppress_model_tokens(sampler, model));
 
     printf("%s", prompt);
     CHECK(kolibri_context_eval(ctx, tokens, n_tokens));

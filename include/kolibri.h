@@ -983,6 +983,23 @@ kolibri_status kolibri_sampler_sample(struct kolibri_sampler *sampler,
 kolibri_status kolibri_sampler_accept(struct kolibri_sampler *sampler, int32_t token);
 
 /**
+ * Makes the sampler never choose the tokens `model`'s file suppresses
+ * (`tokenizer.ggml.suppress_tokens`, which Gemma 4 files carry; llama.cpp's samplers bias them
+ * to -inf). Call it once after kolibri_sampler_new for a model's sampler; a model without
+ * such tokens clears the set.
+ *
+ * **Ownership:** the sampler keeps a copy of the ids; the model may be freed afterwards.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument), INVALID_STATE (the sampler is in use by
+ * another thread).
+ * **Thread safety:** one thread at a time per sampler; the model may be shared.
+ *
+ * # Safety
+ * `sampler` and `model` are NULL or live.
+ */
+kolibri_status kolibri_sampler_suppress_model_tokens(struct kolibri_sampler *sampler,
+                                                     const struct kolibri_model *model);
+
+/**
  * Forgets the accepted tokens and restarts the random generator from the seed.
  *
  * **Ownership:** nothing is allocated for the caller; nothing to free.

@@ -273,14 +273,27 @@ pub unsafe extern "C" fn llama_vocab_is_control(
 /// `vocab` is NULL or a live vocabulary; `n` writable or NULL.
 #[no_mangle]
 pub unsafe extern "C" fn llama_vocab_get_suppress_tokens(
-    _vocab: *const llama_vocab,
+    vocab: *const llama_vocab,
     n: *mut i32,
 ) -> *const llama_token {
+    // The file's `tokenizer.ggml.suppress_tokens`, in range and sorted; they live as long as
+    // the vocabulary. Ids are below n_vocab (an i32), so u32 and i32 hold the same bits.
+    // SAFETY: the caller's contract.
+    let (ptr, len) = unsafe {
+        with_vocab(vocab, (ptr::null(), 0), |v| {
+            let ids = v.tokenizer().suppressed();
+            (ids.as_ptr().cast::<llama_token>(), ids.len())
+        })
+    };
     // SAFETY: the caller's contract.
     if let Some(n) = unsafe { n.as_mut() } {
-        *n = 0;
+        *n = i32::try_from(len).unwrap_or(i32::MAX);
     }
-    ptr::null()
+    if len == 0 {
+        ptr::null()
+    } else {
+        ptr
+    }
 }
 
 macro_rules! deprecated_alias {

@@ -401,9 +401,9 @@ impl Scheduler {
         if let Some(&token) = req.prompt.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(SubmitError::InvalidToken { token, n_vocab });
         }
-        #[allow(unused_mut)]
         let mut sampler = Sampler::new(req.sampling.clone())
             .map_err(|e| SubmitError::InvalidSampling(e.to_string()))?;
+        sampler.suppress(self.model.tokenizer.suppressed());
         #[cfg(feature = "grammar")]
         sampler.set_constraint(req.constraint.take());
         Ok((req, sampler))

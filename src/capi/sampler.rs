@@ -3,6 +3,7 @@
 use super::context::{kolibri_context, no_logits};
 use super::exclusive::Exclusive;
 use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, write};
+use super::model::kolibri_model;
 use super::params::{init_params, read_params, VersionedParams};
 use super::status::*;
 use crate::sampling::{Sampler, SamplerParams};
@@ -199,6 +200,34 @@ pub unsafe extern "C" fn kolibri_sampler_accept(
             )
         })?;
         s.inner.lock("sampler")?.accept(id);
+        Ok(())
+    })
+}
+
+/// Makes the sampler never choose the tokens `model`'s file suppresses
+/// (`tokenizer.ggml.suppress_tokens`, which Gemma 4 files carry; llama.cpp's samplers bias them
+/// to -inf). Call it once after kolibri_sampler_new for a model's sampler; a model without
+/// such tokens clears the set.
+///
+/// **Ownership:** the sampler keeps a copy of the ids; the model may be freed afterwards.
+/// **Errors:** INVALID_ARGUMENT (a NULL argument), INVALID_STATE (the sampler is in use by
+/// another thread).
+/// **Thread safety:** one thread at a time per sampler; the model may be shared.
+///
+/// # Safety
+/// `sampler` and `model` are NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_sampler_suppress_model_tokens(
+    sampler: *mut kolibri_sampler,
+    model: *const kolibri_model,
+) -> kolibri_status {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let s = unsafe { handle(sampler.cast_const(), "sampler") }?;
+        // SAFETY: per this function's contract.
+        let m = unsafe { handle(model, "model") }?;
+        let suppressed = m.model.tokenizer.suppressed();
+        s.inner.lock("sampler")?.suppress(suppressed);
         Ok(())
     })
 }

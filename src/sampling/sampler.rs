@@ -22,6 +22,8 @@ pub struct Sampler {
     /// Structured output: masks every distribution and follows every sampled token.
     #[cfg(feature = "grammar")]
     constraint: Option<Constraint>,
+    /// Tokens never chosen (the model's suppressed tokens).
+    suppressed: Vec<TokenId>,
 }
 
 impl Sampler {
@@ -34,8 +36,16 @@ impl Sampler {
             penalised: Vec::new(),
             #[cfg(feature = "grammar")]
             constraint: None,
+            suppressed: Vec::new(),
             params,
         })
+    }
+
+    /// This sampler never chooses `tokens` (a model's
+    /// [`crate::tokenizer::Tokenizer::suppressed`], as llama.cpp's common sampler biases them
+    /// to -inf); ids past the logits are ignored.
+    pub fn suppress(&mut self, tokens: &[TokenId]) {
+        self.suppressed = tokens.to_vec();
     }
 
     /// Constrains what this sampler returns from now on (`None` lifts it). Every `sample`
@@ -158,10 +168,16 @@ impl Sampler {
     /// top-k, top-p, min-p and temperature. Returns false when no candidate has a finite
     /// logit. Never writes out the whole vocabulary as candidates when top-k bounds it.
     fn prepare(&mut self, logits: &[f32]) -> bool {
-        let logits = if self.penalties.active() || self.constrained() {
+        let logits = if self.penalties.active() || self.constrained() || !self.suppressed.is_empty()
+        {
             self.penalised.clear();
             self.penalised.extend_from_slice(logits);
             self.penalties.apply(&mut self.penalised);
+            for &id in &self.suppressed {
+                if let Some(l) = self.penalised.get_mut(id as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
             #[cfg(feature = "grammar")]
             if let Some(c) = &mut self.constraint {
                 c.mask_logits(&mut self.penalised);
@@ -190,5 +206,35 @@ impl Sampler {
         return self.constraint.is_some();
         #[cfg(not(feature = "grammar"))]
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Suppressed tokens are never chosen, greedy or sampled, even as the most likely token,
+    /// nor offered as candidates or kept as a draft.
+    #[test]
+    fn suppressed_tokens_are_never_chosen() {
+        // Token 2 is far ahead of the others.
+        let logits = [1.0, 1.0, 9.0, -1.0];
+        for params in [SamplerParams::greedy(), SamplerParams::default()] {
+            let mut s = Sampler::new(params.clone()).unwrap();
+            assert_eq!(s.sample(&logits), 2, "without suppression");
+            s.suppress(&[2, 7]);
+            for _ in 0..200 {
+                let t = s.sample(&logits);
+                assert_ne!(t, 2, "{params:?} chose a suppressed token");
+                assert_ne!(
+                    s.sample_given_draft(&logits, 2),
+                    2,
+                    "a suppressed draft kept"
+                );
+            }
+            assert!(s.candidates(&logits).iter().all(|c| c.id != 2));
+            s.suppress(&[]);
+            assert_eq!(s.candidates(&logits).iter().map(|c| c.id).next(), Some(2));
+        }
     }
 }

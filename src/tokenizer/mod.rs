@@ -233,6 +233,11 @@ impl Tokenizer {
         self.vocab.eog.binary_search(&id).is_ok()
     }
 
+    /// Tokens sampling must never produce (the file's `tokenizer.ggml.suppress_tokens`), sorted.
+    pub fn suppressed(&self) -> &[TokenId] {
+        &self.vocab.suppressed
+    }
+
     pub fn is_control(&self, id: TokenId) -> bool {
         self.vocab
             .token(id)

@@ -525,3 +525,32 @@ fn wpm_handles_long_words_and_odd_input() {
     .unwrap();
     assert_eq!(texts(&no_unk, &no_unk.encode("b a", true, false)), ["▁a"]);
 }
+
+/// `tokenizer.ggml.suppress_tokens` (Gemma 4): an INT32 array, kept sorted and in range (out of
+/// range ids dropped, as llama.cpp drops them); another type is an error naming the key.
+#[test]
+fn suppressed_tokens_are_read_in_range() {
+    let tokens: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+    let base = |suppress: Meta| {
+        build(&[
+            ("tokenizer.ggml.model", Meta::Str("gpt2")),
+            ("tokenizer.ggml.tokens", Meta::Strs(tokens.clone())),
+            ("tokenizer.ggml.merges", Meta::Strs(Vec::new())),
+            ("tokenizer.ggml.suppress_tokens", suppress),
+        ])
+    };
+    let t = base(Meta::I32s(vec![3, -1, 1, 99, 3])).unwrap();
+    assert_eq!(t.suppressed(), [1, 3]);
+    let err = base(Meta::U32(2)).unwrap_err();
+    assert!(
+        err.to_string().contains("tokenizer.ggml.suppress_tokens"),
+        "{err}"
+    );
+    let plain = build(&[
+        ("tokenizer.ggml.model", Meta::Str("gpt2")),
+        ("tokenizer.ggml.tokens", Meta::Strs(tokens.clone())),
+        ("tokenizer.ggml.merges", Meta::Strs(Vec::new())),
+    ])
+    .unwrap();
+    assert!(plain.suppressed().is_empty());
+}

@@ -124,6 +124,9 @@ pub(crate) struct Vocab {
     pub escaped_spaces: bool,
     /// BPE only: a word of line feeds that is itself a token stays whole (Gemma 4).
     pub whole_newline_runs: bool,
+    /// Tokens the model must never be sampled to produce (`tokenizer.ggml.suppress_tokens`,
+    /// Gemma 4's generation config), sorted.
+    pub suppressed: Vec<TokenId>,
 }
 
 /// Special token ids a vocabulary may name besides BOS, EOS, UNK and SEP.
@@ -285,6 +288,7 @@ impl Vocab {
             ignore_merges: false,
             escaped_spaces: false,
             whole_newline_runs: false,
+            suppressed: suppressed_tokens(gguf, n)?,
         };
         vocab.apply_model_defaults(model);
         vocab.apply_flags(gguf)?;
@@ -628,6 +632,27 @@ fn optional_array<'a>(
         ));
     }
     Ok(Some(arr))
+}
+
+/// `tokenizer.ggml.suppress_tokens`: an INT32 array (another type is an error, as in
+/// llama.cpp); ids outside the vocabulary are dropped.
+fn suppressed_tokens(gguf: &GgufFile, n_vocab: usize) -> Result<Vec<TokenId>, TokenizerError> {
+    const KEY: &str = "tokenizer.ggml.suppress_tokens";
+    let Some(value) = gguf.get(KEY) else {
+        return Ok(Vec::new());
+    };
+    let ids = value
+        .as_array()
+        .filter(|a| a.elem_type() == crate::gguf::ValueType::I32)
+        .ok_or_else(|| bad(KEY, "not an array of INT32"))?;
+    let mut out: Vec<TokenId> = (0..ids.len())
+        .filter_map(|i| ids.i64(i))
+        .filter_map(|id| TokenId::try_from(id).ok())
+        .filter(|&id| (id as usize) < n_vocab)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 pub(crate) fn get_bool(gguf: &GgufFile, key: &'static str) -> Result<Option<bool>, TokenizerError> {

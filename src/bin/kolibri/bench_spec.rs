@@ -103,6 +103,7 @@ fn generate(
 ) -> Result<Generation, String> {
     ctx.truncate(0);
     let mut sampler = Sampler::new(SamplerParams::greedy()).map_err(|e| e.to_string())?;
+    sampler.suppress(ctx.model().tokenizer.suppressed());
     let logits = ctx.eval(prompt, Logits::Last).map_err(|e| e.to_string())?;
     let mut out = vec![sampler.sample(&logits)];
     sampler.accept(out[0]);

@@ -72,11 +72,13 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         ..ContextParams::default()
     };
     let ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
+    let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
+    sampler.suppress(model.tokenizer.suppressed());
     let mut chat = Chat {
         model,
         template,
         ctx,
-        sampler: Sampler::new(sampler_params).map_err(|e| e.to_string())?,
+        sampler,
         system: a.get(&["-s", "--system"]).map(str::to_owned),
         turns: Vec::new(),
         n_predict,

@@ -75,6 +75,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     };
     let mut ctx = Context::new(Arc::clone(&model), &params).map_err(|e| e.to_string())?;
     let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
+    sampler.suppress(model.tokenizer.suppressed());
     crate::constrain::apply(&a, &model, &mut sampler)?;
     let mut speculator = crate::speculate::build(&a, &ctx, draft.as_ref(), n_threads)?;
     let load_s = t_load.elapsed().as_secs_f64();
