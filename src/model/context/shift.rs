@@ -33,8 +33,8 @@ impl Context {
         for (layer, center) in self.key_center.iter().enumerate() {
             let il = hp.attention_layers[layer];
             let hadamard = self.kv.rotation_k(layer);
-            let head_dim = hp.heads(il).head_dim_k;
-            let mut k = vec![0f32; hp.heads(il).k_dim()];
+            let heads = hp.heads(il);
+            let mut k = vec![0f32; heads.k_dim()];
             let balance = self.key_balance[layer].as_ref();
             let rope = self.ropes.of(hp, il);
             let back = rope.shift(-(n_discard as f32));
@@ -51,7 +51,7 @@ impl Context {
                 if let Some(b) = balance {
                     b.unscale_keys(&mut k);
                 }
-                back.apply(&mut [&mut k], head_dim);
+                back.apply(&mut [&mut k], heads.head_dim_k);
                 if let Some(b) = balance {
                     b.scale_keys(&mut k);
                 }

@@ -274,13 +274,11 @@ impl HParams {
 
     /// Every size the largest of any attention layer's (buffers that serve every layer).
     pub fn widest_heads(&self) -> HeadShape {
-        let mut attending = self.kv_reads.iter().zip(&self.heads);
-        let first = attending
-            .find(|(r, _)| r.is_some())
-            .map_or(self.heads[0], |(_, h)| *h);
-        attending
-            .filter(|(r, _)| r.is_some())
-            .fold(first, |w, (_, h)| w.widest(*h))
+        (self.kv_reads.iter().zip(&self.heads))
+            .filter(|(read, _)| read.is_some())
+            .map(|(_, h)| *h)
+            .reduce(HeadShape::widest)
+            .unwrap_or(self.heads[0])
     }
 
     /// Layer `il`'s dense FFN width.

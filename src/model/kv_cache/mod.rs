@@ -521,36 +521,33 @@ impl KvCache {
 /// Each layer's place in the mapping: every layer's keys, then every layer's values, then
 /// (quantized keys) every layer's rings.
 fn slabs(s: &KvShape, rows: usize, ring: Option<&Ring>) -> Vec<Slab> {
-    let sides = |h: &HeadShape| {
+    let mut out = Vec::with_capacity(s.layers.len());
+    let (mut keys, mut values, mut rings) = (0, 0, 0);
+    for h in &s.layers {
         // llama.cpp's choice of blocks (and so its rounding): keys in the largest power of two
         // dividing the head, values in 64s.
-        let k_block = 1 << h.head_dim_k.trailing_zeros();
-        (
-            Side::new(s.type_k, h.head_dim_k, Some(k_block)),
-            Side::new(s.type_v, h.head_dim_v, Some(64)),
-        )
-    };
-    let keys: usize = (s.layers.iter())
-        .map(|h| h.n_head_kv * rows * sides(h).0.row_bytes)
-        .sum();
-    let values: usize = (s.layers.iter())
-        .map(|h| h.n_head_kv * rows * sides(h).1.row_bytes)
-        .sum();
-    let (mut keys_at, mut values_at, mut rings_at) = (0, keys, keys + values);
-    let mut out = Vec::with_capacity(s.layers.len());
-    for h in &s.layers {
-        let (k, v) = sides(h);
+        let k = Side::new(
+            s.type_k,
+            h.head_dim_k,
+            Some(1 << h.head_dim_k.trailing_zeros()),
+        );
+        let v = Side::new(s.type_v, h.head_dim_v, Some(64));
         out.push(Slab {
             n_head_kv: h.n_head_kv,
             k,
             v,
-            keys_at,
-            values_at,
-            rings_at,
+            keys_at: keys,
+            values_at: values,
+            rings_at: rings,
         });
-        keys_at += h.n_head_kv * rows * k.row_bytes;
-        values_at += h.n_head_kv * rows * v.row_bytes;
-        rings_at += ring.map_or(0, |r| h.n_head_kv * s.n_seq * r.bytes(h.head_dim_k));
+        keys += h.n_head_kv * rows * k.row_bytes;
+        values += h.n_head_kv * rows * v.row_bytes;
+        rings += ring.map_or(0, |r| h.n_head_kv * s.n_seq * r.bytes(h.head_dim_k));
+    }
+    // The values follow every layer's keys, the rings every layer's values.
+    for slab in &mut out {
+        slab.values_at += keys;
+        slab.rings_at += keys + values;
     }
     out
 }
