@@ -744,14 +744,16 @@ kolibri_status kolibri_model_params_init(struct kolibri_model_params *params, si
 
 /**
  * Loads the GGUF model at `path`: maps (or reads) the file, validates every tensor and
- * builds the tokenizer. Every page is brought into memory before it returns.
+ * builds the tokenizer. Every page is brought into memory before it returns. A part of a
+ * split model (`NAME-00002-of-00003.gguf`) loads every part.
  *
  * `params` may be NULL for the defaults.
  *
  * **Ownership:** on success `*out_model` receives a new model the caller frees with
  * kolibri_model_free; on failure `*out_model` is not written.
  * **Errors:** INVALID_ARGUMENT (NULL `path` or `out_model`, bad params), IO (cannot open,
- * read, map or mlock), INVALID_MODEL (corrupt or truncated GGUF, missing tensors or keys),
+ * read, map or mlock; a missing part), INVALID_MODEL (corrupt or truncated GGUF, missing
+ * tensors or keys, parts that are not one model's),
  * UNSUPPORTED (unknown architecture or tensor type), CANCELLED (the progress callback
  * returned false).
  * **Thread safety:** callable from any thread; loads may run concurrently.

@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -722,11 +723,18 @@ def long_rope_factors(s: Spec) -> dict:
             "rope_factors_short.weight": (1.0 + 0.1 * x).astype(np.float32)}
 
 
-def build(name: str, out: Path, a: str) -> None:
-    """Writes model `name` as architecture `a` (its own, or its reference twin's)."""
+def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
+    """Writes model `name` as architecture `a` (its own, or its reference twin's); with
+    `split_max_tensors`, in parts as gguf-py splits (the same weights): `out` is then a folder
+    of `STEM-0000N-of-0000M.gguf` files."""
     s = MODELS[name]
     tmp = out.with_suffix(".partial")
-    w = gguf.GGUFWriter(tmp, a)
+    if split_max_tensors:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        w = gguf.GGUFWriter(tmp / out.name, a, split_max_tensors=split_max_tensors)
+    else:
+        w = gguf.GGUFWriter(tmp, a)
     write_metadata(w, s, a)
     n_vocab = copy_tokenizer(w, tokenizer_source(s), s.extra.get("pre_tokenizer", ""))
     # Logits of about 4 nat of spread: top-1/top-2 gaps mostly well above rounding noise, and
@@ -771,6 +779,22 @@ def build(name: str, out: Path, a: str) -> None:
     tmp.rename(out)
 
 
+# Written in parts too, by gguf-py's own split writer (what convert_hf_to_gguf.py --split-max-*
+# uses): tests/split_gguf.rs loads them and compares with the single file.
+SPLIT_MODELS = {"qwen3-tiny": 12}
+
+
+def split_path_of(name: str) -> Path:
+    """The first part of model `name` split by gguf-py; built if missing."""
+    s = MODELS[name]
+    stem = Path(file_name(name, s.revision)).stem
+    out = model_dir() / f"{stem}-split"
+    if not out.exists():
+        print(f"building {out.name}...", file=sys.stderr)
+        build(name, out, s.arch, split_max_tensors=SPLIT_MODELS[name])
+    return sorted(out.glob("*-00001-of-*.gguf"))[0]
+
+
 def path_of(name: str, reference: bool = False) -> Path:
     """The model's file, or with `reference` the file llama.cpp runs for it (its twin if it
     has one); built if missing."""
@@ -791,6 +815,9 @@ def main() -> None:
     ap.add_argument("--reference-path", metavar="NAME",
                     help="print the path of the file llama.cpp's reference runs on (the model, "
                          "or its twin), building it if missing")
+    ap.add_argument("--split-path", metavar="NAME",
+                    help="print the first part of the model written in parts, building it if "
+                         "missing")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list:
@@ -803,11 +830,19 @@ def main() -> None:
                 sys.exit(f"unknown synthetic model {name!r}; --list shows them")
             print(path_of(name, reference))
             return
+    if args.split_path:
+        if args.split_path not in SPLIT_MODELS:
+            sys.exit(f"{args.split_path!r} is not written in parts; those are {list(SPLIT_MODELS)}")
+        print(split_path_of(args.split_path))
+        return
     names = args.only.split(",") if args.only else [n for n, s in MODELS.items() if s.default]
     for name in names:
         if name not in MODELS:
             sys.exit(f"unknown synthetic model {name!r}; --list shows them")
         print(path_of(name))
+    if not args.only:
+        for name in SPLIT_MODELS:
+            print(split_path_of(name))
 
 
 if __name__ == "__main__":

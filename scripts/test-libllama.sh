@@ -79,6 +79,18 @@ simple_matches() {
   [ -n "$reference" ] && [ "$ours" = "$reference" ]
 }
 check "examples/simple: the greedy continuation of kolibri run" simple_matches
+split_model_matches() { # the model in three parts (kolibri quantize COPY), loaded from the first
+  local prompt="def quicksort(items):" parts=$work/split ours reference
+  rm -rf "$parts" && mkdir -p "$parts"
+  target/release/kolibri quantize "$model" "$parts/m.gguf" COPY --split-max-size 180M 2>/dev/null ||
+    return 1
+  [ -f "$parts/m-00003-of-00003.gguf" ] || return 1
+  ours=$("$work/simple" -m "$parts/m-00001-of-00003.gguf" -n 40 "$prompt" 2>/dev/null) || return 1
+  reference=$(target/release/kolibri run -m "$model" -p "$prompt" -n 40 --temp 0 2>/dev/null)
+  rm -rf "$parts"
+  [ -n "$reference" ] && [ "$ours" = "$reference" ]
+}
+check "examples/simple on the model split in three parts" split_model_matches
 two_turns() {
   local chat
   chat=$(printf 'What is 2+2? Reply with the number only.\nAnd 3+3? Reply with the number only.\n' |

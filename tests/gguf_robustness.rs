@@ -379,3 +379,89 @@ fn truncations_and_byte_flips_never_panic() {
         let _ = GgufFile::from_bytes(bytes);
     }
 }
+
+/// Three parts of a split model, as llama-gguf-split writes them: the metadata in the first,
+/// the split keys in each, `per_part` tensors in each.
+fn split_parts(per_part: usize) -> Vec<Vec<u8>> {
+    let count = 3;
+    (0..count)
+        .map(|no| {
+            let mut w = GgufWriter::new();
+            if no == 0 {
+                w.metadata("general.architecture", Value::String("llama".into()));
+            }
+            w.metadata("split.no", Value::U16(no as u16));
+            w.metadata("split.count", Value::U16(count as u16));
+            w.metadata("split.tensors.count", Value::I32((count * per_part) as i32));
+            for i in 0..per_part {
+                let values: Vec<f32> = (0..16).map(|x| (no * 100 + i * 16 + x) as f32).collect();
+                w.tensor_f32(&format!("t{no}.{i}"), &[16], &values);
+            }
+            w.to_bytes()
+        })
+        .collect()
+}
+
+#[test]
+fn the_parts_of_a_split_model_read_as_one_file() {
+    let f = GgufFile::from_part_bytes(&split_parts(2)).unwrap();
+    assert_eq!(f.parts().len(), 3);
+    assert_eq!(f.tensors().len(), 6);
+    assert_eq!(f.get_str("general.architecture"), Some("llama"));
+    for t in f.tensors() {
+        let (no, i): (usize, usize) = {
+            let (a, b) = t.name[1..].split_once('.').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        };
+        assert_eq!(t.part, no);
+        let first = f32::from_le_bytes(f.tensor_data(t)[..4].try_into().unwrap());
+        assert_eq!(first, (no * 100 + i * 16) as f32, "{}", t.name);
+    }
+}
+
+#[test]
+fn part_sets_that_do_not_fit_are_named_errors() {
+    let split_err = |parts: &[Vec<u8>]| match GgufFile::from_part_bytes(parts) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    };
+    let good = split_parts(2);
+    let reordered = [good[0].clone(), good[2].clone(), good[1].clone()];
+    assert!(split_err(&reordered).contains("part 2 of 3: it says it is part 3"));
+    let twice = [good[0].clone(), good[1].clone(), good[1].clone()];
+    assert!(split_err(&twice).contains("part 3 of 3: it says it is part 2"));
+    let short = &good[..2];
+    assert!(split_err(short).contains("one of 3 parts"));
+    let other = split_parts(3);
+    let foreign = [good[0].clone(), other[1].clone(), good[2].clone()];
+    assert!(split_err(&foreign).contains("another split model"));
+    let mut cut = good.clone();
+    let len = cut[2].len();
+    cut[2].truncate(len - 8);
+    let e = split_err(&cut);
+    assert!(
+        e.contains("part 3 of 3") && e.contains("outside the data section"),
+        "{e}"
+    );
+}
+
+#[test]
+fn truncations_and_byte_flips_of_parts_never_panic() {
+    let good = split_parts(2);
+    let mut rng = Rng(0x5b17);
+    for _ in 0..5_000 {
+        let mut parts = good.clone();
+        let p = rng.below(parts.len());
+        let bytes = &mut parts[p];
+        let i = rng.below(bytes.len());
+        bytes[i] ^= 1 << rng.below(8);
+        if rng.below(4) == 0 {
+            bytes.truncate(rng.below(bytes.len() + 1));
+        }
+        if let Ok(f) = GgufFile::from_part_bytes(&parts) {
+            for t in f.tensors() {
+                assert_eq!(f.tensor_data(t).len() as u64, t.size);
+            }
+        }
+    }
+}

@@ -42,9 +42,10 @@ fn load_quantized(name: &str) -> Arc<Model> {
             let out = std::env::temp_dir()
                 .join(format!("kolibri-hybrid-{name}-{}.gguf", std::process::id()));
             let opts = Options {
-                file_type: FileType::parse("Q4_K_M").unwrap(),
+                file_type: FileType::parse("Q4_K_M"),
                 allow_requantize: false,
                 pure: false,
+                split: Default::default(),
             };
             quantize_file(&synthetic_path(name), &out, &opts, |_, _| {}).unwrap();
             done.push((name.to_owned(), out.clone()));

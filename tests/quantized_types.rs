@@ -52,9 +52,10 @@ fn f32_model(dir: &TempDir) -> PathBuf {
 
 fn options(file_type: FileType, pure: bool) -> Options {
     Options {
-        file_type,
+        file_type: Some(file_type),
         allow_requantize: false,
         pure,
+        split: Default::default(),
     }
 }
 

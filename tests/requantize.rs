@@ -39,9 +39,10 @@ fn quantized_files_match_llama_quantize() {
             panic!("bad line {line:?}");
         };
         let opts = Options {
-            file_type: FileType::parse(ft).unwrap(),
+            file_type: Some(FileType::parse(ft).unwrap()),
             allow_requantize: true,
             pure: false,
+            split: Default::default(),
         };
         let out = dir.join(format!("{ft}.gguf"));
         // A reference model, or synthetic/FILE (its generator version in the name).

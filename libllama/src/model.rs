@@ -69,10 +69,48 @@ pub unsafe extern "C" fn llama_model_load_from_file(
             log::error(&format!("{F}: NULL path"));
             return ptr::null_mut();
         };
-        match load(&path, &params) {
+        match load(&[path.as_ref().into()], &params) {
             Ok(m) => Box::into_raw(Box::new(m)),
             Err(e) => {
                 log::error(&format!("{F}: failed to load model from {path}: {e}"));
+                ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// The parts of a split model, in order, whatever their names.
+///
+/// # Safety
+/// `paths` is NULL or holds `n_paths` pointers, each NULL or a C string; `params`' pointers
+/// are NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_load_from_splits(
+    paths: *const *const c_char,
+    n_paths: usize,
+    params: llama_model_params,
+) -> *mut llama_model {
+    const F: &str = "llama_model_load_from_splits";
+    guard(F, ptr::null_mut(), || {
+        if paths.is_null() || n_paths == 0 {
+            log::error(&format!("{F}: no paths"));
+            return ptr::null_mut();
+        }
+        // SAFETY: the caller's contract: n_paths pointers at `paths`.
+        let given = unsafe { std::slice::from_raw_parts(paths, n_paths) };
+        let mut parts = Vec::with_capacity(n_paths);
+        for (i, &p) in given.iter().enumerate() {
+            // SAFETY: each NULL or a C string, by the contract.
+            let Some(path) = (unsafe { c_str(p) }) else {
+                log::error(&format!("{F}: path {i} is NULL"));
+                return ptr::null_mut();
+            };
+            parts.push(std::path::PathBuf::from(path.as_ref()));
+        }
+        match load(&parts, &params) {
+            Ok(m) => Box::into_raw(Box::new(m)),
+            Err(e) => {
+                log::error(&format!("{F}: failed to load model: {e}"));
                 ptr::null_mut()
             }
         }
@@ -90,7 +128,9 @@ pub unsafe extern "C" fn llama_load_model_from_file(
     unsafe { llama_model_load_from_file(path, params) }
 }
 
-fn load(path: &str, params: &llama_model_params) -> Result<llama_model, String> {
+/// The model in `paths`: one file (any part of a split model brings the others), or the
+/// parts of a split model in order.
+fn load(paths: &[std::path::PathBuf], params: &llama_model_params) -> Result<llama_model, String> {
     if !params.kv_overrides.is_null() {
         // SAFETY: llama.h's kv_overrides is an array ended by an entry with an empty key.
         let first_key = unsafe { (*params.kv_overrides).key[0] };
@@ -102,7 +142,7 @@ fn load(path: &str, params: &llama_model_params) -> Result<llama_model, String> 
         }
     }
     if params.vocab_only {
-        let gguf = GgufFile::open(path).map_err(|e| e.to_string())?;
+        let gguf = GgufFile::open_parts(paths).map_err(|e| e.to_string())?;
         let tokenizer = Tokenizer::from_gguf(&gguf).map_err(|e| e.to_string())?;
         let vocab =
             crate::vocab::llama_vocab::new(crate::vocab::Source::Alone(Box::new(tokenizer)));
@@ -125,7 +165,7 @@ fn load(path: &str, params: &llama_model_params) -> Result<llama_model, String> 
         progress: Some(&mut progress),
         ..LoadOptions::default()
     };
-    let model = Arc::new(Model::load_with(path, &mut opts).map_err(|e| e.to_string())?);
+    let model = Arc::new(Model::load_parts_with(paths, &mut opts).map_err(|e| e.to_string())?);
     let vocab = crate::vocab::llama_vocab::new(crate::vocab::Source::Model(Arc::clone(&model)));
     Ok(describe(Some(Arc::clone(&model)), &model.gguf, vocab))
 }

@@ -103,21 +103,3 @@ pub unsafe extern "C" fn llama_set_adapters_lora(
     log::once("llama_set_adapters_lora", LORA);
     -1
 }
-
-/// One file only: split models are not supported.
-///
-/// # Safety
-/// `paths` holds `n_paths` C strings.
-#[no_mangle]
-pub unsafe extern "C" fn llama_model_load_from_splits(
-    paths: *const *const c_char,
-    n_paths: usize,
-    params: llama_model_params,
-) -> *mut crate::model::llama_model {
-    if n_paths == 1 && !paths.is_null() {
-        // SAFETY: the caller's contract.
-        return unsafe { crate::model::llama_model_load_from_file(*paths, params) };
-    }
-    log::error("llama_model_load_from_splits: split models are not supported");
-    ptr::null_mut()
-}

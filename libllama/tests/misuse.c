@@ -58,6 +58,12 @@ int main(int argc, char ** argv) {
     EXPECT(llama_model_load_from_file("/nonexistent/model.gguf", mp) == NULL, "load: a bad path");
     EXPECT(llama_model_load_from_file(argv[0], mp) == NULL, "load: a file that is not GGUF");
     EXPECT(llama_init_from_model(NULL, cp) == NULL, "context: NULL model");
+    const char * no_paths[] = {NULL};
+    const char * not_parts[] = {argv[1], argv[1]};
+    EXPECT(llama_model_load_from_splits(NULL, 1, mp) == NULL, "splits: NULL paths");
+    EXPECT(llama_model_load_from_splits(no_paths, 0, mp) == NULL, "splits: no paths");
+    EXPECT(llama_model_load_from_splits(no_paths, 1, mp) == NULL, "splits: a NULL path");
+    EXPECT(llama_model_load_from_splits(not_parts, 2, mp) == NULL, "splits: files that are not parts");
 
     struct llama_model * model = llama_model_load_from_file(argv[1], mp);
     if (!model) {

@@ -76,13 +76,18 @@ impl Failure {
 impl From<ModelError> for Failure {
     fn from(e: ModelError) -> Failure {
         let status = match &e {
-            ModelError::Gguf(GgufError::Io { .. }) | ModelError::Io(_) => KOLIBRI_STATUS_IO,
-            ModelError::Gguf(GgufError::UnsupportedVersion(_))
-            | ModelError::Gguf(GgufError::UnknownTensorType { .. })
-            | ModelError::UnknownArchitecture(_)
-            | ModelError::UnsupportedTensorType { .. } => KOLIBRI_STATUS_UNSUPPORTED,
-            ModelError::Gguf(_)
-            | ModelError::MissingKey(_)
+            ModelError::Gguf(g) => match g.root() {
+                GgufError::Io { .. } => KOLIBRI_STATUS_IO,
+                GgufError::UnsupportedVersion(_) | GgufError::UnknownTensorType { .. } => {
+                    KOLIBRI_STATUS_UNSUPPORTED
+                }
+                _ => KOLIBRI_STATUS_INVALID_MODEL,
+            },
+            ModelError::Io(_) => KOLIBRI_STATUS_IO,
+            ModelError::UnknownArchitecture(_) | ModelError::UnsupportedTensorType { .. } => {
+                KOLIBRI_STATUS_UNSUPPORTED
+            }
+            ModelError::MissingKey(_)
             | ModelError::BadHyperparameter { .. }
             | ModelError::MissingTensor(_)
             | ModelError::BadTensorShape { .. }

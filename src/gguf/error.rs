@@ -71,6 +71,16 @@ pub enum GgufError {
         size: u64,
         data_len: u64,
     },
+    /// A part of a split model that does not fit the others, or cannot be found.
+    Split {
+        part: String,
+        why: String,
+    },
+    /// A malformed part of a split model.
+    InPart {
+        part: String,
+        source: Box<GgufError>,
+    },
 }
 
 impl fmt::Display for GgufError {
@@ -115,6 +125,18 @@ impl fmt::Display for GgufError {
                 "tensor {tensor:?}: data [{offset}, {offset}+{size}) lies outside the data section \
                  of {data_len} bytes (truncated file or corrupt offset)"
             ),
+            Split { part, why } => write!(f, "split model, {part}: {why}"),
+            InPart { part, source } => write!(f, "split model, {part}: {source}"),
+        }
+    }
+}
+
+impl GgufError {
+    /// The error itself, or for a split model's malformed part, what is wrong with it.
+    pub fn root(&self) -> &GgufError {
+        match self {
+            GgufError::InPart { source, .. } => source.root(),
+            other => other,
         }
     }
 }
@@ -123,6 +145,7 @@ impl std::error::Error for GgufError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             GgufError::Io { source, .. } => Some(source),
+            GgufError::InPart { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -6,11 +6,13 @@
 mod error;
 mod reader;
 mod schema;
+mod split;
 mod strings;
 mod value;
 mod writer;
 
 pub use error::GgufError;
-pub use reader::{GgufFile, TensorInfo};
+pub use reader::{GgufFile, Part, TensorInfo};
+pub use split::{PartFile, SplitSet};
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufHeader, GgufWriter};

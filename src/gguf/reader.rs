@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::error::GgufError;
+use super::split::SplitSet;
 use super::value::{Array, FileStrings, Value, ValueType};
 use crate::quant::GgmlType;
 
@@ -23,8 +24,10 @@ pub struct TensorInfo {
     /// Dimensions, innermost (contiguous) first, as ggml's `ne`.
     pub dims: Vec<u64>,
     pub ggml_type: GgmlType,
-    /// Offset of the data from the start of the data section.
+    /// Offset of the data from the start of its part's data section.
     pub offset: u64,
+    /// Which part of a split model holds the data (0 in a single file).
+    pub part: usize,
     /// Size of the data in bytes.
     pub size: u64,
 }
@@ -56,7 +59,9 @@ const FILE_ARRAY_MIN: u64 = 4096;
 /// are released with the rest of the header.
 const STRINGS_IN_FILE: [&str; 1] = ["tokenizer.ggml.merges"];
 
-/// A parsed GGUF file. Tensor data is borrowed from the mapping, never copied.
+/// A parsed GGUF file, or the parts of a split model as one ([`super::split`]): the first
+/// part's metadata, every part's tensors. Tensor data is borrowed from the mapping, never
+/// copied.
 pub struct GgufFile {
     backing: Backing,
     version: u32,
@@ -65,49 +70,167 @@ pub struct GgufFile {
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
     alignment: u64,
-    data_offset: u64,
+    parts: Vec<Part>,
+}
+
+/// Where one part (the file itself, unless split) lies in the image.
+#[derive(Clone, Debug)]
+pub struct Part {
+    /// Offset of the part in the image.
+    pub base: usize,
+    /// Its length in bytes.
+    pub len: usize,
+    /// Offset of its data section from `base`: the bytes before are its header.
+    pub data_offset: u64,
+    /// The file it was read from (none for an image made in memory).
+    pub path: Option<std::path::PathBuf>,
+}
+
+impl Part {
+    /// The part's header (metadata and tensor index) within the image.
+    pub fn header(&self) -> std::ops::Range<usize> {
+        self.base..self.base + (self.data_offset as usize).min(self.len)
+    }
+
+    /// The part's data section within the image.
+    pub fn data(&self) -> std::ops::Range<usize> {
+        self.header().end..self.base + self.len
+    }
 }
 
 impl GgufFile {
-    /// Maps and parses the file at `path`.
+    /// Maps and parses the file at `path`; a part of a split model brings all its parts.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
         let path = path.as_ref();
-        let io_err = |source| GgufError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(io_err)?;
-        // SAFETY: the mapping is read-only; a file truncated underneath us by another process
-        // would fault, as with every mmap-based loader. We never write through it.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
-        Self::parse(Backing::Mapped(Arc::new(map)))
+        let single = SplitSet::from_paths(vec![path.to_path_buf()])?;
+        let file = Self::from_split(single.map()?, &single)?;
+        let set = SplitSet::of(path, &file)?;
+        if set.is_single() {
+            return Ok(file);
+        }
+        drop(file);
+        Self::from_split(set.map()?, &set)
+    }
+
+    /// [`GgufFile::open`] on one path; the parts of a split model in order, whatever their
+    /// names, on several.
+    pub fn open_parts(paths: &[std::path::PathBuf]) -> Result<GgufFile, GgufError> {
+        match paths {
+            [path] => Self::open(path),
+            _ => {
+                let set = SplitSet::from_paths(paths.to_vec())?;
+                Self::from_split(set.map()?, &set)
+            }
+        }
     }
 
     /// Parses a file already mapped (or read into an anonymous mapping) by the caller; the
     /// model loader uses this to prefault pages, lock them, or read without `mmap`.
     pub fn from_mmap(map: memmap2::Mmap) -> Result<GgufFile, GgufError> {
-        Self::parse(Backing::Mapped(Arc::new(map)))
+        let len = map.len();
+        Self::parse(Backing::Mapped(Arc::new(map)), &[(0, len)], &|_| {
+            String::new()
+        })
+    }
+
+    /// Parses the image of `set` ([`SplitSet::map`], or its files read into memory at their
+    /// bases): one file, or every part of a split model, checked to be one model's.
+    pub fn from_split(image: memmap2::Mmap, set: &SplitSet) -> Result<GgufFile, GgufError> {
+        let spans: Vec<_> = set.parts().iter().map(|p| (p.base, p.len)).collect();
+        if spans
+            .last()
+            .is_some_and(|&(base, len)| image.len() < base + len)
+        {
+            return Err(GgufError::Truncated {
+                what: "the image of the parts".into(),
+                offset: image.len() as u64,
+            });
+        }
+        let mut file = Self::parse(Backing::Mapped(Arc::new(image)), &spans, &|i| set.name(i))?;
+        for (part, of) in file.parts.iter_mut().zip(set.parts()) {
+            part.path = Some(of.path.clone());
+        }
+        Ok(file)
     }
 
     /// Parses an in-memory GGUF image (tests, fuzzing).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile, GgufError> {
-        Self::parse(Backing::Owned(bytes))
+        let len = bytes.len();
+        Self::parse(Backing::Owned(bytes), &[(0, len)], &|_| String::new())
     }
 
-    fn parse(backing: Backing) -> Result<GgufFile, GgufError> {
+    /// Parses in-memory images of the parts of a split model, in order (tests, fuzzing).
+    pub fn from_part_bytes(parts: &[Vec<u8>]) -> Result<GgufFile, GgufError> {
+        let page = super::split::page_size();
+        let mut image = Vec::new();
+        let mut spans = Vec::new();
+        for p in parts {
+            spans.push((image.len(), p.len()));
+            image.extend_from_slice(p);
+            image.resize(image.len().next_multiple_of(page), 0);
+        }
+        let count = parts.len();
+        Self::parse(Backing::Owned(image), &spans, &|i| {
+            format!("part {} of {count}", i + 1)
+        })
+    }
+
+    /// Parses the parts at `spans` (offset, length) of the backing: one, or a split model's.
+    /// `name` names part `i` in errors.
+    fn parse(
+        backing: Backing,
+        spans: &[(usize, usize)],
+        name: &dyn Fn(usize) -> String,
+    ) -> Result<GgufFile, GgufError> {
         let (bytes, map): (&[u8], _) = match &backing {
             Backing::Mapped(m) => (m, Some(m)),
             Backing::Owned(v) => (v, None),
         };
-        let header = parse_header(bytes, map)?;
+        let mut headers = Vec::with_capacity(spans.len());
+        for (i, &(base, len)) in spans.iter().enumerate() {
+            let header = bytes
+                .get(base..base + len)
+                .ok_or_else(|| GgufError::Truncated {
+                    what: "the image of the parts".into(),
+                    offset: bytes.len() as u64,
+                })
+                .and_then(|part| parse_header(part, map, base));
+            headers.push(match (header, spans.len()) {
+                (Ok(h), _) => h,
+                (Err(e), 1) => return Err(e),
+                (Err(e), _) => {
+                    return Err(GgufError::InPart {
+                        part: name(i),
+                        source: Box::new(e),
+                    })
+                }
+            });
+        }
+        super::split::check_parts(&headers, name)?;
+        let parts = spans
+            .iter()
+            .zip(&headers)
+            .map(|(&(base, len), h)| Part {
+                base,
+                len,
+                data_offset: h.data_offset,
+                path: None,
+            })
+            .collect();
+        let mut headers = headers.into_iter().enumerate();
+        let (_, first) = headers.next().expect("at least one part");
+        let mut tensors = first.tensors;
+        for (i, h) in headers {
+            tensors.extend(h.tensors.into_iter().map(|t| TensorInfo { part: i, ..t }));
+        }
         Ok(GgufFile {
-            version: header.version,
-            metadata_index: index_of(&header.metadata, |(k, _)| k),
-            tensor_index: index_of(&header.tensors, |t| &t.name),
-            metadata: header.metadata,
-            tensors: header.tensors,
-            alignment: header.alignment,
-            data_offset: header.data_offset,
+            version: first.version,
+            metadata_index: index_of(&first.metadata, |(k, _)| k),
+            tensor_index: index_of(&tensors, |t| &t.name),
+            metadata: first.metadata,
+            tensors,
+            alignment: first.alignment,
+            parts,
             backing,
         })
     }
@@ -127,9 +250,19 @@ impl GgufFile {
         self.alignment
     }
 
-    /// Byte offset of the data section within the file.
+    /// Byte offset of the data section within the file (the first part's, if split).
     pub fn data_offset(&self) -> u64 {
-        self.data_offset
+        self.parts[0].data_offset
+    }
+
+    /// Where each part lies in [`GgufFile::file_bytes`] (one for a single file).
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
+    /// Bytes of the file, or of all parts of a split model.
+    pub fn size_on_disk(&self) -> u64 {
+        self.parts.iter().map(|p| p.len as u64).sum()
     }
 
     /// Whether the file is a mapping (its pages can be dropped and read again), not a copy.
@@ -174,13 +307,20 @@ impl GgufFile {
         self.tensor_index.get(name).map(|&i| &self.tensors[i])
     }
 
+    /// Where the tensor's data starts in [`GgufFile::file_bytes`].
+    pub fn tensor_start(&self, t: &TensorInfo) -> usize {
+        let part = &self.parts[t.part];
+        part.base + (part.data_offset + t.offset) as usize
+    }
+
     /// The tensor's data bytes (bounds were checked at parse time).
     pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
-        let start = (self.data_offset + t.offset) as usize;
+        let start = self.tensor_start(t);
         &self.bytes()[start..start + t.size as usize]
     }
 
-    /// Base address of the whole file image (for page-release bookkeeping).
+    /// The whole image: the file, or every part of a split model each at its
+    /// [`Part::base`] (for page-release bookkeeping, and weights addressed by offset).
     pub fn file_bytes(&self) -> &[u8] {
         self.bytes()
     }
@@ -194,20 +334,28 @@ fn index_of<T>(items: &[T], key: impl Fn(&T) -> &String) -> HashMap<String, usiz
         .collect()
 }
 
-struct Header {
-    version: u32,
-    metadata: Vec<(String, Value)>,
-    tensors: Vec<TensorInfo>,
-    alignment: u64,
-    data_offset: u64,
+/// One file's header, parsed.
+pub(super) struct Header {
+    pub version: u32,
+    pub metadata: Vec<(String, Value)>,
+    pub tensors: Vec<TensorInfo>,
+    pub alignment: u64,
+    pub data_offset: u64,
+}
+
+impl Header {
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
 }
 
 /// A bounds-checked little-endian cursor.
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
-    /// The mapping `bytes` is, where arrays may stay in place.
+    /// The mapping `bytes` lies in (at `base`), where arrays may stay in place.
     map: Option<&'a Arc<memmap2::Mmap>>,
+    base: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -271,8 +419,18 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn parse_header(bytes: &[u8], map: Option<&Arc<memmap2::Mmap>>) -> Result<Header, GgufError> {
-    let mut c = Cursor { bytes, pos: 0, map };
+/// Parses the file in `bytes`, which lies at `base` of `map` (if mapped).
+fn parse_header(
+    bytes: &[u8],
+    map: Option<&Arc<memmap2::Mmap>>,
+    base: usize,
+) -> Result<Header, GgufError> {
+    let mut c = Cursor {
+        bytes,
+        pos: 0,
+        map,
+        base,
+    };
     let magic: [u8; 4] = c.array(&|| "magic".into())?;
     if &magic != MAGIC {
         return Err(GgufError::BadMagic(magic));
@@ -400,6 +558,7 @@ fn read_tensor_info(c: &mut Cursor, index: u64, alignment: u64) -> Result<Tensor
         ggml_type,
         offset,
         size,
+        part: 0,
     })
 }
 
@@ -454,7 +613,7 @@ fn read_value(c: &mut Cursor, vt: ValueType, key: &str, depth: u32) -> Result<Va
                     Some(map) if count >= FILE_ARRAY_MIN => {
                         let at = c.pos;
                         c.take(4 * count, &what)?;
-                        Array::f32s_in_file(map.clone(), at, n)
+                        Array::f32s_in_file(map.clone(), c.base + at, n)
                     }
                     _ => Array::from_f32s(
                         (0..n)
@@ -499,7 +658,7 @@ fn strings_in_file(
     what: &dyn Fn() -> String,
 ) -> Result<Option<Array>, GgufError> {
     let at = c.pos;
-    let mut strings = FileStrings::new(Arc::clone(map), at, n);
+    let mut strings = FileStrings::new(Arc::clone(map), c.base + at, n);
     for i in 0..n {
         let fits = strings.note(i, c.pos - at);
         let len = c.u64(what)?;

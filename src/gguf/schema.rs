@@ -78,6 +78,9 @@ const GLOBAL: &[(&str, Kind)] = &[
     ("tokenizer.ggml.normalizer.lowercase", Kind::Bool),
     ("tokenizer.ggml.normalizer.strip_accents", Kind::Bool),
     ("tokenizer.chat_template", Kind::Str),
+    ("split.no", Kind::Uint),
+    ("split.count", Kind::Uint),
+    ("split.tensors.count", Kind::Uint),
 ];
 
 /// Keys under `<architecture>.`.

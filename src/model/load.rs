@@ -1,12 +1,11 @@
 //! Bringing a model file into memory: mapped or read, prefaulted with progress reports,
 //! optionally locked in RAM.
 
-use std::fs::File;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::error::ModelError;
-use crate::gguf::GgufFile;
+use crate::gguf::{GgufFile, SplitSet};
 use crate::kernels;
 
 /// Told the bytes repacked so far during a load; an error (a cancelled load) stops it.
@@ -56,27 +55,23 @@ impl LoadOptions<'_> {
     }
 }
 
-/// Opens and parses `path` as the options say. With mmap, every page the engine reads in place
-/// is brought in before returning (like llama.cpp's `MAP_POPULATE`), so the first token does
-/// not pay for page faults and the progress callback sees the real work. Tensors of the types
-/// repacked at load are left to the repack, which reads each page once and releases it: faulting
-/// them in here too would hold the file and its repacked copy at once.
+/// Opens and parses `paths` as the options say: one file (with every other part, if it is a
+/// part of a split model), or the parts of a split model in order, however they are named. With mmap, every page the engine reads in place is brought in before
+/// returning (like llama.cpp's `MAP_POPULATE`), so the first token does not pay for page faults
+/// and the progress callback sees the real work. Tensors of the types repacked at load are left
+/// to the repack, which reads each page once and releases it: faulting them in here too would
+/// hold the file and its repacked copy at once.
 ///
-/// Returns the file and how many of its bytes were brought in (progress so far, in bytes).
+/// Returns the file and how many of its bytes were brought in (progress so far, in bytes),
+/// and the parts it was read from.
 pub(super) fn open_gguf(
-    path: &Path,
+    paths: &[PathBuf],
     opts: &mut LoadOptions,
-) -> Result<(GgufFile, usize), ModelError> {
-    let io_err = |what: &str, e: std::io::Error| {
-        ModelError::Io(format!("cannot {what} {}: {e}", path.display()))
+) -> Result<(GgufFile, usize, SplitSet), ModelError> {
+    let Some(path) = paths.first() else {
+        return Err(ModelError::InvalidArgument("no model file given".into()));
     };
     opts.report(0.0)?;
-    let mut file = File::open(path).map_err(|e| io_err("open", e))?;
-    let len = file.metadata().map_err(|e| io_err("stat", e))?.len() as usize;
-    if len == 0 {
-        // Nothing to map; the parser reports the empty file.
-        return Ok((GgufFile::from_bytes(Vec::new())?, 0));
-    }
     if opts.paged && (!opts.use_mmap || opts.use_mlock) {
         return Err(ModelError::InvalidArgument(
             "paged weights stream from the mapped file: they need it mapped and not locked \
@@ -84,48 +79,71 @@ pub(super) fn open_gguf(
                 .into(),
         ));
     }
+    // The named file's header says whether it is one part of several.
+    let single = SplitSet::from_paths(vec![path.clone()])?;
+    let named = GgufFile::from_split(single.map()?, &single)?;
+    let set = match paths {
+        [_] => SplitSet::of(path, &named)?,
+        _ => SplitSet::from_paths(paths.to_vec())?,
+    };
+    let len: usize = set.parts().iter().map(|p| p.len).sum();
     if opts.use_mmap {
-        // SAFETY: read-only mapping; a file truncated underneath us by another process would
-        // fault, as with every mmap-based loader. We never write through it.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_err("map", e))?;
-        let gguf = GgufFile::from_mmap(map)?;
+        let gguf = if set.is_single() {
+            named
+        } else {
+            drop(named);
+            GgufFile::from_split(set.map()?, &set)?
+        };
         release_header(&gguf);
         if opts.use_mlock {
-            lock(gguf.file_bytes()).map_err(|e| io_err(LOCK, e))?;
+            lock(gguf.file_bytes()).map_err(|e| io_err(path, LOCK, e))?;
         }
-        // Progress counts file bytes (the header's are read); the repack reports the rest.
-        let mut done = (gguf.data_offset() as usize).min(len);
+        // Progress counts file bytes (the headers are read); the repack reports the rest.
+        let mut done: usize = gguf.parts().iter().map(|p| p.header().len()).sum();
         if opts.paged {
             // Nothing is brought in: the forward pass streams the weights.
-            return Ok((gguf, len));
+            return Ok((gguf, len, set));
         }
         for r in in_place_ranges(&gguf) {
             for start in r.clone().step_by(CHUNK) {
                 let end = (start + CHUNK).min(r.end);
                 populate(&gguf.file_bytes()[start..end]);
                 done += end - start;
-                opts.report(done as f32 / len as f32)?;
+                opts.report(done as f32 / len.max(1) as f32)?;
             }
         }
-        return Ok((gguf, done));
+        return Ok((gguf, done, set));
     }
+    drop(named);
     // An anonymous mapping is page-aligned, so block casts of tensor data stay aligned.
-    let mut anon = memmap2::MmapMut::map_anon(len).map_err(|e| io_err("allocate", e))?;
+    let mut anon = memmap2::MmapMut::map_anon(set.total().max(1))
+        .map_err(|e| io_err(path, "allocate memory for", e))?;
     // Huge pages where the system allows them: weights read in place miss the TLB less.
     #[cfg(target_os = "linux")]
     let _ = anon.advise(memmap2::Advice::HugePage);
-    for start in (0..len).step_by(CHUNK) {
-        let end = (start + CHUNK).min(len);
-        file.read_exact(&mut anon[start..end])
-            .map_err(|e| io_err("read", e))?;
-        opts.report(end as f32 / len as f32)?;
+    let mut done = 0;
+    for (i, part) in set.parts().iter().enumerate() {
+        let mut file = set.open(i)?;
+        for start in (part.base..part.base + part.len).step_by(CHUNK) {
+            let end = (start + CHUNK).min(part.base + part.len);
+            file.read_exact(&mut anon[start..end])
+                .map_err(|e| io_err(&part.path, "read", e))?;
+            done += end - start;
+            opts.report(done as f32 / len.max(1) as f32)?;
+        }
     }
-    let map = anon.make_read_only().map_err(|e| io_err("protect", e))?;
+    let map = anon
+        .make_read_only()
+        .map_err(|e| io_err(path, "protect", e))?;
     if opts.use_mlock {
-        lock(&map).map_err(|e| io_err(LOCK, e))?;
+        lock(&map).map_err(|e| io_err(path, LOCK, e))?;
     }
     // Read in full: the repack's share of the progress is already counted.
-    Ok((GgufFile::from_mmap(map)?, len))
+    Ok((GgufFile::from_split(map, &set)?, len, set))
+}
+
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> ModelError {
+    ModelError::Io(format!("cannot {what} {}: {e}", path.display()))
 }
 
 const LOCK: &str = "lock in memory (mlock; raise RLIMIT_MEMLOCK)";
@@ -140,31 +158,31 @@ fn lock(bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Byte ranges of the data section read in place: all but the data of tensors whose type is
+/// Byte ranges of the data sections read in place: all but the data of tensors whose type is
 /// repacked at load (sorted, merged).
 fn in_place_ranges(gguf: &GgufFile) -> Vec<std::ops::Range<usize>> {
-    let len = gguf.file_bytes().len();
-    let base = (gguf.data_offset() as usize).min(len);
     let mut skip: Vec<std::ops::Range<usize>> = gguf
         .tensors()
         .iter()
         .filter(|t| t.dims.len() == 2 && kernels::repacks(t.ggml_type))
         .map(|t| {
-            let start = (base + t.offset as usize).min(len);
-            start..(start + t.size as usize).min(len)
+            let start = gguf.tensor_start(t);
+            start..start + t.size as usize
         })
         .collect();
     skip.sort_by_key(|r| r.start);
     let mut ranges = Vec::new();
-    let mut at = base;
-    for r in skip {
-        if r.start > at {
-            ranges.push(at..r.start);
+    for data in gguf.parts().iter().map(|p| p.data()) {
+        let mut at = data.start;
+        for r in skip.iter().filter(|r| data.contains(&r.start)) {
+            if r.start > at {
+                ranges.push(at..r.start);
+            }
+            at = at.max(r.end);
         }
-        at = at.max(r.end);
-    }
-    if at < len {
-        ranges.push(at..len);
+        if at < data.end {
+            ranges.push(at..data.end);
+        }
     }
     ranges
 }
@@ -174,7 +192,9 @@ fn in_place_ranges(gguf: &GgufFile) -> Vec<std::ops::Range<usize>> {
 /// scores) is read at load, or a few pages at a time later.
 pub(super) fn release_header(gguf: &GgufFile) {
     if gguf.is_mapped() {
-        release_pages(&gguf.file_bytes()[..gguf.data_offset() as usize]);
+        for p in gguf.parts() {
+            release_pages(&gguf.file_bytes()[p.header()]);
+        }
     }
 }
 

@@ -69,14 +69,24 @@ impl Model {
     }
 
     /// [`Model::load`] with a choice of mapping, locking and a cancellable progress callback.
+    /// A part of a split model (`NAME-00002-of-00003.gguf`) loads every part.
     pub fn load_with(path: impl AsRef<Path>, opts: &mut LoadOptions) -> Result<Model, ModelError> {
-        let (gguf, read) = load::open_gguf(path.as_ref(), opts)?;
+        Self::load_parts_with(&[path.as_ref().to_path_buf()], opts)
+    }
+
+    /// [`Model::load_with`] from the parts of a split model named in order, whatever their
+    /// names (llama.h's `llama_model_load_from_splits`); one path is as `load_with`.
+    pub fn load_parts_with(
+        paths: &[std::path::PathBuf],
+        opts: &mut LoadOptions,
+    ) -> Result<Model, ModelError> {
+        let (gguf, read, parts) = load::open_gguf(paths, opts)?;
         let cache = opts
             .repack_cache
             .as_deref()
-            .and_then(|dir| repack_cache::RepackCache::new(dir, path.as_ref(), gguf.file_bytes()));
+            .and_then(|dir| repack_cache::RepackCache::new(dir, &parts, gguf.file_bytes()));
         // Progress in file bytes: those read in place, then those repacked, tensor by tensor.
-        let len = gguf.file_bytes().len().max(1) as f32;
+        let len = gguf.size_on_disk().max(1) as f32;
         let paged = opts.paged;
         let model = Self::build(gguf, cache.as_ref(), paged, &mut |repacked| {
             opts.report((read + repacked) as f32 / len)
@@ -140,11 +150,18 @@ impl Model {
     }
 
     /// Identifies the model file: a checksum of its metadata and tensor index (every name,
-    /// type, shape and offset), so two quantizations of one model differ.
+    /// type, shape and offset; of each part's, if split), so two quantizations of one model
+    /// differ.
     pub fn fingerprint(&self) -> u64 {
-        let header = self.gguf.data_offset() as usize;
         let bytes = self.gguf.file_bytes();
-        checksum::checksum(&bytes[..header.min(bytes.len())])
+        let headers = self
+            .gguf
+            .parts()
+            .iter()
+            .map(|p| checksum::checksum(&bytes[p.header()]));
+        headers
+            .reduce(|a, b| checksum::checksum(&[a.to_le_bytes(), b.to_le_bytes()].concat()))
+            .unwrap_or(0)
     }
 
     /// The model's name for messages: `general.name`, or its architecture.

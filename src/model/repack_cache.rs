@@ -22,6 +22,7 @@ use rayon::prelude::*;
 
 use super::checksum::{checksum, Checksum};
 use super::load::release_pages;
+use crate::gguf::SplitSet;
 use crate::kernels::PackedWeights;
 use crate::quant::GgmlType;
 
@@ -56,15 +57,10 @@ pub struct RepackCache {
 }
 
 impl RepackCache {
-    /// The cache file in `dir` for the model at `model_path`, whose bytes are `file`; `None`
-    /// if the model file's metadata cannot be read.
-    pub fn new(dir: &Path, model_path: &Path, file: &[u8]) -> Option<RepackCache> {
-        let meta = std::fs::metadata(model_path).ok()?;
-        let mtime = meta
-            .modified()
-            .ok()?
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+    /// The cache file in `dir` for the model whose files are `parts` (one, or a split model's
+    /// parts) and whose image is `image`; `None` if a file's metadata cannot be read.
+    pub fn new(dir: &Path, parts: &SplitSet, image: &[u8]) -> Option<RepackCache> {
+        let model_path = &parts.parts()[0].path;
         let canonical = std::fs::canonicalize(model_path).ok()?;
         let stem = model_path
             .file_stem()
@@ -73,10 +69,30 @@ impl RepackCache {
             "{stem}-{:016x}.kpack",
             checksum(canonical.to_string_lossy().as_bytes())
         );
-        let head = &file[..file.len().min(FINGERPRINT_BYTES)];
+        // Every part's length, modification time and first bytes; one part's stand as they
+        // always have, so existing cache files stay valid.
+        let mut source: Option<[u64; 3]> = None;
+        for part in parts.parts() {
+            let meta = std::fs::metadata(&part.path).ok()?;
+            let mtime = meta
+                .modified()
+                .ok()?
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let head = image.get(part.base..part.base + part.len.min(FINGERPRINT_BYTES))?;
+            let this = [meta.len(), mtime, checksum(head)];
+            source = Some(match source {
+                None => this,
+                Some(s) => [
+                    s[0] + this[0],
+                    s[1].max(this[1]),
+                    checksum(&[s[2].to_le_bytes(), this[2].to_le_bytes()].concat()),
+                ],
+            });
+        }
         Some(RepackCache {
             path: dir.join(name),
-            source: [meta.len(), mtime, checksum(head)],
+            source: source?,
         })
     }
 

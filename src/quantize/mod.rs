@@ -22,11 +22,47 @@ use crate::quant::{dequantize_row, GgmlType};
 /// What to make of the input.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    pub file_type: FileType,
+    /// The weights' type or mix; `None` copies every tensor as it is (to split or join a
+    /// file, as llama-quantize's COPY).
+    pub file_type: Option<FileType>,
     /// Quantize weights that are already quantized (each round loses accuracy).
     pub allow_requantize: bool,
     /// Every weight in the file type's base type: no mix.
     pub pure: bool,
+    /// Write the output in parts, as llama-gguf-split does.
+    pub split: SplitOutput,
+}
+
+/// Where the output is cut into parts (`OUT-00001-of-0000N.gguf`); a part ends before the
+/// tensor that would take it past either limit (a tensor larger than the size limit gets a
+/// part of its own). Neither limit: one file.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SplitOutput {
+    /// Most bytes of tensor data in a part.
+    pub max_bytes: Option<u64>,
+    /// Most tensors in a part.
+    pub max_tensors: Option<usize>,
+}
+
+impl SplitOutput {
+    /// Consecutive runs of `plans`, one per part: tensor index ranges, never empty but for a
+    /// model without tensors.
+    pub fn parts(&self, plans: &[TensorPlan], alignment: u64) -> Vec<std::ops::Range<usize>> {
+        let mut parts = Vec::new();
+        let (mut start, mut bytes) = (0, 0u64);
+        for (i, p) in plans.iter().enumerate() {
+            let size = p.out_bytes().next_multiple_of(alignment.max(1));
+            let full = self.max_tensors.is_some_and(|n| i - start >= n.max(1))
+                || self.max_bytes.is_some_and(|max| bytes + size > max);
+            if full && i > start {
+                parts.push(start..i);
+                (start, bytes) = (i, 0);
+            }
+            bytes += size;
+        }
+        parts.push(start..plans.len());
+        parts
+    }
 }
 
 /// One tensor's conversion.
@@ -55,6 +91,66 @@ pub struct Summary {
     pub in_bytes: u64,
     pub out_bytes: u64,
     pub seconds: f64,
+    /// The files written: the output, or its parts.
+    pub parts: Vec<PathBuf>,
+}
+
+/// `OUT`, or for `count` parts `OUT-00001-of-0000N.gguf`... (`OUT` without its `.gguf`).
+fn part_paths(output: &Path, count: usize) -> Vec<PathBuf> {
+    if count == 1 {
+        return vec![output.to_path_buf()];
+    }
+    let out = output.to_string_lossy();
+    let prefix = out.strip_suffix(".gguf").unwrap_or(&out);
+    (1..=count)
+        .map(|i| PathBuf::from(format!("{prefix}-{i:05}-of-{count:05}.gguf")))
+        .collect()
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Writes the tensors `range` of `plans` (converted from `file`) with `metadata` to `path`;
+/// the bytes written.
+fn write_part(
+    file: &GgufFile,
+    plans: &[TensorPlan],
+    range: std::ops::Range<usize>,
+    metadata: &[(String, Value)],
+    path: &Path,
+    on_tensor: &mut impl FnMut(usize, &TensorPlan),
+) -> Result<u64, QuantizeFileError> {
+    let header = GgufHeader {
+        alignment: file.alignment(),
+        metadata,
+        tensors: plans[range.clone()]
+            .iter()
+            .map(|p| (p.name.as_str(), p.dims.as_slice(), p.to, p.out_bytes()))
+            .collect(),
+    };
+    let (head, offsets) = header.to_bytes();
+    let io = |e| QuantizeFileError::Io(path.to_path_buf(), e);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    out.write_all(&head).map_err(io)?;
+    let mut written = 0u64;
+    for (i, off) in range.zip(offsets) {
+        let (t, p) = (&file.tensors()[i], &plans[i]);
+        on_tensor(i, p);
+        let data = convert(file, t, p)?;
+        out.write_all(&vec![0u8; (off - written) as usize])
+            .map_err(io)?;
+        out.write_all(&data).map_err(io)?;
+        written = off + data.len() as u64;
+    }
+    out.into_inner()
+        .map_err(|e| io(e.into_error()))?
+        .sync_all()
+        .map_err(io)?;
+    Ok(head.len() as u64 + written)
 }
 
 #[derive(Debug)]
@@ -63,6 +159,8 @@ pub enum QuantizeFileError {
     Io(PathBuf, std::io::Error),
     /// Input and output are the same file.
     SameFile(PathBuf),
+    /// The split limits would make more parts than a split model may have.
+    TooManyParts(usize),
     /// A tensor is quantized already and the options do not allow quantizing it again.
     Requantize {
         tensor: String,
@@ -91,6 +189,11 @@ impl fmt::Display for QuantizeFileError {
             E::Open(e) => write!(f, "cannot read the input: {e}"),
             E::Io(p, e) => write!(f, "{}: {e}", p.display()),
             E::SameFile(p) => write!(f, "{} is both input and output", p.display()),
+            E::TooManyParts(n) => write!(
+                f,
+                "the split limits make {n} parts, over the {} a split model may have",
+                u16::MAX
+            ),
             E::Requantize { tensor, from } => write!(
                 f,
                 "{tensor} is already {from}; quantizing it again loses accuracy \
@@ -150,12 +253,11 @@ pub fn plan(file: &GgufFile, opts: &Options) -> Result<Vec<TensorPlan>, Quantize
                 gqa,
                 experts: t.dims.get(2).is_some_and(|&e| e > 1),
             };
-            let ty = if opts.pure {
-                opts.file_type.base()
-            } else {
-                weight_type(opts.file_type, &place)
-            };
-            fit_row(ty, t.dims[0])
+            match opts.file_type {
+                None => t.ggml_type,
+                Some(ft) if opts.pure => fit_row(ft.base(), t.dims[0]),
+                Some(ft) => fit_row(weight_type(ft, &place), t.dims[0]),
+            }
         };
         if to != t.ggml_type {
             if is_quantized(t.ggml_type) && !opts.allow_requantize {
@@ -182,16 +284,45 @@ pub fn plan(file: &GgufFile, opts: &Options) -> Result<Vec<TensorPlan>, Quantize
     Ok(plans)
 }
 
-/// The metadata of the output: the input's, with the new file type.
-fn out_metadata(file: &GgufFile, ft: FileType) -> Vec<(String, Value)> {
+/// The metadata of the output: the input's, with the new file type (if any), without the
+/// input's split keys (the output's parts get their own).
+fn out_metadata(file: &GgufFile, ft: Option<FileType>) -> Vec<(String, Value)> {
+    let replaced = |k: &str| {
+        k.starts_with("split.")
+            || ft.is_some() && (k == "general.file_type" || k == "general.quantization_version")
+    };
     let mut meta: Vec<(String, Value)> = file
         .metadata()
         .iter()
-        .filter(|(k, _)| k != "general.file_type" && k != "general.quantization_version")
+        .filter(|(k, _)| !replaced(k))
         .cloned()
         .collect();
-    meta.push(("general.quantization_version".into(), Value::U32(2)));
-    meta.push(("general.file_type".into(), Value::U32(ft.id())));
+    if let Some(ft) = ft {
+        meta.push(("general.quantization_version".into(), Value::U32(2)));
+        meta.push(("general.file_type".into(), Value::U32(ft.id())));
+    }
+    meta
+}
+
+/// The metadata of part `no` of `count` holding `tensors` in all: the first part has the
+/// model's, every part the split keys (and the alignment, which its data follows).
+fn part_metadata(
+    model: &[(String, Value)],
+    no: usize,
+    count: usize,
+    tensors: usize,
+) -> Vec<(String, Value)> {
+    let mut meta: Vec<(String, Value)> = if no == 0 {
+        model.to_vec()
+    } else {
+        let alignment = model.iter().find(|(k, _)| k == "general.alignment");
+        alignment.cloned().into_iter().collect()
+    };
+    if count > 1 {
+        meta.push(("split.no".into(), Value::U16(no as u16)));
+        meta.push(("split.count".into(), Value::U16(count as u16)));
+        meta.push(("split.tensors.count".into(), Value::I32(tensors as i32)));
+    }
     meta
 }
 
@@ -234,9 +365,10 @@ fn convert(file: &GgufFile, t: &TensorInfo, p: &TensorPlan) -> Result<Vec<u8>, Q
     Ok(out)
 }
 
-/// Quantizes `input` into `output` as `opts` says, calling `on_tensor(i, plan)` as each
-/// tensor starts. Writes `output` with a `.partial` suffix and renames it when done; on any
-/// error the partial file is removed and `output` is untouched.
+/// Quantizes `input` (a file, or any part of a split model) into `output` as `opts` says,
+/// calling `on_tensor(i, plan)` as each tensor starts; in parts named after `output` if
+/// `opts.split` says so. Writes every file with a `.partial` suffix and renames them when all
+/// are done; on any error the partial files are removed and nothing is written.
 pub fn quantize_file(
     input: &Path,
     output: &Path,
@@ -244,60 +376,51 @@ pub fn quantize_file(
     mut on_tensor: impl FnMut(usize, &TensorPlan),
 ) -> Result<Summary, QuantizeFileError> {
     let start = Instant::now();
-    let same = match (input.canonicalize(), output.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same {
-        return Err(QuantizeFileError::SameFile(output.to_path_buf()));
-    }
     let file = GgufFile::open(input).map_err(QuantizeFileError::Open)?;
     let plans = plan(&file, opts)?;
+    let ranges = opts.split.parts(&plans, file.alignment());
+    if ranges.len() > u16::MAX as usize {
+        return Err(QuantizeFileError::TooManyParts(ranges.len()));
+    }
+    let outputs = part_paths(output, ranges.len());
+    let inputs = file.parts().iter().filter_map(|p| p.path.as_deref());
+    for (i, o) in inputs.flat_map(|i| outputs.iter().map(move |o| (i, o))) {
+        if same_file(i, o) {
+            return Err(QuantizeFileError::SameFile(o.clone()));
+        }
+    }
     let metadata = out_metadata(&file, opts.file_type);
-    let header = GgufHeader {
-        alignment: file.alignment(),
-        metadata: &metadata,
-        tensors: plans
-            .iter()
-            .map(|p| (p.name.as_str(), p.dims.as_slice(), p.to, p.out_bytes()))
-            .collect(),
-    };
-    let (head, offsets) = header.to_bytes();
-    let mut partial = output.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    let io = |e| QuantizeFileError::Io(partial.clone(), e);
-    let result = (|| {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&partial).map_err(io)?);
-        out.write_all(&head).map_err(io)?;
-        let mut written = 0u64;
-        for (i, (t, p)) in file.tensors().iter().zip(&plans).enumerate() {
-            on_tensor(i, p);
-            let data = convert(&file, t, p)?;
-            let pad = offsets[i] - written;
-            out.write_all(&vec![0u8; pad as usize]).map_err(io)?;
-            out.write_all(&data).map_err(io)?;
-            written = offsets[i] + data.len() as u64;
+    let partials: Vec<PathBuf> = outputs
+        .iter()
+        .map(|o| {
+            let mut p = o.as_os_str().to_owned();
+            p.push(".partial");
+            PathBuf::from(p)
+        })
+        .collect();
+    let mut out_bytes = 0;
+    for (no, (range, partial)) in ranges.iter().zip(&partials).enumerate() {
+        let meta = part_metadata(&metadata, no, ranges.len(), plans.len());
+        let written = write_part(&file, &plans, range.clone(), &meta, partial, &mut on_tensor);
+        match written {
+            Ok(n) => out_bytes += n,
+            Err(e) => {
+                for p in &partials[..=no] {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
         }
-        out.into_inner()
-            .map_err(|e| io(e.into_error()))?
-            .sync_all()
-            .map_err(io)?;
-        Ok::<u64, QuantizeFileError>(head.len() as u64 + written)
-    })();
-    let out_bytes = match result {
-        Ok(n) => n,
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            return Err(e);
-        }
-    };
-    std::fs::rename(&partial, output).map_err(|e| QuantizeFileError::Io(output.into(), e))?;
+    }
+    for (partial, o) in partials.iter().zip(&outputs) {
+        std::fs::rename(partial, o).map_err(|e| QuantizeFileError::Io(o.clone(), e))?;
+    }
     Ok(Summary {
         tensors: plans.len(),
         converted: plans.iter().filter(|p| p.from != p.to).count(),
-        in_bytes: file.file_bytes().len() as u64,
+        in_bytes: file.size_on_disk(),
         out_bytes,
+        parts: outputs,
         seconds: start.elapsed().as_secs_f64(),
     })
 }

@@ -156,8 +156,8 @@ fn model_entry(app: &AppState) -> Value {
         "name": app.model_id,
         "model": app.model_id,
         "modified_at": rfc3339(Duration::from_secs(app.started)),
-        "size": model.gguf.file_bytes().len(),
-        "digest": format!("{:016x}", model.gguf.file_bytes().len() as u64 ^ app.started),
+        "size": model.gguf.size_on_disk(),
+        "digest": format!("{:016x}", model.gguf.size_on_disk() ^ app.started),
         "details": {
             "parent_model": "",
             "format": "gguf",

@@ -31,6 +31,29 @@ pub fn synthetic_path(name: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("{name} is missing: run `scripts/make-synthetic-models.py`"))
 }
 
+/// The parts of the cached synthetic model `name` as gguf-py's split writer wrote them
+/// (`scripts/make-synthetic-models.py --split-path NAME`), in order.
+#[allow(dead_code)]
+pub fn synthetic_split_parts(name: &str) -> Vec<std::path::PathBuf> {
+    let single = synthetic_path(name);
+    let dir = single.with_file_name(format!(
+        "{}-split",
+        single.file_stem().unwrap().to_str().unwrap()
+    ));
+    let mut parts: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: run `scripts/make-synthetic-models.py`",
+                dir.display()
+            )
+        })
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .collect();
+    parts.sort();
+    parts
+}
+
 /// `src` with key `key` set to `value` (removed when `None`) and each tensor passed through
 /// `tensor` (dropped when it returns `None`; it may change the dims).
 pub fn rewrite(

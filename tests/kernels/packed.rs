@@ -182,7 +182,8 @@ fn every_layout_round_trips_through_the_repack_cache() {
     let model = dir.join("model.gguf");
     let file = b"not a model: only its identity matters".to_vec();
     std::fs::write(&model, &file).unwrap();
-    let cache = RepackCache::new(&dir, &model, &file).unwrap();
+    let parts = kolibri::gguf::SplitSet::from_paths(vec![model]).unwrap();
+    let cache = RepackCache::new(&dir, &parts, &file).unwrap();
     let mut rng = Rng(5);
     for ty in layout_types() {
         let (rows, k, n) = (19, 512, 3);

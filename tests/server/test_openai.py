@@ -1145,6 +1145,30 @@ def speculation(binary, target, draft, other_vocab):
             assert why in str(e), str(e)
 
 
+@check("split model: served from any part, the single file's text and log-probabilities")
+def split_model(binary, model):
+    """The model cut in three parts by `kolibri quantize COPY --split-max-size`, served from its
+    second part: greedy completions with log-probabilities equal the single file's exactly."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        size = os.path.getsize(model) // 3 + 1
+        subprocess.run([binary, "quantize", model, f"{d}/m.gguf", "COPY",
+                        "--split-max-size", str(size)], check=True, capture_output=True)
+        parts = sorted(os.listdir(d))
+        assert parts == [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)], parts
+        answers = []
+        for path in [model, f"{d}/{parts[1]}"]:
+            s = Server(binary, path, "--parallel", "1", key=KEY)
+            try:
+                r = s.client().completions.create(model="m", prompt="def quicksort(items):",
+                                                  max_tokens=12, temperature=0, logprobs=5)
+                lp = r.choices[0].logprobs
+                answers.append((r.choices[0].text, lp.token_logprobs, lp.top_logprobs))
+            finally:
+                assert s.stop() == 0
+        assert answers[0] == answers[1], answers
+
+
 def main():
     binary, chat_model, plain_model, large_model = sys.argv[1:5]
     if os.environ.get("KOLIBRI_LONG_CHAT"):
@@ -1174,6 +1198,7 @@ def main():
     reasoning_harmony(binary, chat_model)
     continuations(binary)
     speculation(binary, large_model, chat_model, plain_model)
+    split_model(binary, large_model)
     single = Server(binary, chat_model, "--parallel", "1", key=KEY)
     try:
         queued_throughput(single)

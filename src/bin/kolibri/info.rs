@@ -32,6 +32,14 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             e.1 += t.size;
         }
         println!("\n{model}:");
+        if let [_, _, ..] = gguf.parts() {
+            println!("  in {} parts:", gguf.parts().len());
+            for p in gguf.parts() {
+                let path = p.path.as_deref().map(|p| p.display().to_string());
+                let mib = p.len as f64 / 1048576.0;
+                println!("    {} ({mib:.1} MiB)", path.unwrap_or_default());
+            }
+        }
         for (ty, (n, bytes)) in by_type {
             println!(
                 "  {ty:<6} {n:>4} tensors, {:>8.1} MiB",

@@ -46,8 +46,8 @@ impl Loader<'_> {
             });
         }
         let data = self.gguf.tensor_data(t);
-        let start = self.gguf.data_offset() + t.offset;
-        let lin = in_place(name.to_owned(), t, start as usize, rows, k, data)?;
+        let start = self.gguf.tensor_start(t);
+        let lin = in_place(name.to_owned(), t, start, rows, k, data)?;
         Ok(Some(lin))
     }
 
@@ -221,7 +221,7 @@ impl Loader<'_> {
         let data = self.gguf.tensor_data(t);
         let total: usize = parts.iter().map(|p| p.1).sum();
         let row_bytes = data.len() / total.max(1);
-        let start = (self.gguf.data_offset() + t.offset) as usize;
+        let start = self.gguf.tensor_start(t);
         let mut row0 = 0;
         parts
             .iter()
