@@ -726,7 +726,7 @@ def long_rope_factors(s: Spec) -> dict:
 def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
     """Writes model `name` as architecture `a` (its own, or its reference twin's); with
     `split_max_tensors`, in parts as gguf-py splits (the same weights): `out` is then a folder
-    of `STEM-0000N-of-0000M.gguf` files."""
+    of `STEM-0000N-of-0000M.gguf` files (under `split/`, apart from the single files)."""
     s = MODELS[name]
     tmp = out.with_suffix(".partial")
     if split_max_tensors:
@@ -788,7 +788,7 @@ def split_path_of(name: str) -> Path:
     """The first part of model `name` split by gguf-py; built if missing."""
     s = MODELS[name]
     stem = Path(file_name(name, s.revision)).stem
-    out = model_dir() / f"{stem}-split"
+    out = model_dir() / "split" / stem
     if not out.exists():
         print(f"building {out.name}...", file=sys.stderr)
         build(name, out, s.arch, split_max_tensors=SPLIT_MODELS[name])

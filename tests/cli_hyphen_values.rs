@@ -8,18 +8,9 @@ use std::process::Command;
 
 /// A tiny synthetic model (Qwen's vocabulary): fast to load.
 fn model() -> String {
-    let dir = common::model_dir().join("synthetic");
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("qwen3-tiny-v")
-        })
-        .expect("qwen3-tiny is missing: run `scripts/make-synthetic-models.py`");
-    file.to_string_lossy().into_owned()
+    common::synthetic::synthetic_path("qwen3-tiny")
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// `kolibri run` greedy on `prompt` for `n` tokens with `extra` options.

@@ -36,10 +36,9 @@ pub fn synthetic_path(name: &str) -> std::path::PathBuf {
 #[allow(dead_code)]
 pub fn synthetic_split_parts(name: &str) -> Vec<std::path::PathBuf> {
     let single = synthetic_path(name);
-    let dir = single.with_file_name(format!(
-        "{}-split",
-        single.file_stem().unwrap().to_str().unwrap()
-    ));
+    let dir = single
+        .with_file_name("split")
+        .join(single.file_stem().unwrap());
     let mut parts: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|_| {
             panic!(
