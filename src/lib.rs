@@ -1,7 +1,10 @@
 //! Kolibri: a CPU-first inference engine for GGUF language models.
 //!
 //! Layout (one module per concern):
-//! - [`gguf`]: zero-copy reader of the GGUF container (metadata + tensor table).
+//! - [`gguf`]: zero-copy reader of the GGUF container (metadata + tensor table), split models'
+//!   parts as one file.
+//! - [`hub`]: models by Hugging Face name: the name, the files llama.cpp would pick, the local
+//!   Hugging Face cache.
 //! - [`quant`]: ggml block layouts, scalar dequantization, activation quantizers.
 //! - [`kernels`]: dot-product / matmul kernels (scalar reference + SIMD), runtime dispatch.
 //! - [`model`]: hyperparameters, weights, KV cache and the transformer forward pass.
@@ -26,6 +29,7 @@ pub mod chat;
 pub mod gguf;
 #[cfg(feature = "grammar")]
 pub mod grammar;
+pub mod hub;
 pub mod kernels;
 pub mod model;
 pub mod parallel;

@@ -23,6 +23,7 @@ pub struct Args {
 /// Where a command lists both, they are one option.
 const ALIASES: &[(&str, &str)] = &[
     ("-m", "--model"),
+    ("-hf", "--hf-repo"),
     ("-p", "--prompt"),
     ("-p", "--n-prompt"),
     ("-n", "--n-predict"),
@@ -47,7 +48,11 @@ const REPEATABLE: &[&str] = &["--stop"];
 
 /// What each option does, by its long name (or its only name), for `--help`.
 const HELP: &[(&str, &str)] = &[
-    ("--model", "GGUF model file"),
+    ("--model", "GGUF model file (any part of a split model)"),
+    (
+        "--hf-repo",
+        "OWNER/REPO[:QUANT]: the model by Hugging Face name, from the Hugging Face cache",
+    ),
     ("--prompt", "the prompt text"),
     ("--n-prompt", "prompt lengths to test, comma-separated"),
     ("--n-predict", "most tokens to generate"),

@@ -77,6 +77,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         &[
             "-m",
             "--model",
+            "-hf",
+            "--hf-repo",
             "-p",
             "--n-prompt",
             "-n",
@@ -98,7 +100,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .collect::<Vec<_>>(),
         &[&crate::LOAD_SWITCHES[..], &crate::speculate::SWITCHES].concat(),
     )?;
-    let models: Vec<&str> = a.require(&["-m", "--model"])?.split(',').collect();
+    let named = crate::model_path(&a)?;
+    let models: Vec<&str> = named.split(',').collect();
     let prompts = list(&a, &["-p", "--n-prompt"], "512")?;
     let gens = list(&a, &["-n", "--n-gen"], "128")?;
     let threads = list(

@@ -24,7 +24,7 @@ struct Generation {
 }
 
 pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<(), String> {
-    let path = a.require(&["-m", "--model"])?;
+    let path = &crate::model_path(a)?;
     if path.contains(',') {
         return Err("speculative bench takes one target model (-m)".into());
     }

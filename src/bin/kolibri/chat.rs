@@ -27,6 +27,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             &[
                 "-m",
                 "--model",
+                "-hf",
+                "--hf-repo",
                 "-s",
                 "--system",
                 "-n",
@@ -46,7 +48,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .concat(),
         &[&crate::LOAD_SWITCHES[..], &["--hide-thinking"]].concat(),
     )?;
-    let path = a.require(&["-m", "--model"])?;
+    let path = &crate::model_path(&a)?;
     let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 1024)?;
     let sampler_params = crate::sampler_params(&a)?;
     let model = Arc::new(crate::load_model(path, &a)?);

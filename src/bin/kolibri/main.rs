@@ -44,7 +44,9 @@ USAGE:
   kolibri bench -m MODEL[,MODEL...] [-p 512[,N...]] [-n 128[,N...]] [-d 0[,DEPTH...]] [-t 1,2]
               [-ctk f16[,TYPE...]] [-ctv f16[,TYPE...]] [-r 5] [-o md|json] [--no-mmap] [--mlock]
   (KV cache TYPE: f16, q8_0 or q4_0; keys -ctk and values -ctv separately. --no-mmap reads
-  the model into private memory instead of mapping it; --mlock keeps it in RAM)
+  the model into private memory instead of mapping it; --mlock keeps it in RAM.
+  -m MODEL: a GGUF file, or any part of a split one; -hf OWNER/REPO[:QUANT] instead names a
+  model in the Hugging Face cache, the file llama.cpp's -hf picks)
   kolibri bench -m MODEL (--draft MODEL | --lookup) -f PROMPT_FILE [-n 128] [-t 1,2] [-r 5]
               [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
   (speculative decoding against plain greedy decoding of the same prompt, both timed)
@@ -119,6 +121,33 @@ pub fn sampler_params(a: &args::Args) -> Result<kolibri::sampling::SamplerParams
 /// The switches of the commands that load a model (llama.cpp's names): read the file into
 /// private memory instead of mapping it, lock the weights in RAM.
 pub const LOAD_SWITCHES: [&str; 2] = ["--no-mmap", "--mlock"];
+
+/// The options naming the model, for every command that loads one: a file, or a Hugging
+/// Face name.
+pub const MODEL_FLAGS: [&str; 4] = ["-m", "--model", "-hf", "--hf-repo"];
+
+/// The model file: `-m PATH`, or `-hf OWNER/REPO[:QUANT]` found in the Hugging Face cache
+/// (the file llama.cpp's `-hf` picks; a split model's first part).
+pub fn model_path(a: &args::Args) -> Result<String, String> {
+    match (a.get(&MODEL_FLAGS[..2]), a.get(&MODEL_FLAGS[2..])) {
+        (Some(_), Some(_)) => Err("give the model once: -m PATH or -hf OWNER/REPO[:QUANT]".into()),
+        (Some(path), None) => Ok(path.to_owned()),
+        (None, Some(name)) => {
+            let name = kolibri::hub::HubName::parse(name)?;
+            let files = kolibri::hub::HfCache::from_env()
+                .resolve(&name)
+                .map_err(|e| {
+                    format!(
+                        "{e}\n(downloading from the Hub is not built yet: `hf download {}` from \
+                     huggingface_hub fills this cache)",
+                        name.repo_id()
+                    )
+                })?;
+            Ok(files[0].display().to_string())
+        }
+        (None, None) => Err("missing required option -m/--model (or -hf/--hf-repo)".into()),
+    }
+}
 
 /// Loads a model for a command, with the repack cache of [`repack_cache_dir`] and the
 /// [`LOAD_SWITCHES`] given in `a`.

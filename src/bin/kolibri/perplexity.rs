@@ -16,6 +16,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         &[
             "-m",
             "--model",
+            "-hf",
+            "--hf-repo",
             "-f",
             "--file",
             "-c",
@@ -29,7 +31,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .collect::<Vec<_>>(),
         &crate::LOAD_SWITCHES,
     )?;
-    let path = a.require(&["-m", "--model"])?;
+    let path = &crate::model_path(&a)?;
     let file = a.require(&["-f", "--file"])?;
     let n_ctx: usize = a.parse_or(&["-c", "--ctx-size"], 512)?;
     let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;

@@ -18,6 +18,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         &[
             "-m",
             "--model",
+            "-hf",
+            "--hf-repo",
             "-p",
             "--prompt",
             "-n",
@@ -46,7 +48,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         ]
         .concat(),
     )?;
-    let path = a.require(&["-m", "--model"])?;
+    let path = &crate::model_path(&a)?;
     let prompt = a.require(&["-p", "--prompt"])?;
     let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 128)?;
     let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;

@@ -9,10 +9,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
         "tokenize",
         raw,
-        &["-m", "--model", "-p", "--prompt"],
+        &["-m", "--model", "-hf", "--hf-repo", "-p", "--prompt"],
         &["--no-bos", "--no-parse-special", "--ids"],
     )?;
-    let path = a.require(&["-m", "--model"])?;
+    let path = &crate::model_path(&a)?;
     let text = match a.get(&["-p", "--prompt"]) {
         Some(t) => t.to_owned(),
         None => a.positional.join(" "),

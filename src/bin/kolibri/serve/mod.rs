@@ -37,6 +37,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         &[
             "-m",
             "--model",
+            "-hf",
+            "--hf-repo",
             "--host",
             "--port",
             "--api-key",
@@ -76,7 +78,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         ]
         .concat(),
     )?;
-    let path = a.require(&["-m", "--model"])?;
+    let path = &crate::model_path(&a)?;
     let host: IpAddr = a
         .parse_or(&["--host"], IpAddr::from([127, 0, 0, 1]))
         .map_err(|e| format!("{e} (an IP address such as 127.0.0.1 or 0.0.0.0)"))?;

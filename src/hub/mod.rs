@@ -1,0 +1,13 @@
+//! Models by Hugging Face name (`OWNER/REPO[:QUANT]`, llama.cpp's `-hf` convention): the name
+//! parsed ([`HubName`]), the GGUF file (with every part of a split one) picked from a
+//! repository's listing the way llama.cpp picks it ([`pick`]), and the local cache in the
+//! layout the Python `huggingface_hub` package writes ([`HfCache`]), so a model downloaded by
+//! either is found by the other.
+
+mod cache;
+mod name;
+mod pick;
+
+pub use cache::HfCache;
+pub use name::HubName;
+pub use pick::{pick, PickError};
