@@ -110,6 +110,10 @@ fn truncated_corrupt_and_random_files_are_named_errors() {
         .err()
         .expect("missing file");
     assert!(e.to_string().contains("/nonexistent/model.gguf"), "{e}");
+
+    let dir = std::env::temp_dir();
+    let e = Model::load(&dir).err().expect("a directory");
+    assert!(e.to_string().contains("a directory, not a GGUF file"), "{e}");
 }
 
 #[test]

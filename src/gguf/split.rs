@@ -193,12 +193,16 @@ impl SplitSet {
         let mut total = 0usize;
         let mut parts = Vec::with_capacity(count);
         for (i, path) in paths.into_iter().enumerate() {
-            let len = std::fs::metadata(&path)
-                .map_err(|source| GgufError::Io {
-                    path: part_name(i, count, &path),
-                    source,
-                })?
-                .len();
+            let io = |source| GgufError::Io {
+                path: part_name(i, count, &path),
+                source,
+            };
+            let meta = std::fs::metadata(&path).map_err(io)?;
+            if meta.is_dir() {
+                let why = "a directory, not a GGUF file";
+                return Err(io(std::io::Error::new(std::io::ErrorKind::IsADirectory, why)));
+            }
+            let len = meta.len();
             let len = usize::try_from(len).map_err(|_| GgufError::Split {
                 part: part_name(i, count, &path),
                 why: "larger than this machine's address space".into(),

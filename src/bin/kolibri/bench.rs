@@ -135,7 +135,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         let name = std::path::Path::new(path)
             .file_name()
             .map_or(path.to_string(), |f| f.to_string_lossy().into_owned());
-        let size_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+        let size_bytes = model.gguf.size_on_disk();
         let longest = prompts.iter().chain(&gens).copied().max().unwrap_or(1);
         let n_ctx = (longest + depths.iter().copied().max().unwrap_or(0)).max(1);
         if n_ctx > model.hparams.n_ctx_train {

@@ -175,8 +175,9 @@ pub fn template_file(
 pub fn load_model(path: &str, a: &args::Args) -> Result<kolibri::model::Model, String> {
     let paged = match budget_bytes(a)? {
         Some(budget) => {
-            let file = std::fs::metadata(path).map_err(|e| format!("cannot open {path}: {e}"))?;
-            kolibri::model::budget::needs_paging(file.len(), budget)
+            // Every part of a split model (the header says which there are).
+            let file = kolibri::gguf::GgufFile::open(path).map_err(|e| e.to_string())?;
+            kolibri::model::budget::needs_paging(file.size_on_disk(), budget)
         }
         None => false,
     };
