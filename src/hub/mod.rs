@@ -2,12 +2,16 @@
 //! parsed ([`HubName`]), the GGUF file (with every part of a split one) picked from a
 //! repository's listing the way llama.cpp picks it ([`pick`]), and the local cache in the
 //! layout the Python `huggingface_hub` package writes ([`HfCache`]), so a model downloaded by
-//! either is found by the other.
+//! either is found by the other. With feature `hub`, [`Hub`] downloads what the cache lacks.
 
 mod cache;
+#[cfg(feature = "hub")]
+mod download;
 mod name;
 mod pick;
 
 pub use cache::HfCache;
+#[cfg(feature = "hub")]
+pub use download::{Hub, Progress, Quiet};
 pub use name::HubName;
 pub use pick::{pick, PickError};

@@ -1,6 +1,7 @@
 //! Shared helpers for the model-level tests.
 #![allow(dead_code)]
 
+pub mod fake_hub;
 pub mod synthetic;
 
 use std::path::PathBuf;

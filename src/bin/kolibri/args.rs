@@ -291,6 +291,7 @@ fn positionals_of(cmd: &str) -> Option<&'static str> {
     match cmd {
         "tokenize" => Some("TEXT"),
         "quantize" => Some("ARGS"),
+        "pull" => Some("OWNER/REPO[:QUANT]"),
         _ => None,
     }
 }

@@ -6,6 +6,7 @@ mod bench;
 mod bench_spec;
 mod chat;
 mod constrain;
+mod hub;
 mod info;
 mod perplexity;
 mod quantize;
@@ -61,7 +62,7 @@ const SERVE_USAGE: &str = "";
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = argv.split_first() else {
-        eprint!("{USAGE}{}{SERVE_USAGE}", quantize::USAGE);
+        eprint!("{USAGE}{}{}{SERVE_USAGE}", quantize::USAGE, hub::USAGE);
         return ExitCode::from(2);
     };
     let result = match cmd.as_str() {
@@ -72,17 +73,19 @@ fn main() -> ExitCode {
         "bench" => bench::main(rest),
         "info" => info::main(rest),
         "quantize" => quantize::main(rest),
+        "pull" => hub::pull(rest),
         #[cfg(feature = "server")]
         "serve" => serve::main(rest),
         #[cfg(not(feature = "server"))]
         "serve" => Err("this kolibri was built without the \"server\" feature".into()),
         "-h" | "--help" | "help" => {
-            print!("{USAGE}{}{SERVE_USAGE}", quantize::USAGE);
+            print!("{USAGE}{}{}{SERVE_USAGE}", quantize::USAGE, hub::USAGE);
             return ExitCode::SUCCESS;
         }
         other => Err(format!(
-            "unknown command {other:?}\n\n{USAGE}{}{SERVE_USAGE}",
-            quantize::USAGE
+            "unknown command {other:?}\n\n{USAGE}{}{}{SERVE_USAGE}",
+            quantize::USAGE,
+            hub::USAGE
         )),
     };
     match result {
@@ -126,23 +129,16 @@ pub const LOAD_SWITCHES: [&str; 2] = ["--no-mmap", "--mlock"];
 /// Face name.
 pub const MODEL_FLAGS: [&str; 4] = ["-m", "--model", "-hf", "--hf-repo"];
 
-/// The model file: `-m PATH`, or `-hf OWNER/REPO[:QUANT]` found in the Hugging Face cache
-/// (the file llama.cpp's `-hf` picks; a split model's first part).
+/// The model file: `-m PATH`, or `-hf OWNER/REPO[:QUANT]` from the Hugging Face cache,
+/// downloaded first if it is not there (the file llama.cpp's -hf picks; a split model's first
+/// part, all parts fetched).
 pub fn model_path(a: &args::Args) -> Result<String, String> {
     match (a.get(&MODEL_FLAGS[..2]), a.get(&MODEL_FLAGS[2..])) {
         (Some(_), Some(_)) => Err("give the model once: -m PATH or -hf OWNER/REPO[:QUANT]".into()),
         (Some(path), None) => Ok(path.to_owned()),
         (None, Some(name)) => {
             let name = kolibri::hub::HubName::parse(name)?;
-            let files = kolibri::hub::HfCache::from_env()
-                .resolve(&name)
-                .map_err(|e| {
-                    format!(
-                        "{e}\n(downloading from the Hub is not built yet: `hf download {}` from \
-                     huggingface_hub fills this cache)",
-                        name.repo_id()
-                    )
-                })?;
+            let files = hub::fetch(&name)?;
             Ok(files[0].display().to_string())
         }
         (None, None) => Err("missing required option -m/--model (or -hf/--hf-repo)".into()),
