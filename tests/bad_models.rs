@@ -113,7 +113,10 @@ fn truncated_corrupt_and_random_files_are_named_errors() {
 
     let dir = std::env::temp_dir();
     let e = Model::load(&dir).err().expect("a directory");
-    assert!(e.to_string().contains("a directory, not a GGUF file"), "{e}");
+    assert!(
+        e.to_string().contains("a directory, not a GGUF file"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -200,7 +200,10 @@ impl SplitSet {
             let meta = std::fs::metadata(&path).map_err(io)?;
             if meta.is_dir() {
                 let why = "a directory, not a GGUF file";
-                return Err(io(std::io::Error::new(std::io::ErrorKind::IsADirectory, why)));
+                return Err(io(std::io::Error::new(
+                    std::io::ErrorKind::IsADirectory,
+                    why,
+                )));
             }
             let len = meta.len();
             let len = usize::try_from(len).map_err(|_| GgufError::Split {
