@@ -15,6 +15,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::cache::HfCache;
+use super::listing::{ListedFile, Listing};
 use super::name::HubName;
 use super::pick::pick;
 
@@ -52,15 +53,6 @@ pub struct Hub {
     verify_cached: bool,
     cache: HfCache,
     agent: ureq::Agent,
-}
-
-/// One file of a repository as the API lists it.
-#[derive(Clone, Debug)]
-struct RemoteFile {
-    path: String,
-    size: u64,
-    /// The LFS object's sha256 (every GGUF on the Hub is an LFS file).
-    sha256: String,
 }
 
 impl Hub {
@@ -131,7 +123,7 @@ impl Hub {
                 .resolve(name)
                 .map_err(|e| format!("{e} (HF_HUB_OFFLINE is set)"));
         }
-        let (commit, files) = match self.listing(name) {
+        let Listing { commit, files } = match self.listing(name) {
             Ok(listing) => listing,
             Err(Unreachable(why)) => {
                 return self.cache.resolve(name).map_err(|e| format!("{why}; {e}"));
@@ -143,10 +135,11 @@ impl Hub {
             pick(&paths, name.quant.as_deref()).map_err(|e| format!("{}: {e}", name.repo_id()))?;
         let mut local = Vec::new();
         for path in &picked {
+            // pick() returns names from the listing.
             let file = files
                 .iter()
                 .find(|f| &f.path == path)
-                .expect("picked from the listing");
+                .ok_or_else(|| format!("{path}: not in the listing"))?;
             local.push(self.fetch_file(name, &commit, file, progress)?);
         }
         write_atomic(
@@ -159,7 +152,7 @@ impl Hub {
 
     /// `GET /api/models/OWNER/REPO/revision/main?blobs=true`: the commit, and every file with
     /// its LFS sha256 and size.
-    fn listing(&self, name: &HubName) -> Result<(String, Vec<RemoteFile>), ListingError> {
+    fn listing(&self, name: &HubName) -> Result<Listing, ListingError> {
         let url = format!(
             "{}/api/models/{}/revision/main?blobs=true",
             self.endpoint,
@@ -178,35 +171,9 @@ impl Hub {
             .limit(64 << 20)
             .read_to_string()
             .map_err(|e| Unreachable(format!("{url}: {e}")))?;
-        let bad = |why: &str| Refused(format!("{url}: not the Hub's answer ({why})"));
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|_| bad("not JSON"))?;
-        let commit = json["sha"].as_str().ok_or_else(|| bad("no sha"))?;
-        if commit.len() != 40 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad("sha is not a commit id"));
-        }
-        let siblings = json["siblings"]
-            .as_array()
-            .ok_or_else(|| bad("no siblings"))?;
-        let files = siblings
-            .iter()
-            .filter_map(|s| {
-                let path = s["rfilename"].as_str()?;
-                let lfs = &s["lfs"];
-                let sha256 = lfs["sha256"].as_str().or_else(|| lfs["oid"].as_str())?;
-                let safe = is_safe_repo_path(path)
-                    && sha256.len() == 64
-                    && sha256.bytes().all(|b| b.is_ascii_hexdigit());
-                safe.then(|| RemoteFile {
-                    path: path.to_owned(),
-                    size: lfs["size"]
-                        .as_u64()
-                        .or_else(|| s["size"].as_u64())
-                        .unwrap_or(0),
-                    sha256: sha256.to_ascii_lowercase(),
-                })
-            })
-            .collect();
-        Ok((commit.to_ascii_lowercase(), files))
+        let listing = Listing::parse(&text)
+            .map_err(|why| Refused(format!("{url}: not the Hub's answer ({why})")))?;
+        Ok(listing)
     }
 
     fn status_error(&self, name: &HubName, status: u16) -> String {
@@ -241,7 +208,7 @@ impl Hub {
         &self,
         name: &HubName,
         commit: &str,
-        file: &RemoteFile,
+        file: &ListedFile,
         progress: &mut dyn Progress,
     ) -> Result<PathBuf, String> {
         let repo = self.cache.repo_dir(name);
@@ -302,7 +269,7 @@ impl Hub {
         &self,
         url: &str,
         partial: &Path,
-        file: &RemoteFile,
+        file: &ListedFile,
         progress: &mut dyn Progress,
     ) -> Result<(), Transfer> {
         let io = |e: std::io::Error| Transfer::Fatal(format!("{}: {e}", partial.display()));
@@ -398,16 +365,6 @@ enum Transfer {
     Fatal(String),
 }
 
-/// A path inside the repository that stays inside the snapshot folder.
-fn is_safe_repo_path(path: &str) -> bool {
-    !path.is_empty()
-        && !path.starts_with('/')
-        && !path.contains('\\')
-        && path
-            .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != "..")
-}
-
 /// The sha256 of the file at `path`, in hex.
 fn sha256_of(path: &Path) -> std::io::Result<String> {
     let mut file = File::open(path)?;
@@ -486,24 +443,6 @@ fn lock(path: &Path) -> std::io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn repository_paths_stay_inside_the_snapshot() {
-        for ok in ["m.gguf", "Q4_K_M/m-00001-of-00002.gguf"] {
-            assert!(is_safe_repo_path(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "/etc/passwd",
-            "../m.gguf",
-            "a/../../m.gguf",
-            "a//b",
-            "./m",
-            "a\\b",
-        ] {
-            assert!(!is_safe_repo_path(bad), "{bad}");
-        }
-    }
 
     #[cfg(unix)]
     #[test]

@@ -7,11 +7,13 @@
 mod cache;
 #[cfg(feature = "hub")]
 mod download;
+mod listing;
 mod name;
 mod pick;
 
 pub use cache::HfCache;
 #[cfg(feature = "hub")]
 pub use download::{Hub, Progress, Quiet};
+pub use listing::{is_safe_repo_path, ListedFile, Listing};
 pub use name::HubName;
 pub use pick::{pick, PickError};
