@@ -40,4 +40,5 @@ pub mod sampling;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod speculative;
+pub mod store;
 pub mod tokenizer;

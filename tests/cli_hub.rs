@@ -75,17 +75,7 @@ fn hugging_face_names_run_the_cached_file_llama_cpp_would_pick() {
         ],
     );
     let run = |model: &[&str]| {
-        let prompt = [
-            "-p",
-            "The capital of France is",
-            "-n",
-            "6",
-            "--temp",
-            "0",
-            "-t",
-            "2",
-        ];
-        let args = [&["run"][..], model, &prompt];
+        let args = [&["run"][..], model, &common::GREEDY_RUN];
         kolibri(&home, &args.concat())
     };
     let by_path = |p: &PathBuf| text(run(&["-m", p.to_str().unwrap()]));

@@ -36,15 +36,6 @@ fn kolibri(home: &Path, endpoint: &str, args: &[&str], extra: &[(&str, &str)]) -
     cmd.envs(extra.iter().copied()).output().unwrap()
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
 fn failed(out: &Output) -> String {
     assert!(
         !out.status.success(),
@@ -129,7 +120,7 @@ fn pull_resumes_checks_and_fetches_every_part() {
     // Cut twice in one process: resumed, never a byte twice; the blob is the file.
     let home = fresh("home");
     hub.cut(&[60 << 20, 70 << 20]);
-    let printed = ok(&kolibri(
+    let printed = common::succeeded(&kolibri(
         &home,
         &hub.url,
         &["pull", "google/gemma-3-270m-it-GGUF"],
@@ -159,7 +150,7 @@ fn pull_resumes_checks_and_fetches_every_part() {
     assert!(repo.join("blobs").join(&file.sha256).is_file());
     log.clear();
     // Pulled again: nothing crosses the network.
-    ok(&kolibri(
+    common::succeeded(&kolibri(
         &home,
         &hub.url,
         &["pull", "google/gemma-3-270m-it-GGUF"],
@@ -203,7 +194,7 @@ fn pull_resumes_checks_and_fetches_every_part() {
     assert!(e.contains("broke off"), "{e}");
     transfers(&hub, &mut log, &file.sha256, 40 << 20);
     log.clear();
-    ok(&kolibri(
+    common::succeeded(&kolibri(
         &home2,
         &hub.url,
         &["pull", "google/gemma-3-270m-it-GGUF:q4_k_m"],
@@ -220,7 +211,7 @@ fn pull_resumes_checks_and_fetches_every_part() {
     // A corrupted transfer: caught by its sha256, fetched again whole.
     let home3 = fresh("home3");
     hub.corrupt_next();
-    ok(&kolibri(
+    common::succeeded(&kolibri(
         &home3,
         &hub.url,
         &["pull", "google/gemma-3-270m-it-GGUF"],
@@ -232,25 +223,12 @@ fn pull_resumes_checks_and_fetches_every_part() {
 
     // A split model: every part fetched; it runs as the single file does.
     let run = |home: &Path, model: &[&str], extra: &[(&str, &str)]| {
-        let args = [
-            &["run"][..],
-            model,
-            &[
-                "-p",
-                "The capital of France is",
-                "-n",
-                "6",
-                "--temp",
-                "0",
-                "-t",
-                "2",
-            ],
-        ];
+        let args = [&["run"][..], model, &common::GREEDY_RUN];
         kolibri(home, &hub.url, &args.concat(), extra)
     };
-    let single = ok(&run(&home, &["-m", model.to_str().unwrap()], &[]));
+    let single = common::succeeded(&run(&home, &["-m", model.to_str().unwrap()], &[]));
     assert_eq!(
-        ok(&run(&home3, &["-hf", "someone/gemma-split"], &[])),
+        common::succeeded(&run(&home3, &["-hf", "someone/gemma-split"], &[])),
         single
     );
     let split = home3
@@ -262,7 +240,7 @@ fn pull_resumes_checks_and_fetches_every_part() {
     // Offline, and with the Hub out of reach: the cache serves; what it lacks is an error.
     let offline = [("HF_HUB_OFFLINE", "1")];
     assert_eq!(
-        ok(&run(
+        common::succeeded(&run(
             &home,
             &["-hf", "google/gemma-3-270m-it-GGUF"],
             &offline
@@ -279,7 +257,7 @@ fn pull_resumes_checks_and_fetches_every_part() {
         "-n",
         "1",
     ];
-    ok(&kolibri(&home, gone, &by_name, &[]));
+    common::succeeded(&kolibri(&home, gone, &by_name, &[]));
     let e = failed(&run(&home, &["-hf", "someone/gemma-split"], &offline));
     assert!(
         e.contains("not in the Hugging Face cache") && e.contains("HF_HUB_OFFLINE"),
@@ -303,7 +281,7 @@ fn pull_resumes_checks_and_fetches_every_part() {
     }
     let e = failed(&pull("someone/gated", &[("HF_TOKEN", "hf_wrong")]));
     assert!(e.contains("token is refused"), "{e}");
-    ok(&pull("someone/gated", &[("HF_TOKEN", "hf_secret")]));
+    common::succeeded(&pull("someone/gated", &[("HF_TOKEN", "hf_secret")]));
 
     // huggingface_hub (from PyPI) sees Kolibri's download as its own, and Kolibri finds
     // huggingface_hub's.
@@ -311,14 +289,17 @@ fn pull_resumes_checks_and_fetches_every_part() {
         let out = Command::new("python3")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hub/huggingface_hub_check.py"))
             .args(args)
-            .env("PYTHONPATH", huggingface_hub())
+            .env(
+                "PYTHONPATH",
+                common::python_package("huggingface_hub", "huggingface_hub==2.4.0"),
+            )
             .env("HF_HOME", home)
             .env("HF_ENDPOINT", &hub.url)
             .env_remove("HF_HUB_CACHE")
             .env_remove("HUGGINGFACE_HUB_CACHE")
             .output()
             .unwrap();
-        ok(&out)
+        common::succeeded(&out)
     };
     python(
         &home,
@@ -349,41 +330,10 @@ fn pull_resumes_checks_and_fetches_every_part() {
         python(&theirs, &["download", "someone/gemma-split", p]);
     }
     assert_eq!(
-        ok(&run(&theirs, &["-hf", "someone/gemma-split"], &offline)),
+        common::succeeded(&run(&theirs, &["-hf", "someone/gemma-split"], &offline)),
         single
     );
     for d in [work, home, home2, home3, theirs] {
         std::fs::remove_dir_all(d).unwrap();
     }
-}
-
-/// A folder holding huggingface_hub from PyPI (installed there at the first use).
-fn huggingface_hub() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pydeps-hub");
-    let present = Command::new("python3")
-        .args(["-c", "import huggingface_hub"])
-        .env("PYTHONPATH", &dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !present {
-        let out = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "--target",
-            ])
-            .arg(&dir)
-            .arg("huggingface_hub==2.4.0")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pip: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir
 }

@@ -1,10 +1,12 @@
-//! What users and the Hub hand the model-by-name code: a name (`OWNER/REPO[:QUANT]`), the Hub's
-//! repository listing (JSON), and file names to pick from. Never a panic; an accepted name's
+//! What users, the Hub and other tools' stores hand the model-by-name code: a name
+//! (`OWNER/REPO[:QUANT]`), the Hub's repository listing (JSON), file names to pick from and
+//! read a quantization from, and Ollama manifests. Never a panic; an accepted name's
 //! parts are path-safe; an accepted listing holds only path-safe
 //! files with sha256s; what pick() picks is in what it was given.
 #![no_main]
 
-use kolibri::hub::{is_safe_repo_path, pick, HubName, Listing};
+use kolibri::hub::{is_safe_repo_path, pick, quant_tag, HubName, Listing};
+use kolibri::store::ollama::Manifest;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -23,6 +25,15 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(picked) = pick(&paths, None) {
             assert!(picked.iter().all(|p| paths.contains(p)));
         }
+    }
+    // An Ollama manifest: every digest accepted names a blob file, nothing else.
+    if let Ok(manifest) = Manifest::parse(data) {
+        for layer in &manifest.layers {
+            assert!(layer.sha256.len() == 64 && layer.sha256.bytes().all(|b| b.is_ascii_hexdigit()));
+        }
+    }
+    if let Some(tag) = quant_tag(&text) {
+        assert!(!tag.is_empty() && !tag.contains(['/', '-', '.']));
     }
     // The first line a quantization, the rest a repository's file names.
     let mut lines = text.lines();

@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use kolibri::batching::{Scheduler, SchedulerParams};
 use kolibri::chat::ChatTemplate;
 use kolibri::model::{KvType, Model};
-use kolibri::server::{router, AppState};
+use kolibri::server::{router, AppState, Engine, ModelPool};
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt;
 
@@ -70,10 +70,9 @@ fn server() -> &'static Server {
             .join(format!("kolibri-fuzz-{}", std::process::id()))
             .join("a/b/slots");
         std::fs::create_dir_all(&save_dir).expect("a slot directory");
+        let engine = Engine::new(scheduler, ChatTemplate::from_model(&model), "fuzz".into());
         let app = Arc::new(AppState::new(
-            scheduler,
-            ChatTemplate::from_model(&model),
-            "fuzz".into(),
+            ModelPool::fixed(engine),
             Some(KEY.into()),
             Duration::from_secs(10),
             Some(save_dir.clone()),

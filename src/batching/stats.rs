@@ -45,6 +45,32 @@ impl Stats {
         counter.fetch_sub(n, Relaxed);
     }
 
+    /// Every counter summed over several schedulers (a server's resident models).
+    pub fn sum<'a>(all: impl IntoIterator<Item = &'a Stats>) -> Stats {
+        let total = Stats::default();
+        for s in all {
+            Self::add(&total.requests_submitted, Self::get(&s.requests_submitted));
+            Self::add(&total.requests_rejected, Self::get(&s.requests_rejected));
+            Self::add(&total.requests_finished, Self::get(&s.requests_finished));
+            Self::add(&total.requests_cancelled, Self::get(&s.requests_cancelled));
+            Self::add(&total.queue_depth, Self::get(&s.queue_depth));
+            Self::add(&total.slots_busy, Self::get(&s.slots_busy));
+            Self::add(&total.prompt_tokens, Self::get(&s.prompt_tokens));
+            Self::add(
+                &total.prompt_tokens_cached,
+                Self::get(&s.prompt_tokens_cached),
+            );
+            Self::add(&total.completion_tokens, Self::get(&s.completion_tokens));
+            Self::add(&total.busy_micros, Self::get(&s.busy_micros));
+            Self::add(&total.forward_passes, Self::get(&s.forward_passes));
+            Self::add(&total.forward_tokens, Self::get(&s.forward_tokens));
+            Self::add(&total.context_shifts, Self::get(&s.context_shifts));
+            Self::add(&total.drafted_tokens, Self::get(&s.drafted_tokens));
+            Self::add(&total.accepted_tokens, Self::get(&s.accepted_tokens));
+        }
+        total
+    }
+
     /// Completion tokens per second of forward-pass time (0 before the first pass).
     pub fn completion_tokens_per_second(&self) -> f64 {
         let micros = Self::get(&self.busy_micros);

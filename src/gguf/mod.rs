@@ -13,6 +13,6 @@ mod writer;
 
 pub use error::GgufError;
 pub use reader::{GgufFile, Part, TensorInfo};
-pub use split::{PartFile, SplitSet};
+pub use split::{PartFile, SplitName, SplitSet};
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufHeader, GgufWriter};

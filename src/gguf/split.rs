@@ -169,7 +169,8 @@ impl SplitSet {
         }
         // The name gives the others' names; if it gives another number than the header, the
         // check of the parts reports which part holds what.
-        let named = split_name(path).filter(|n| n.count == keys.count);
+        let text = path.to_str().unwrap_or_default();
+        let named = SplitName::parse(text).filter(|n| n.count == keys.count);
         let prefix = named.map(|n| n.prefix).ok_or_else(|| GgufError::Split {
             part: whose(),
             why: format!(
@@ -328,32 +329,44 @@ fn part_suffix(no: u64, count: u64) -> String {
     format!("-{:05}-of-{:05}.gguf", no + 1, count)
 }
 
-/// What a part's file name says: `PREFIX-0000N-of-0000M.gguf`.
+/// What a split model part's file name says: `PREFIX-0000N-of-0000M.gguf` (as
+/// llama-gguf-split writes it; numbers of five digits or more, `.gguf` in any case).
 #[derive(Debug, PartialEq, Eq)]
-struct SplitName {
-    prefix: String,
+pub struct SplitName<'a> {
+    /// Everything before `-0000N-of-0000M.gguf`, folders included.
+    pub prefix: &'a str,
     /// 0-based.
-    no: u64,
-    count: u64,
+    pub no: u64,
+    pub count: u64,
 }
 
-/// The parts of a split file name, if it is one (numbers of five digits or more).
-fn split_name(path: &Path) -> Option<SplitName> {
-    let stem = path.to_str()?.strip_suffix(".gguf")?;
-    let (rest, count) = stem.rsplit_once("-of-")?;
-    let (prefix, no) = rest.rsplit_once('-')?;
-    let number = |s: &str| {
-        (s.len() >= 5 && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse::<u64>().ok())
-            .flatten()
-    };
-    let (no, count) = (number(no)?, number(count)?);
-    let well_formed = !prefix.is_empty() && !prefix.ends_with('/') && no >= 1 && no <= count;
-    well_formed.then(|| SplitName {
-        prefix: prefix.to_owned(),
-        no: no - 1,
-        count,
-    })
+impl SplitName<'_> {
+    /// The parts of a split file name, if it is one.
+    pub fn parse(path: &str) -> Option<SplitName<'_>> {
+        let stem = path.get(..path.len().checked_sub(5)?)?;
+        if !path[stem.len()..].eq_ignore_ascii_case(".gguf") {
+            return None;
+        }
+        let (rest, count) = stem.rsplit_once("-of-")?;
+        let (prefix, no) = rest.rsplit_once('-')?;
+        let number = |s: &str| {
+            (s.len() >= 5 && s.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse::<u64>().ok())
+                .flatten()
+        };
+        let (no, count) = (number(no)?, number(count)?);
+        let well_formed = !prefix.is_empty() && !prefix.ends_with('/') && no >= 1 && no <= count;
+        well_formed.then_some(SplitName {
+            prefix,
+            no: no - 1,
+            count,
+        })
+    }
+
+    /// The name of part `no` (0-based) of this model.
+    pub fn part(&self, no: u64) -> String {
+        format!("{}{}", self.prefix, part_suffix(no, self.count))
+    }
 }
 
 fn part_name(i: usize, count: usize, path: &Path) -> String {
@@ -383,11 +396,11 @@ mod tests {
     #[test]
     fn part_names_follow_llama_gguf_split() {
         assert_eq!(part_suffix(0, 3), "-00001-of-00003.gguf");
-        let name = |p: &str| split_name(Path::new(p));
+        let name = SplitName::parse;
         assert_eq!(
             name("/m/Qwen3-8B-Q4_K_M-00002-of-00003.gguf"),
             Some(SplitName {
-                prefix: "/m/Qwen3-8B-Q4_K_M".into(),
+                prefix: "/m/Qwen3-8B-Q4_K_M",
                 no: 1,
                 count: 3
             })
@@ -400,6 +413,7 @@ mod tests {
             "/m/-00001-of-00002.gguf",
             "-00001-of-00002.gguf",
             "/m/x-00001-of-00002.bin",
+            "/m/x-00001-of-00002.gguf.part",
             "/m/x-0000a-of-00002.gguf",
         ] {
             assert_eq!(name(not_a_part), None, "{not_a_part}");

@@ -81,7 +81,7 @@ impl HfCache {
 
 /// The files below `dir` whose content is there (a link to a missing blob is an unfinished
 /// download), as repository paths (`/`-separated), sorted.
-fn files_in(dir: &Path) -> Vec<String> {
+pub(crate) fn files_in(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), String::new())];
     while let Some((at, prefix)) = stack.pop() {

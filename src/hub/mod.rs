@@ -4,7 +4,7 @@
 //! layout the Python `huggingface_hub` package writes ([`HfCache`]), so a model downloaded by
 //! either is found by the other. With feature `hub`, [`Hub`] downloads what the cache lacks.
 
-mod cache;
+pub(crate) mod cache;
 #[cfg(feature = "hub")]
 mod download;
 mod listing;
@@ -16,4 +16,4 @@ pub use cache::HfCache;
 pub use download::{Hub, Progress, Quiet};
 pub use listing::{is_safe_repo_path, ListedFile, Listing};
 pub use name::HubName;
-pub use pick::{pick, PickError};
+pub use pick::{models_in, pick, quant_tag, PickError};

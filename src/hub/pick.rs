@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::gguf::SplitName;
+
 /// Quantizations tried, in order, when the name gives none (llama.cpp's defaults).
 const DEFAULT_QUANTS: [&str; 2] = ["Q4_K_M", "Q8_0"];
 
@@ -64,12 +66,12 @@ pub fn pick(files: &[String], quant: Option<&str>) -> Result<Vec<String>, PickEr
             })
         }
     };
-    let Some((prefix, _, count)) = split_part(chosen) else {
+    let Some(split) = SplitName::parse(chosen) else {
         return Ok(vec![chosen.clone()]);
     };
-    (1..=count)
+    (0..split.count)
         .map(|no| {
-            let part = format!("{prefix}-{no:05}-of-{count:05}.gguf");
+            let part = split.part(no);
             match files.iter().find(|f| f.eq_ignore_ascii_case(&part)) {
                 Some(f) => Ok(f.clone()),
                 None => Err(PickError::MissingPart { part }),
@@ -78,13 +80,65 @@ pub fn pick(files: &[String], quant: Option<&str>) -> Result<Vec<String>, PickEr
         .collect()
 }
 
+/// Every model among `files`, each as its files (a split model's every part, in order); a
+/// split model with a part missing is left out.
+pub fn models_in(files: &[String]) -> Vec<Vec<String>> {
+    files
+        .iter()
+        .filter(|f| is_model_file(f))
+        .filter_map(|first| match SplitName::parse(first) {
+            None => Some(vec![first.clone()]),
+            Some(split) => (0..split.count)
+                .map(|no| {
+                    let part = split.part(no);
+                    files
+                        .iter()
+                        .find(|f| f.eq_ignore_ascii_case(&part))
+                        .cloned()
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The quantization a model file's name states (`Qwen3-8B-Q4_K_M.gguf`: `Q4_K_M`; split parts
+/// and `UD-` prefixes too), upper-cased: the last `-` or `.` separated word that names one.
+pub fn quant_tag(path: &str) -> Option<String> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let stem = match SplitName::parse(name) {
+        Some(split) => split.prefix,
+        None => name.get(..name.len().checked_sub(5)?)?,
+    };
+    stem.rsplit(['-', '.'])
+        .find(|word| is_quant_word(word))
+        .map(str::to_ascii_uppercase)
+}
+
+/// `Q4_K_M`, `IQ2_XXS`, `Q8_0`, `F16`, `BF16`, `F32`, `TQ1_0`, `MXFP4`, `Q4_K_XL`, ...
+fn is_quant_word(word: &str) -> bool {
+    let w = word.to_ascii_uppercase();
+    if matches!(w.as_str(), "F16" | "BF16" | "F32" | "MXFP4") {
+        return true;
+    }
+    let rest = w
+        .strip_prefix("IQ")
+        .or_else(|| w.strip_prefix("TQ"))
+        .or_else(|| w.strip_prefix('Q'));
+    rest.is_some_and(|r| {
+        let mut chars = r.chars();
+        chars.next().is_some_and(|c| c.is_ascii_digit())
+            && chars.next().is_none_or(|c| c == '_')
+            && r.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
 /// A GGUF file that is a model, and a split model's first part if it is a part.
 fn is_model_file(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     let name = lower.rsplit('/').next().unwrap_or(&lower);
     name.ends_with(".gguf")
         && !NOT_THE_MODEL.iter().any(|n| name.contains(n))
-        && split_part(path).is_none_or(|(_, no, _)| no == 1)
+        && SplitName::parse(path).is_none_or(|s| s.no == 0)
 }
 
 /// Whether `path` has `tag` as a quantization: after a non-alphanumeric character (or at the
@@ -99,26 +153,50 @@ fn has_quant(path: &str, tag: &str) -> bool {
     })
 }
 
-/// `(prefix, number, count)` of `PREFIX-0000N-of-0000M.gguf` (numbers 1-based).
-fn split_part(path: &str) -> Option<(&str, u32, u32)> {
-    let stem = path.get(..path.len().checked_sub(5)?)?;
-    if !path[stem.len()..].eq_ignore_ascii_case(".gguf") {
-        return None;
-    }
-    let (rest, count) = stem.rsplit_once("-of-")?;
-    let (prefix, no) = rest.rsplit_once('-')?;
-    let number = |s: &str| {
-        (s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse::<u32>().ok())
-            .flatten()
-    };
-    let (no, count) = (number(no)?, number(count)?);
-    (!prefix.is_empty() && (1..=count).contains(&no)).then_some((prefix, no, count))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quantization_a_file_name_states() {
+        for (file, tag) in [
+            ("Qwen3-8B-Q4_K_M.gguf", Some("Q4_K_M")),
+            (
+                "sub/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                Some("Q4_K_M"),
+            ),
+            ("Qwen3-8B-UD-Q4_K_XL-00001-of-00003.gguf", Some("Q4_K_XL")),
+            ("model.IQ2_XXS.gguf", Some("IQ2_XXS")),
+            ("gpt-oss-20b-MXFP4.gguf", Some("MXFP4")),
+            ("gemma-3-270m-it-bf16.gguf", Some("BF16")),
+            ("Qwen3-4B.gguf", None),
+            ("Q4.gguf", Some("Q4")),
+            ("Qwen3-Qx.gguf", None),
+            (".gguf", None),
+            ("x", None),
+        ] {
+            assert_eq!(quant_tag(file).as_deref(), tag, "{file}");
+        }
+    }
+
+    #[test]
+    fn every_complete_model_among_files() {
+        let files = listing(&[
+            "a-Q8_0.gguf",
+            "mmproj-F16.gguf",
+            "b-00001-of-00002.gguf",
+            "b-00002-of-00002.gguf",
+            "c-00001-of-00002.gguf",
+            "README.md",
+        ]);
+        assert_eq!(
+            models_in(&files),
+            [
+                listing(&["a-Q8_0.gguf"]),
+                listing(&["b-00001-of-00002.gguf", "b-00002-of-00002.gguf"])
+            ]
+        );
+    }
 
     fn listing(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| s.to_string()).collect()

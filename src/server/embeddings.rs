@@ -18,10 +18,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::api;
+use super::engine::Engine;
 use super::error::ApiError;
 use super::ollama::OllamaError;
 use super::routes::{body_bytes, App};
-use super::state::AppState;
 
 /// Most inputs in one request (OpenAI's limit).
 const MAX_INPUTS: usize = 2048;
@@ -45,7 +45,8 @@ pub async fn openai(
 ) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
     let req: OpenAiRequest = api::parse(&body_bytes(body)?)?;
-    let n_embd = app.scheduler.model().hparams.n_embd;
+    let engine = app.engine(req.model.as_deref()).await?;
+    let n_embd = engine.scheduler.model().hparams.n_embd;
     if req.dimensions.is_some_and(|d| d != n_embd as u64) {
         return Err(ApiError::bad_request(
             format!("this model's embeddings have {n_embd} dimensions"),
@@ -62,9 +63,9 @@ pub async fn openai(
             ))
         }
     };
-    let inputs = token_inputs(&app, &req.input, "input")?;
+    let inputs = token_inputs(&engine, &req.input, "input")?;
     let n_tokens: usize = inputs.iter().map(Vec::len).sum();
-    let vectors = embed_all(&app, inputs).await?;
+    let vectors = embed_all(&engine, inputs).await?;
     let data: Vec<Value> = vectors
         .iter()
         .enumerate()
@@ -80,7 +81,7 @@ pub async fn openai(
     Ok(Json(json!({
         "object": "list",
         "data": data,
-        "model": req.model.unwrap_or_else(|| app.model_id.clone()),
+        "model": req.model.unwrap_or_else(|| engine.model_id.clone()),
         "usage": { "prompt_tokens": n_tokens, "total_tokens": n_tokens },
     }))
     .into_response())
@@ -102,12 +103,13 @@ pub async fn ollama_embed(
     app.authorize(&headers)?;
     let started = Instant::now();
     let req: OllamaEmbed = api::parse(&body_bytes(body)?)?;
+    let engine = app.engine(req.model.as_deref()).await?;
     let input = req.input.unwrap_or(Value::Null);
-    let inputs = token_inputs(&app, &input, "input")?;
+    let inputs = token_inputs(&engine, &input, "input")?;
     let n_tokens: usize = inputs.iter().map(Vec::len).sum();
-    let vectors = embed_all(&app, inputs).await?;
+    let vectors = embed_all(&engine, inputs).await?;
     Ok(Json(json!({
-        "model": req.model.unwrap_or_else(|| app.model_id.clone()),
+        "model": req.model.unwrap_or_else(|| engine.model_id.clone()),
         "embeddings": vectors,
         "total_duration": started.elapsed().as_nanos() as u64,
         "load_duration": 0,
@@ -123,17 +125,22 @@ pub async fn ollama_embeddings(
 ) -> Result<Response, OllamaError> {
     app.authorize(&headers)?;
     let req: OllamaEmbed = api::parse(&body_bytes(body)?)?;
+    let engine = app.engine(req.model.as_deref()).await?;
     let prompt = Value::String(req.prompt.unwrap_or_default());
-    let inputs = token_inputs(&app, &prompt, "prompt")?;
-    let mut vectors = embed_all(&app, inputs).await?;
+    let inputs = token_inputs(&engine, &prompt, "prompt")?;
+    let mut vectors = embed_all(&engine, inputs).await?;
     Ok(Json(json!({ "embedding": vectors.remove(0) })).into_response())
 }
 
 /// A string, a list of strings, a list of token ids, or a list of such lists; each input
 /// tokenized, non-empty and no longer than a slot's context.
-fn token_inputs(app: &AppState, input: &Value, param: &str) -> Result<Vec<Vec<TokenId>>, ApiError> {
+fn token_inputs(
+    engine: &Engine,
+    input: &Value,
+    param: &str,
+) -> Result<Vec<Vec<TokenId>>, ApiError> {
     let bad = |m: String| ApiError::bad_request(m, Some(param));
-    let n_vocab = app.scheduler.model().hparams.n_vocab;
+    let n_vocab = engine.scheduler.model().hparams.n_vocab;
     let ids = |v: &[Value]| -> Option<Vec<TokenId>> {
         v.iter()
             .map(|t| {
@@ -144,14 +151,14 @@ fn token_inputs(app: &AppState, input: &Value, param: &str) -> Result<Vec<Vec<To
             .collect()
     };
     let inputs: Vec<Vec<TokenId>> = match input {
-        Value::String(s) => vec![app.tokenize_plain(s)],
+        Value::String(s) => vec![engine.tokenize_plain(s)],
         Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_number) => {
             vec![ids(items).ok_or_else(|| bad(format!("token ids are in 0..{n_vocab}")))?]
         }
         Value::Array(items) => items
             .iter()
             .map(|item| match item {
-                Value::String(s) => Ok(app.tokenize_plain(s)),
+                Value::String(s) => Ok(engine.tokenize_plain(s)),
                 Value::Array(t) => {
                     ids(t).ok_or_else(|| bad(format!("token ids are in 0..{n_vocab}")))
                 }
@@ -167,7 +174,7 @@ fn token_inputs(app: &AppState, input: &Value, param: &str) -> Result<Vec<Vec<To
     if inputs.is_empty() || inputs.len() > MAX_INPUTS {
         return Err(bad(format!("give 1 to {MAX_INPUTS} inputs")));
     }
-    let n_ctx = app.scheduler.params().n_ctx;
+    let n_ctx = engine.scheduler.params().n_ctx;
     for (i, t) in inputs.iter().enumerate() {
         if t.is_empty() {
             return Err(bad(format!("input {i} is empty")));
@@ -184,21 +191,21 @@ fn token_inputs(app: &AppState, input: &Value, param: &str) -> Result<Vec<Vec<To
 
 /// Embeds each input on a blocking thread, in the shared embedding context.
 async fn embed_all(
-    app: &Arc<AppState>,
+    engine: &Arc<Engine>,
     inputs: Vec<Vec<TokenId>>,
 ) -> Result<Vec<Vec<f32>>, ApiError> {
-    let app = Arc::clone(app);
+    let engine = Arc::clone(engine);
     tokio::task::spawn_blocking(move || {
-        let mut slot = app.embedder.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = engine.embedder.0.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
-            let p = app.scheduler.params();
+            let p = engine.scheduler.params();
             let params = ContextParams {
                 n_ctx: p.n_ctx,
                 n_threads: p.n_threads,
                 n_batch: p.n_batch,
                 ..ContextParams::default()
             };
-            let ctx = Context::new(Arc::clone(app.scheduler.model()), &params)
+            let ctx = Context::new(Arc::clone(engine.scheduler.model()), &params)
                 .map_err(|e| ApiError::server(format!("no embedding context: {e}")))?;
             *slot = Some(ctx);
         }

@@ -8,7 +8,10 @@ use crate::batching::Stats;
 use super::state::AppState;
 
 pub fn render(app: &AppState) -> String {
-    let s: &Stats = app.scheduler.stats();
+    // Over the resident models (an unloaded model's counts leave the totals).
+    let engines = app.pool.resident();
+    let s = &Stats::sum(engines.iter().map(|e| &**e.scheduler.stats()));
+    let n_slots: usize = engines.iter().map(|e| e.scheduler.params().n_slots).sum();
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
         let _ = writeln!(out, "# HELP kolibri_{name} {help}");
@@ -80,7 +83,7 @@ pub fn render(app: &AppState) -> String {
         "slots",
         "gauge",
         "Slots (requests served at once).",
-        app.scheduler.params().n_slots as f64,
+        n_slots as f64,
     );
     metric(
         "prompt_tokens_total",

@@ -12,13 +12,17 @@
 //! process); [`listener::serve`] runs it on a socket with the connection limits.
 
 mod api;
+mod catalog;
 mod embeddings;
+mod engine;
 mod error;
 pub mod listener;
 mod logprobs;
 mod metrics;
+mod models;
 mod ollama;
 mod page;
+mod pool;
 mod reply;
 mod routes;
 mod slots;
@@ -33,9 +37,11 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 
+pub use engine::Engine;
+pub use pool::{Loader, ModelPool};
 pub use reply::ThinkingOptions;
 pub use state::AppState;
 
@@ -52,15 +58,17 @@ pub fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Ro
         .route("/favicon.ico", get(page::icon))
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
-        .route("/v1/models", get(routes::list_models))
-        .route("/v1/models/{id}", get(routes::get_model))
+        .route("/v1/models", get(models::list_models))
+        .route("/v1/models/{id}", get(models::get_model))
         .route("/v1/completions", post(routes::completions))
         .route("/v1/chat/completions", post(routes::chat_completions))
         .route("/slots/{id}", post(slots::slot_action))
         .route("/api/version", get(ollama::version))
-        .route("/api/tags", get(ollama::tags))
-        .route("/api/ps", get(ollama::ps))
-        .route("/api/show", post(ollama::show))
+        .route("/api/tags", get(models::tags))
+        .route("/api/ps", get(models::ps))
+        .route("/api/show", post(models::show))
+        .route("/api/pull", post(models::pull))
+        .route("/api/delete", delete(models::delete))
         .route("/api/chat", post(ollama::chat))
         .route("/api/generate", post(ollama::generate))
         .route("/api/embed", post(embeddings::ollama_embed))

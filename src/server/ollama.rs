@@ -52,141 +52,6 @@ pub async fn version() -> Response {
     Json(json!({ "version": OLLAMA_VERSION })).into_response()
 }
 
-pub async fn tags(State(app): App, headers: HeaderMap) -> Result<Response> {
-    app.authorize(&headers)?;
-    Ok(Json(json!({ "models": [model_entry(&app)] })).into_response())
-}
-
-pub async fn ps(State(app): App, headers: HeaderMap) -> Result<Response> {
-    app.authorize(&headers)?;
-    let mut entry = model_entry(&app);
-    let size = entry["size"].clone();
-    let map = entry.as_object_mut().expect("an object");
-    map.remove("modified_at");
-    map.insert("expires_at".into(), json!("2100-01-01T00:00:00Z"));
-    map.insert("size_vram".into(), json!(0));
-    map.insert("context_length".into(), json!(app.scheduler.params().n_ctx));
-    map.insert("size".into(), size);
-    Ok(Json(json!({ "models": [entry] })).into_response())
-}
-
-#[derive(Deserialize)]
-pub struct ShowRequest {
-    model: Option<String>,
-    /// Older clients send `name`.
-    name: Option<String>,
-    #[serde(default)]
-    verbose: bool,
-}
-
-pub async fn show(
-    State(app): App,
-    headers: HeaderMap,
-    body: std::result::Result<Bytes, BytesRejection>,
-) -> Result<Response> {
-    app.authorize(&headers)?;
-    let req: ShowRequest = api::parse(&body_bytes(body)?)?;
-    check_model(&app, req.model.as_deref().or(req.name.as_deref()))?;
-    let model = app.scheduler.model();
-    let entry = model_entry(&app);
-    let template = model.gguf.get_str(crate::chat::TEMPLATE_KEY).unwrap_or("");
-    let mut capabilities = vec!["completion"];
-    if app.template.is_ok() && template.contains("tools") {
-        capabilities.push("tools");
-    }
-    Ok(Json(json!({
-        "modelfile": format!("FROM {}\n", app.model_id),
-        "parameters": "",
-        "template": template,
-        "details": entry["details"],
-        "model_info": model_info(&model.gguf, req.verbose),
-        "capabilities": capabilities,
-        "modified_at": entry["modified_at"],
-    }))
-    .into_response())
-}
-
-/// The GGUF's metadata as Ollama shows it: every scalar; arrays (the vocabulary) only when
-/// `verbose`, else as empty lists.
-fn model_info(gguf: &crate::gguf::GgufFile, verbose: bool) -> Value {
-    use crate::gguf::Value as G;
-    let mut info = Map::new();
-    for (key, value) in gguf.metadata() {
-        let v = match value {
-            G::Array(_) if !verbose => Value::Array(Vec::new()),
-            G::Array(a) => Value::Array(
-                (0..a.len())
-                    .filter_map(|i| a.get(i).map(|v| scalar(&v)))
-                    .collect(),
-            ),
-            other => scalar(other),
-        };
-        info.insert(key.clone(), v);
-    }
-    Value::Object(info)
-}
-
-fn scalar(v: &crate::gguf::Value) -> Value {
-    use crate::gguf::Value as G;
-    match v {
-        G::Bool(b) => json!(b),
-        G::String(s) => json!(s),
-        G::F32(f) => json!(f),
-        G::F64(f) => json!(f),
-        G::Array(_) => Value::Null,
-        other => other
-            .as_i64()
-            .map(Value::from)
-            .or_else(|| other.as_u64().map(Value::from))
-            .unwrap_or(Value::Null),
-    }
-}
-
-/// The one model, as `/api/tags` lists it.
-fn model_entry(app: &AppState) -> Value {
-    let model = app.scheduler.model();
-    let arch = model.arch.name;
-    let quant = model
-        .gguf
-        .get_u64("general.file_type")
-        .and_then(|id| u32::try_from(id).ok())
-        .and_then(crate::quantize::FileType::from_id)
-        .map_or("unknown", |t| t.name());
-    json!({
-        "name": app.model_id,
-        "model": app.model_id,
-        "modified_at": rfc3339(Duration::from_secs(app.started)),
-        "size": model.gguf.size_on_disk(),
-        "digest": format!("{:016x}", model.gguf.size_on_disk() ^ app.started),
-        "details": {
-            "parent_model": "",
-            "format": "gguf",
-            "family": arch,
-            "families": [arch],
-            "parameter_size": parameter_size(model.n_params()),
-            "quantization_level": quant,
-        },
-    })
-}
-
-fn parameter_size(n: u64) -> String {
-    if n >= 1_000_000_000 {
-        format!("{:.1}B", n as f64 / 1e9)
-    } else {
-        format!("{:.2}M", n as f64 / 1e6)
-    }
-}
-
-fn check_model(app: &AppState, name: Option<&str>) -> std::result::Result<(), ApiError> {
-    match name {
-        // Ollama names carry a tag (`name:latest`); the bare name is the same model.
-        Some(n) if !n.is_empty() && n.split(':').next() != Some(app.model_id.as_str()) => {
-            Err(ApiError::not_found(format!("model '{n}' not found")))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Ollama's `options`: its names, its defaults.
 #[derive(Deserialize, Default)]
 struct Options {
@@ -240,11 +105,11 @@ pub async fn chat(
     app.authorize(&headers)?;
     let started = SystemTime::now();
     let req: ChatRequest = api::parse(&body_bytes(body)?)?;
-    check_model(&app, req.model.as_deref())?;
+    let engine = app.pool.get(req.model.as_deref(), true).await?;
     if req.messages.is_empty() {
         // Ollama answers an empty chat as "model loaded".
         return Ok(Json(json!({
-            "model": app.model_id, "created_at": rfc3339(now()),
+            "model": engine.model_id, "created_at": rfc3339(now()),
             "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "load",
         }))
         .into_response());
@@ -255,14 +120,14 @@ pub async fn chat(
         .iter()
         .map(message_for_template)
         .collect::<std::result::Result<_, _>>()?;
-    let template = app
+    let template = engine
         .template
         .as_ref()
         .map_err(|e| ApiError::bad_request(format!("this model cannot chat: {e}"), None))?;
     let mut checked = checked(&req.options, req.format.as_ref())?;
     let prepared = reply::prepare_chat(
         template,
-        &app.scheduler.model().tokenizer,
+        &engine.scheduler.model().tokenizer,
         &Value::Array(messages),
         tools.template_tools.as_ref(),
         &thinking(&app, req.think.as_ref())?,
@@ -273,10 +138,12 @@ pub async fn chat(
         ..prepared.format
     };
     checked.markup = prepared.markup;
-    let prompt = app.tokenize(&prepared.rendered);
-    let rx = start(&app, prompt, &checked, Flavor::Chat).await?.remove(0);
+    let prompt = engine.tokenize(&prepared.rendered);
+    let rx = start(&app, &engine, prompt, &checked, Flavor::Chat)
+        .await?
+        .remove(0);
     let reply = Reply {
-        model: req.model.unwrap_or_else(|| app.model_id.clone()),
+        model: req.model.unwrap_or_else(|| engine.model_id.clone()),
         chat: true,
         started,
         splitter: ReplySplitter::new(&checked.format),
@@ -292,10 +159,10 @@ pub async fn generate(
     app.authorize(&headers)?;
     let started = SystemTime::now();
     let req: GenerateRequest = api::parse(&body_bytes(body)?)?;
-    check_model(&app, req.model.as_deref())?;
+    let engine = app.pool.get(req.model.as_deref(), true).await?;
     let mut checked = checked(&req.options, req.format.as_ref())?;
     // Ollama wraps the prompt in the model's chat template unless `raw` (or no template).
-    let text = match (&app.template, req.raw) {
+    let text = match (&engine.template, req.raw) {
         (Ok(template), false) => {
             let mut messages = Vec::new();
             if let Some(system) = &req.system {
@@ -304,7 +171,7 @@ pub async fn generate(
             messages.push(json!({"role": "user", "content": req.prompt}));
             let prepared = reply::prepare_chat(
                 template,
-                &app.scheduler.model().tokenizer,
+                &engine.scheduler.model().tokenizer,
                 &Value::Array(messages),
                 None,
                 &thinking(&app, req.think.as_ref())?,
@@ -319,17 +186,17 @@ pub async fn generate(
     };
     if text.is_empty() {
         return Ok(Json(json!({
-            "model": app.model_id, "created_at": rfc3339(now()), "response": "",
+            "model": engine.model_id, "created_at": rfc3339(now()), "response": "",
             "done": true, "done_reason": "load",
         }))
         .into_response());
     }
-    let prompt = app.tokenize(&text);
-    let rx = start(&app, prompt, &checked, Flavor::Completion)
+    let prompt = engine.tokenize(&text);
+    let rx = start(&app, &engine, prompt, &checked, Flavor::Completion)
         .await?
         .remove(0);
     let reply = Reply {
-        model: req.model.unwrap_or_else(|| app.model_id.clone()),
+        model: req.model.unwrap_or_else(|| engine.model_id.clone()),
         chat: false,
         started,
         splitter: ReplySplitter::new(&checked.format),
@@ -589,7 +456,7 @@ fn now() -> Duration {
 }
 
 /// `2026-12-04T02:46:54.123456789Z`.
-fn rfc3339(t: Duration) -> String {
+pub fn rfc3339(t: Duration) -> String {
     let secs = crate::chat::format_utc(t.as_secs(), "%Y-%m-%dT%H:%M:%S");
     format!("{secs}.{:09}Z", t.subsec_nanos())
 }

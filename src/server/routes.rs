@@ -8,7 +8,7 @@ use crate::batching::{Completion, Event, Failure, FinishReason, Request, SubmitE
 use crate::tokenizer::TokenId;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::api::{self, ChatRequest, Checked, CompletionRequest, Prompt};
+use super::engine::Engine;
 use super::error::ApiError;
 use super::reply::{self, ReplyFormat, WholeReply};
 use super::state::AppState;
@@ -26,12 +27,14 @@ use crate::grammar::{Constraint, ConstraintSpec};
 pub type App = State<Arc<AppState>>;
 
 pub async fn health(State(app): App) -> Response {
-    let stats = app.scheduler.stats();
+    let engines = app.pool.resident();
+    let sum = |f: &dyn Fn(&Engine) -> u64| engines.iter().map(|e| f(e)).sum::<u64>();
     Json(json!({
         "status": "ok",
-        "slots_busy": stats.slots_busy.load(Relaxed),
-        "slots": app.scheduler.params().n_slots,
-        "queue_depth": stats.queue_depth.load(Relaxed),
+        "slots_busy": sum(&|e| e.scheduler.stats().slots_busy.load(Relaxed)),
+        "slots": sum(&|e| e.scheduler.params().n_slots as u64),
+        "queue_depth": sum(&|e| e.scheduler.stats().queue_depth.load(Relaxed)),
+        "models_loaded": engines.len(),
     }))
     .into_response()
 }
@@ -43,35 +46,6 @@ pub async fn metrics(State(app): App, headers: HeaderMap) -> Result<Response, Ap
         super::metrics::render(&app),
     )
         .into_response())
-}
-
-fn model_object(app: &AppState) -> Value {
-    json!({
-        "id": app.model_id,
-        "object": "model",
-        "created": app.started,
-        "owned_by": "kolibri",
-    })
-}
-
-pub async fn list_models(State(app): App, headers: HeaderMap) -> Result<Response, ApiError> {
-    app.authorize(&headers)?;
-    Ok(Json(json!({ "object": "list", "data": [model_object(&app)] })).into_response())
-}
-
-pub async fn get_model(
-    State(app): App,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    app.authorize(&headers)?;
-    if id != app.model_id {
-        return Err(
-            ApiError::not_found(format!("the model {id:?} does not exist"))
-                .with_code("model_not_found"),
-        );
-    }
-    Ok(Json(model_object(&app)).into_response())
 }
 
 /// A body that is too large or unreadable gets the same JSON error shape as everything else.
@@ -89,6 +63,7 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
     let req: ChatRequest = api::parse(&body_bytes(body)?)?;
+    let engine = app.engine(req.model.as_deref()).await?;
     let mut checked = req.sampling.check(app.random_seed())?;
     let tools = tools::setup(req.tools.as_ref(), req.tool_choice.as_ref())?;
     if let Some(spec) = tools.constraint.clone() {
@@ -106,7 +81,7 @@ pub async fn chat_completions(
             Some("messages"),
         ));
     }
-    let template = app.template.as_ref().map_err(|e| {
+    let template = engine.template.as_ref().map_err(|e| {
         ApiError::bad_request(
             format!("this model cannot chat: {e}; use /v1/completions"),
             None,
@@ -128,20 +103,20 @@ pub async fn chat_completions(
     }
     let prepared = reply::prepare_chat(
         template,
-        &app.scheduler.model().tokenizer,
+        &engine.scheduler.model().tokenizer,
         &Value::Array(messages),
         tools.template_tools.as_ref(),
         &thinking,
         checked.constraint.is_some(),
     )?;
-    let prompt = app.tokenize(&prepared.rendered);
-    let model = req.model.unwrap_or_else(|| app.model_id.clone());
+    let prompt = engine.tokenize(&prepared.rendered);
+    let model = req.model.unwrap_or_else(|| engine.model_id.clone());
     checked.format = ReplyFormat {
         tools: tools.names(),
         ..prepared.format
     };
     checked.markup = prepared.markup;
-    generate(app, prompt, checked, Flavor::Chat, model, None).await
+    generate(&app, &engine, prompt, checked, Flavor::Chat, model, None).await
 }
 
 pub async fn completions(
@@ -151,6 +126,7 @@ pub async fn completions(
 ) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
     let req: CompletionRequest = api::parse(&body_bytes(body)?)?;
+    let engine = app.engine(req.model.as_deref()).await?;
     let checked = req.sampling.check(app.random_seed())?;
     if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::bad_request(
@@ -159,10 +135,10 @@ pub async fn completions(
         ));
     }
     let (prompt, text) = match req.prompt {
-        Prompt::Text(t) => (app.tokenize(&t), t),
+        Prompt::Text(t) => (engine.tokenize(&t), t),
         Prompt::Texts(mut v) if v.len() == 1 => {
             let t = v.remove(0);
-            (app.tokenize(&t), t)
+            (engine.tokenize(&t), t)
         }
         Prompt::Texts(_) => {
             return Err(ApiError::bad_request(
@@ -171,13 +147,22 @@ pub async fn completions(
             ))
         }
         Prompt::Tokens(ids) => {
-            let text = app.scheduler.model().tokenizer.decode(&ids);
+            let text = engine.scheduler.model().tokenizer.decode(&ids);
             (ids, text)
         }
     };
     let echo = req.echo.unwrap_or(false).then_some(text);
-    let model = req.model.unwrap_or_else(|| app.model_id.clone());
-    generate(app, prompt, checked, Flavor::Completion, model, echo).await
+    let model = req.model.unwrap_or_else(|| engine.model_id.clone());
+    generate(
+        &app,
+        &engine,
+        prompt,
+        checked,
+        Flavor::Completion,
+        model,
+        echo,
+    )
+    .await
 }
 
 /// `flavor` names the field the prompt came from in the error's `param`.
@@ -238,14 +223,15 @@ impl ResponseMeta {
 }
 
 async fn generate(
-    app: Arc<AppState>,
+    app: &AppState,
+    engine: &Arc<Engine>,
     prompt: Vec<TokenId>,
     checked: Checked,
     flavor: Flavor,
     model: String,
     echo: Option<String>,
 ) -> Result<Response, ApiError> {
-    let receivers = start(&app, prompt, &checked, flavor).await?;
+    let receivers = start(app, engine, prompt, &checked, flavor).await?;
     let meta = ResponseMeta {
         id: app.next_id(flavor.id_prefix()),
         flavor,
@@ -254,7 +240,9 @@ async fn generate(
         format: checked.format,
     };
     if checked.stream {
-        let vocab = checked.logprobs.map(|_| Arc::clone(app.scheduler.model()));
+        let vocab = checked
+            .logprobs
+            .map(|_| Arc::clone(engine.scheduler.model()));
         return Ok(stream::response(
             meta,
             receivers,
@@ -279,7 +267,7 @@ async fn generate(
         };
         let mut choice = choice_json(&meta, index, &text, &done);
         if let Some(entries) = entries {
-            let tokenizer = &app.scheduler.model().tokenizer;
+            let tokenizer = &engine.scheduler.model().tokenizer;
             choice["logprobs"] =
                 logprobs::choice_logprobs(meta.flavor, tokenizer, &entries, &mut 0);
         }
@@ -300,14 +288,15 @@ async fn generate(
 /// Compiles the request's constraint and queues it; its events arrive on the receiver.
 /// `checked.n` choices (each with the seed after the previous one's) share the prompt.
 pub async fn start(
-    app: &Arc<AppState>,
+    app: &AppState,
+    engine: &Arc<Engine>,
     prompt: Vec<TokenId>,
     checked: &Checked,
     flavor: Flavor,
 ) -> Result<Vec<mpsc::UnboundedReceiver<Event>>, ApiError> {
     let constraint = match &checked.constraint {
         None => None,
-        Some((spec, param)) => Some(compile_constraint(app, spec.clone(), param).await?),
+        Some((spec, param)) => Some(compile_constraint(engine, spec.clone(), param).await?),
     };
     let deadline = Some(Instant::now() + app.request_timeout);
     let mut requests = Vec::with_capacity(checked.n);
@@ -329,7 +318,8 @@ pub async fn start(
         });
         receivers.push(rx);
     }
-    app.scheduler
+    engine
+        .scheduler
         .submit_group(requests)
         .map_err(|e| submit_error(e, flavor))?;
     Ok(receivers)
@@ -338,12 +328,12 @@ pub async fn start(
 /// Compiles on a blocking thread: a large schema can take milliseconds, which the async
 /// threads that serve other clients should not wait for.
 async fn compile_constraint(
-    app: &Arc<AppState>,
+    engine: &Arc<Engine>,
     spec: ConstraintSpec,
     param: &'static str,
 ) -> Result<Constraint, ApiError> {
-    let app = Arc::clone(app);
-    let compiled = tokio::task::spawn_blocking(move || app.compile_constraint(&spec))
+    let engine = Arc::clone(engine);
+    let compiled = tokio::task::spawn_blocking(move || engine.compile_constraint(&spec))
         .await
         .map_err(|e| ApiError::server(format!("compiling the constraint failed: {e}")))?;
     compiled.map_err(|e| ApiError::bad_request(e.to_string(), Some(param)))
@@ -425,6 +415,7 @@ pub struct TokenizeRequest {
     add_special: bool,
     #[serde(default)]
     with_pieces: bool,
+    model: Option<String>,
 }
 
 /// llama-server's `POST /tokenize`: `{"content", "add_special", "with_pieces"}` to
@@ -436,7 +427,8 @@ pub async fn tokenize(
 ) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
     let req: TokenizeRequest = api::parse(&body_bytes(body)?)?;
-    let tok = &app.scheduler.model().tokenizer;
+    let engine = app.engine(req.model.as_deref()).await?;
+    let tok = &engine.scheduler.model().tokenizer;
     let ids = tok.encode(&req.content, req.add_special, true);
     let tokens: Vec<Value> = if req.with_pieces {
         ids.iter()
@@ -460,6 +452,7 @@ pub async fn tokenize(
 pub struct DetokenizeRequest {
     #[serde(default)]
     tokens: Vec<u32>,
+    model: Option<String>,
 }
 
 /// llama-server's `POST /detokenize`: `{"tokens": [...]}` to `{"content": "..."}`.
@@ -470,8 +463,9 @@ pub async fn detokenize(
 ) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
     let req: DetokenizeRequest = api::parse(&body_bytes(body)?)?;
-    let tok = &app.scheduler.model().tokenizer;
-    let n_vocab = app.scheduler.model().hparams.n_vocab;
+    let engine = app.engine(req.model.as_deref()).await?;
+    let tok = &engine.scheduler.model().tokenizer;
+    let n_vocab = engine.scheduler.model().hparams.n_vocab;
     if let Some(bad) = req.tokens.iter().find(|&&t| t as usize >= n_vocab) {
         return Err(ApiError::bad_request(
             format!("token {bad} is not in 0..{n_vocab}"),

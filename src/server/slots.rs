@@ -57,11 +57,11 @@ pub async fn slot_action(
         }
     };
     let kind = action.clone();
-    let scheduler_app = app.clone();
-    let done =
-        tokio::task::spawn_blocking(move || scheduler_app.scheduler.slot_action(slot, action))
-            .await
-            .map_err(|e| ApiError::server(format!("slot action failed: {e}")))?;
+    // Loading on demand, `?model=NAME` says whose slot (else the one model resident).
+    let engine = app.engine(query_value(&uri, "model").as_deref()).await?;
+    let done = tokio::task::spawn_blocking(move || engine.scheduler.slot_action(slot, action))
+        .await
+        .map_err(|e| ApiError::server(format!("slot action failed: {e}")))?;
     let report = done.map_err(|e| slot_error(e, &kind))?;
     let ms = report.elapsed.as_secs_f64() * 1e3;
     let body: Value = match kind {

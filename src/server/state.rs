@@ -1,26 +1,22 @@
-//! What every handler shares: the scheduler, the chat template, the key and the limits.
+//! What every handler shares: the models, the key and the limits.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::batching::Scheduler;
-use crate::chat::{ChatTemplate, ChatTemplateError};
-use crate::grammar::{Constraint, ConstraintSpec, GrammarCompiler, GrammarError};
-use crate::tokenizer::TokenId;
 use axum::http::{header, HeaderMap};
 
+use super::engine::Engine;
 use super::error::ApiError;
+use super::pool::ModelPool;
 use super::reply::ThinkingOptions;
 
 pub struct AppState {
-    pub scheduler: Scheduler,
-    pub template: Result<ChatTemplate, ChatTemplateError>,
-    /// The name `/v1/models` lists (the file name without `.gguf`, or `--alias`).
-    pub model_id: String,
+    /// The model, or the models loaded on demand.
+    pub pool: ModelPool,
     pub api_key: Option<String>,
-    /// Unix time the server started (the model's `created`).
+    /// Unix time the server started.
     pub started: u64,
     /// Longest a request may take from arrival to its last token.
     pub request_timeout: Duration,
@@ -32,27 +28,19 @@ pub struct AppState {
     /// Connections closed on arrival because the connection cap was reached.
     pub connections_refused: AtomicU64,
     ids: AtomicU64,
-    /// Built on the first structured-output request (it walks the whole vocabulary once).
-    grammar: OnceLock<Result<GrammarCompiler, GrammarError>>,
-    /// The context embeddings are computed in.
-    pub embedder: super::embeddings::Embedder,
     /// The server's thinking settings, which requests may override.
     pub thinking: ThinkingOptions,
 }
 
 impl AppState {
     pub fn new(
-        scheduler: Scheduler,
-        template: Result<ChatTemplate, ChatTemplateError>,
-        model_id: String,
+        pool: ModelPool,
         api_key: Option<String>,
         request_timeout: Duration,
         slot_save_path: Option<PathBuf>,
     ) -> AppState {
         AppState {
-            scheduler,
-            template,
-            model_id,
+            pool,
             api_key,
             started: unix_now(),
             request_timeout,
@@ -62,8 +50,6 @@ impl AppState {
             http_server_errors: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             ids: AtomicU64::new(0),
-            grammar: OnceLock::new(),
-            embedder: Default::default(),
             thinking: ThinkingOptions::default(),
         }
     }
@@ -75,13 +61,9 @@ impl AppState {
         self
     }
 
-    /// Compiles a request's constraint against the model's vocabulary. Slow for a large
-    /// schema, so callers run it off the async threads.
-    pub fn compile_constraint(&self, spec: &ConstraintSpec) -> Result<Constraint, GrammarError> {
-        let compiler = self
-            .grammar
-            .get_or_init(|| GrammarCompiler::new(&self.scheduler.model().tokenizer));
-        compiler.as_ref().map_err(Clone::clone)?.compile(spec)
+    /// The engine serving a request's `model` (see [`ModelPool::get`]).
+    pub async fn engine(&self, model: Option<&str>) -> Result<Arc<Engine>, ApiError> {
+        self.pool.get(model, false).await
     }
 
     /// Checks the bearer key (when the server has one) in time independent of the key's content.
@@ -113,24 +95,6 @@ impl AppState {
             .map_or(0, |d| d.as_nanos() as u64);
         let n = self.ids.fetch_add(1, Relaxed);
         nanos ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-
-    /// Tokenizes a prompt the way llama.cpp's server does: special tokens parsed, the model's
-    /// BOS added unless the text (a rendered chat template, say) already starts with it.
-    /// User text for embedding: the model's BOS, no special-token parsing.
-    pub fn tokenize_plain(&self, text: &str) -> Vec<TokenId> {
-        self.scheduler.model().tokenizer.encode(text, true, false)
-    }
-
-    pub fn tokenize(&self, text: &str) -> Vec<TokenId> {
-        let tok = &self.scheduler.model().tokenizer;
-        let mut ids = tok.encode(text, true, true);
-        if let Some(bos) = tok.bos() {
-            if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
-                ids.remove(0);
-            }
-        }
-        ids
     }
 }
 

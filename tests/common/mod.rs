@@ -32,6 +32,56 @@ pub fn data_path(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A folder holding the PyPI package `spec` (imported as `module`), installed into
+/// `target/pydeps-MODULE` at the first use: put it on PYTHONPATH.
+pub fn python_package(module: &str, spec: &str) -> PathBuf {
+    use std::process::Command;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/pydeps-{module}"));
+    let present = Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .env("PYTHONPATH", &dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !present {
+        let out = Command::new("python3")
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .arg("--target")
+            .arg(&dir)
+            .arg(spec)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pip install {spec}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    dir
+}
+
+/// A command's stdout; fails the test with its stderr when it did not succeed.
+pub fn succeeded(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// `kolibri run`'s options for a short greedy continuation, whose text tests compare.
+pub const GREEDY_RUN: [&str; 8] = [
+    "-p",
+    "The capital of France is",
+    "-n",
+    "6",
+    "--temp",
+    "0",
+    "-t",
+    "2",
+];
+
 /// Threads for model tests: all cores.
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -48,7 +48,10 @@ const REPEATABLE: &[&str] = &["--stop"];
 
 /// What each option does, by its long name (or its only name), for `--help`.
 const HELP: &[(&str, &str)] = &[
-    ("--model", "GGUF model file (any part of a split model)"),
+    (
+        "--model",
+        "GGUF model file (any part of a split model), or a name `kolibri list` shows",
+    ),
     (
         "--hf-repo",
         "OWNER/REPO[:QUANT]: the model by Hugging Face name, from the Hugging Face cache",
@@ -292,6 +295,7 @@ fn positionals_of(cmd: &str) -> Option<&'static str> {
         "tokenize" => Some("TEXT"),
         "quantize" => Some("ARGS"),
         "pull" => Some("OWNER/REPO[:QUANT]"),
+        "rm" | "show" => Some("NAME"),
         _ => None,
     }
 }

@@ -14,6 +14,7 @@ mod run;
 #[cfg(feature = "server")]
 mod serve;
 mod speculate;
+mod store;
 mod tokenize;
 
 use std::process::ExitCode;
@@ -59,10 +60,22 @@ const SERVE_USAGE: &str = serve::USAGE;
 #[cfg(not(feature = "server"))]
 const SERVE_USAGE: &str = "";
 
+/// Every command's usage.
+fn usage() -> String {
+    [
+        USAGE,
+        quantize::USAGE,
+        hub::USAGE,
+        store::USAGE,
+        SERVE_USAGE,
+    ]
+    .concat()
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = argv.split_first() else {
-        eprint!("{USAGE}{}{}{SERVE_USAGE}", quantize::USAGE, hub::USAGE);
+        eprint!("{}", usage());
         return ExitCode::from(2);
     };
     let result = match cmd.as_str() {
@@ -74,19 +87,18 @@ fn main() -> ExitCode {
         "info" => info::main(rest),
         "quantize" => quantize::main(rest),
         "pull" => hub::pull(rest),
+        "list" | "ls" => store::list(rest),
+        "show" => store::show(rest),
+        "rm" => store::rm(rest),
         #[cfg(feature = "server")]
         "serve" => serve::main(rest),
         #[cfg(not(feature = "server"))]
         "serve" => Err("this kolibri was built without the \"server\" feature".into()),
         "-h" | "--help" | "help" => {
-            print!("{USAGE}{}{}{SERVE_USAGE}", quantize::USAGE, hub::USAGE);
+            print!("{}", usage());
             return ExitCode::SUCCESS;
         }
-        other => Err(format!(
-            "unknown command {other:?}\n\n{USAGE}{}{}{SERVE_USAGE}",
-            quantize::USAGE,
-            hub::USAGE
-        )),
+        other => Err(format!("unknown command {other:?}\n\n{}", usage())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -135,7 +147,7 @@ pub const MODEL_FLAGS: [&str; 4] = ["-m", "--model", "-hf", "--hf-repo"];
 pub fn model_path(a: &args::Args) -> Result<String, String> {
     match (a.get(&MODEL_FLAGS[..2]), a.get(&MODEL_FLAGS[2..])) {
         (Some(_), Some(_)) => Err("give the model once: -m PATH or -hf OWNER/REPO[:QUANT]".into()),
-        (Some(path), None) => Ok(path.to_owned()),
+        (Some(path), None) => store::resolve(path),
         (None, Some(name)) => {
             let name = kolibri::hub::HubName::parse(name)?;
             let files = hub::fetch(&name)?;

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use kolibri::batching::{Scheduler, SchedulerParams, Speculation};
 use kolibri::chat::ChatTemplate;
-use kolibri::server::{listener, router, AppState, ThinkingOptions};
+use kolibri::server::{listener, router, AppState, Engine, Loader, ModelPool, ThinkingOptions};
 
 use crate::args::Args;
 
 pub const USAGE: &str =
-    "  kolibri serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
+    "  kolibri serve [-m MODEL] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4]
               [-c CTX_PER_SLOT] [-t THREADS] [--alias NAME] [--queue 64] [--timeout SECS]
               [--max-body BYTES] [--max-connections 1024] [--conn-timeout SECS]
               [--chat-template-file FILE] [--chat-template-kwargs JSON]
@@ -20,7 +20,11 @@ pub const USAGE: &str =
               [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
               [--lookup] [--draft MODEL] [--draft-max 16] [--draft-p-min 0.5]
-              (the key can also come from KOLIBRI_API_KEY;
+              [--models-max 1] [--idle-unload 300]
+              (without -m, every model `kolibri list` shows is served by name, loaded when a
+              request names it: at most --models-max at once, the least recently used making
+              room, each unloaded after --idle-unload seconds without requests (0: never);
+              the key can also come from KOLIBRI_API_KEY;
               --context-shift lets a request generate past its slot's context, forgetting the
               older half of what follows its first N tokens each time the slot is full;
               --slot-save-path enables POST /slots/ID?action=save|restore|erase with
@@ -66,6 +70,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--chat-template-kwargs",
             "--reasoning-format",
             "--reasoning-budget",
+            "--models-max",
+            "--idle-unload",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
@@ -78,7 +84,6 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         ]
         .concat(),
     )?;
-    let path = &crate::model_path(&a)?;
     let host: IpAddr = a
         .parse_or(&["--host"], IpAddr::from([127, 0, 0, 1]))
         .map_err(|e| format!("{e} (an IP address such as 127.0.0.1 or 0.0.0.0)"))?;
@@ -88,9 +93,12 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .map(str::to_string)
         .or_else(|| std::env::var("KOLIBRI_API_KEY").ok())
         .filter(|k| !k.is_empty());
-    let n_slots: usize = a.parse_or(&["--parallel", "-np"], 4)?;
     let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
-    let max_queue: usize = a.parse_or(&["--queue"], 64)?;
+    // Checked now, though an on-demand server reads them again per model.
+    a.parse_or::<usize>(&["--parallel", "-np"], 4)?;
+    a.parse_or::<usize>(&["--queue"], 64)?;
+    a.parse_or::<usize>(&["-b", "--batch-size"], 512)?;
+    crate::kv_types(&a)?;
     let timeout: u64 = a.parse_or(&["--timeout"], 600)?;
     let max_body: usize = a.parse_or(&["--max-body"], 4 << 20)?;
     let limits = listener::Limits {
@@ -100,7 +108,6 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     if limits.max_connections == 0 || limits.read_timeout.is_zero() {
         return Err("--max-connections and --conn-timeout must be above 0".into());
     }
-    let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
     let slot_save_path = a.get(&["--slot-save-path"]).map(std::path::PathBuf::from);
     if let Some(dir) = &slot_save_path {
         if !dir.is_dir() {
@@ -112,49 +119,37 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     }
 
     let thinking = thinking_options(&a)?;
-    let model = Arc::new(crate::load_model(path, &a)?);
-    let speculation = speculation(&a)?;
-    let draft = speculation.draft_model.as_deref();
-    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, draft, n_slots, n_batch)? {
-        Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
-        None => (
-            a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?,
-            crate::kv_types(&a)?,
-        ),
-    };
-    let model_id = a.get(&["--alias"]).map(str::to_string).unwrap_or_else(|| {
-        let name = std::path::Path::new(path)
-            .file_name()
-            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
-        name.strip_suffix(".gguf").unwrap_or(&name).to_string()
-    });
-    let scheduler = Scheduler::start(
-        Arc::clone(&model),
-        SchedulerParams {
-            n_slots,
-            n_ctx,
-            n_threads,
-            n_batch,
-            max_queue,
-            type_k,
-            type_v,
-            context_shift: a
-                .has("--context-shift")
-                .then(|| a.parse_or(&["--keep"], 0))
-                .transpose()?,
-            speculation,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let template = match crate::template_file(&a, &model)? {
-        Some(template) => Ok(template),
-        None => ChatTemplate::from_model(&model),
+    let a = Arc::new(a);
+    let (pool, serving) = if a.get(&crate::MODEL_FLAGS).is_some() {
+        let path = crate::model_path(&a)?;
+        // `-m NAME` of a stored model is served under that name, not its file's.
+        let stored_name = a
+            .get(&crate::MODEL_FLAGS[..2])
+            .filter(|m| !std::path::Path::new(m).exists());
+        let model_id = a
+            .get(&["--alias"])
+            .or(stored_name)
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                let name = std::path::Path::new(&path)
+                    .file_name()
+                    .map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
+                name.strip_suffix(".gguf").unwrap_or(&name).to_string()
+            });
+        let engine = engine(&path, model_id, &a)?;
+        let serving = format!(
+            "model {}, {} slots x {} tokens",
+            engine.model_id,
+            engine.scheduler.params().n_slots,
+            engine.scheduler.params().n_ctx
+        );
+        (ModelPool::fixed(engine), serving)
+    } else {
+        on_demand(&a)?
     };
     let app = Arc::new(
         AppState::new(
-            scheduler,
-            template,
-            model_id.clone(),
+            pool,
             api_key.clone(),
             Duration::from_secs(timeout),
             slot_save_path,
@@ -180,13 +175,15 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                  address can use the model (set --api-key or KOLIBRI_API_KEY)"
             );
         }
-        if let Err(e) = &app.template {
-            eprintln!("note: /v1/chat/completions will answer 400: {e}");
+        if let ModelPool::Fixed(e) = &app.pool {
+            if let Err(e) = &e.template {
+                eprintln!("note: /v1/chat/completions will answer 400: {e}");
+            }
         }
-        println!(
-            "kolibri serve: listening on http://{bound} (model {model_id}, {n_slots} slots x \
-             {n_ctx} tokens, {n_threads} threads)"
-        );
+        if let ModelPool::OnDemand(_) = &app.pool {
+            tokio::spawn(unload_idle(Arc::clone(&app)));
+        }
+        println!("kolibri serve: listening on http://{bound} ({serving}, {n_threads} threads)");
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let routes = router(Arc::clone(&app), max_body, limits.read_timeout);
@@ -230,6 +227,94 @@ async fn shutdown_signal() {
         let _ = interrupt.await;
     }
     eprintln!("kolibri serve: shutting down");
+}
+
+/// The engine serving the model at `path` as `model_id`, with the command line's settings.
+fn engine(path: &str, model_id: String, a: &Args) -> Result<Engine, String> {
+    let n_slots: usize = a.parse_or(&["--parallel", "-np"], 4)?;
+    let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
+    let model = Arc::new(crate::load_model(path, a)?);
+    let speculation = speculation(a)?;
+    let draft = speculation.draft_model.as_deref();
+    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(a, &model, draft, n_slots, n_batch)? {
+        Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
+        None => (
+            a.parse_or(&["-c", "--ctx-size"], model.hparams.n_ctx_train.min(4096))?,
+            crate::kv_types(a)?,
+        ),
+    };
+    let scheduler = Scheduler::start(
+        Arc::clone(&model),
+        SchedulerParams {
+            n_slots,
+            n_ctx,
+            n_threads: a.parse_or(&["-t", "--threads"], crate::default_threads())?,
+            n_batch,
+            max_queue: a.parse_or(&["--queue"], 64)?,
+            type_k,
+            type_v,
+            context_shift: a
+                .has("--context-shift")
+                .then(|| a.parse_or(&["--keep"], 0))
+                .transpose()?,
+            speculation,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let template = match crate::template_file(a, &model)? {
+        Some(template) => Ok(template),
+        None => ChatTemplate::from_model(&model),
+    };
+    Ok(Engine::new(scheduler, template, model_id))
+}
+
+/// Without `-m`: the models of the local store, each loaded when a request names it.
+fn on_demand(a: &Arc<Args>) -> Result<(ModelPool, String), String> {
+    if a.get(&["--draft", "-md"]).is_some() || a.get(&["--alias"]).is_some() {
+        return Err(
+            "--draft and --alias go with -m (one model); without it, models load \
+                    on demand by name"
+                .into(),
+        );
+    }
+    let models_max: usize = a.parse_or(&["--models-max"], 1)?;
+    if models_max == 0 {
+        return Err("--models-max must be at least 1".into());
+    }
+    let idle_secs: f64 = a.parse_or(&["--idle-unload"], 300.0)?;
+    let idle_unload = (idle_secs > 0.0).then(|| Duration::from_secs_f64(idle_secs));
+    let store = kolibri::store::Store::from_env();
+    let found = store.list().len();
+    let settings = Arc::clone(a);
+    let loader: Loader = Arc::new(move |m: &kolibri::store::StoredModel| {
+        eprintln!("kolibri serve: loading {} ({})", m.name, m.path().display());
+        engine(&m.path().display().to_string(), m.name.clone(), &settings)
+    });
+    let serving = format!(
+        "{found} models in the store, loaded on demand, at most {models_max} at once{}",
+        idle_unload.map_or(String::new(), |d| format!(
+            ", unloaded after {} s idle",
+            d.as_secs_f64()
+        ))
+    );
+    Ok((
+        ModelPool::on_demand(store, loader, models_max, idle_unload),
+        serving,
+    ))
+}
+
+/// Unloads models idle longer than `--idle-unload`, checking a few times a second.
+async fn unload_idle(app: Arc<AppState>) {
+    let ModelPool::OnDemand(pool) = &app.pool else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let n = pool.unload_idle().await;
+        if n > 0 {
+            eprintln!("kolibri serve: unloaded {n} idle model(s)");
+        }
+    }
 }
 
 /// `--lookup`, `--draft MODEL`, `--draft-max N`, `--draft-p-min P`.
