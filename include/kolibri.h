@@ -208,7 +208,7 @@ typedef struct kolibri_model_params {
      * Directory of the repack cache (appended after the first version of this struct:
      * callers built against that one get the default). Weights repacked at load are mapped
      * from a cache file there when a valid one exists, and written there otherwise, so the
-     * next load skips the repack (README, "Numerics"). A NUL-terminated path, read only
+     * next load skips the repack (docs/architecture.md, "Numerics"). A NUL-terminated path, read only
      * during kolibri_model_load; the directory is created if needed, and a cache that cannot
      * be written only costs later loads their speed. NULL repacks at every load and writes
      * no files. Default NULL.

@@ -38,7 +38,7 @@ fn committed_header_matches_the_generated_one() {
     }
 }
 
-/// Every exported function's comment has the three parts the README promises.
+/// Every exported function's comment has the three parts docs/c-library.md promises.
 #[test]
 fn every_function_documents_ownership_errors_and_thread_safety() {
     let header =

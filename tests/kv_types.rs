@@ -47,7 +47,7 @@ fn quantized_caches_stay_near_f16() {
     // Measured here: 0.11 (q8_0 values), 0.11 (q8_0 keys), 0.12 (both), 0.17 (q4_0; 0.22
     // with every key quantized, 0.65 before the keys were balanced against the queries and
     // Q4_0 scales fitted); the f16 cache's own per-query kernel (f16 accumulation) accounts
-    // for part of it. Perplexity is the finer measure (README: q8_0 +0.0%, q4_0 +0.8% here).
+    // for part of it. Perplexity is the finer measure (docs/cli.md: q8_0 +0.0%, q4_0 +0.8% here).
     for (tk, tv, limit) in [
         (KvType::F16, KvType::Q8_0, 0.3),
         (KvType::Q8_0, KvType::F16, 0.3),
