@@ -184,6 +184,19 @@ fn stored_models_are_listed_run_by_name_shown_and_removed() {
         greedy(&home, "hf.co/someone/qwen3-tiny-GGUF:q8_0"),
         greedy(&home, split[0].to_str().unwrap())
     );
+    // bench's list: a name and a path.
+    let coder_path = common::model_path(CODER);
+    let both = format!("gemma3:270m,{}", coder_path.display());
+    let table = common::succeeded(&kolibri(
+        &home,
+        &[
+            "bench", "-m", &both, "-p", "8", "-n", "2", "-r", "1", "-t", "2",
+        ],
+    ));
+    assert!(
+        table.contains("gemma3") && table.contains("qwen2"),
+        "{table}"
+    );
     let missing = kolibri(&home, &["run", "-m", "nosuch:7b", "-p", "x"]);
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(

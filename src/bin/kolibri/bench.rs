@@ -100,8 +100,18 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         .collect::<Vec<_>>(),
         &[&crate::LOAD_SWITCHES[..], &crate::speculate::SWITCHES].concat(),
     )?;
-    let named = crate::model_path(&a)?;
-    let models: Vec<&str> = named.split(',').collect();
+    // `-m A,B`: each a path or a stored model's name.
+    let models: Vec<(String, String)> = match a.get(&crate::MODEL_FLAGS[..2]) {
+        Some(list) if a.get(&crate::MODEL_FLAGS[2..]).is_none() => list
+            .split(',')
+            .map(crate::store::resolve_named)
+            .collect::<Result<_, _>>()?,
+        _ => {
+            let path = crate::model_path(&a)?;
+            let name = crate::store::file_name(&path);
+            vec![(path, name)]
+        }
+    };
     let prompts = list(&a, &["-p", "--n-prompt"], "512")?;
     let gens = list(&a, &["-n", "--n-gen"], "128")?;
     let threads = list(
@@ -130,11 +140,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     }
 
     let mut rows = Vec::new();
-    for path in models {
+    for (path, name) in &models {
         let model = Arc::new(crate::load_model(path, &a)?);
-        let name = std::path::Path::new(path)
-            .file_name()
-            .map_or(path.to_string(), |f| f.to_string_lossy().into_owned());
         let size_bytes = model.gguf.size_on_disk();
         let longest = prompts.iter().chain(&gens).copied().max().unwrap_or(1);
         let n_ctx = (longest + depths.iter().copied().max().unwrap_or(0)).max(1);

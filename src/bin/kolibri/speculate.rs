@@ -25,8 +25,10 @@ pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
 /// The `--draft` model, if one is given.
 pub fn load_draft(a: &Args) -> Result<Option<Arc<Model>>, String> {
     a.get(&["-md", "--draft"])
-        .map(|path| {
-            let mut model = crate::load_model(path, a).map_err(|e| format!("--draft: {e}"))?;
+        .map(|given| {
+            // A path, or a stored model's name as for -m.
+            let path = crate::store::resolve(given).map_err(|e| format!("--draft: {e}"))?;
+            let mut model = crate::load_model(&path, a).map_err(|e| format!("--draft: {e}"))?;
             model.requantize_head_for_drafting();
             Ok(Arc::new(model))
         })

@@ -109,6 +109,25 @@ pub fn resolve(name: &str) -> Result<String, String> {
         .map_err(|e| format!("{name}: no such file, and {e}"))
 }
 
+/// A model given as a path or a stored model's name, and what to call it in output: the
+/// file's name, or the stored model's.
+pub fn resolve_named(model: &str) -> Result<(String, String), String> {
+    let path = resolve(model)?;
+    let label = if path == model {
+        file_name(&path)
+    } else {
+        model.to_owned()
+    };
+    Ok((path, label))
+}
+
+/// The last component of a path (the path itself if it has none).
+pub fn file_name(path: &str) -> String {
+    std::path::Path::new(path)
+        .file_name()
+        .map_or_else(|| path.to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
 fn one_name<'a>(a: &'a Args, cmd: &str) -> Result<&'a str, String> {
     match a.positional.as_slice() {
         [name] => Ok(name),
