@@ -1,7 +1,7 @@
 //! The model endpoints: OpenAI's `/v1/models`, Ollama's `/api/tags`, `/api/ps`, `/api/show`,
 //! `/api/pull` (a Hugging Face download into the cache, progress as NDJSON) and `/api/delete`.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -18,7 +18,7 @@ use crate::store::describe;
 use super::api;
 use super::catalog::{listed, Listed};
 use super::error::ApiError;
-use super::ollama::{rfc3339, OllamaError};
+use super::ollama::{now, rfc3339, OllamaError};
 use super::pool::ModelPool;
 use super::routes::{body_bytes, App};
 
@@ -348,10 +348,4 @@ async fn stored(
         .map_err(|_| {
             ApiError::not_found(format!("model '{name}' not found")).with_code("model_not_found")
         })
-}
-
-fn now() -> Duration {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
 }

@@ -449,7 +449,7 @@ fn ndjson(v: &Value) -> Bytes {
     Bytes::from(format!("{v}\n"))
 }
 
-fn now() -> Duration {
+pub fn now() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()

@@ -145,25 +145,20 @@ impl Store {
         let model = self.find(name)?;
         match model.source {
             Source::HuggingFace => folders::remove_from_hf_cache(&model)?,
-            Source::Ollama => {
-                let root = self
-                    .ollama
-                    .iter()
-                    .find(|r| model.entry.starts_with(r))
-                    .ok_or("the model's Ollama store is gone")?;
-                ollama::remove(root, &model)?
-            }
-            Source::LmStudio => {
-                let root = self
-                    .lmstudio
-                    .iter()
-                    .find(|r| model.entry.starts_with(r))
-                    .ok_or("the model's LM Studio folder is gone")?;
-                folders::remove_files(root, &model)?
-            }
+            Source::Ollama => ollama::remove(root_of(&self.ollama, &model)?, &model)?,
+            Source::LmStudio => folders::remove_files(root_of(&self.lmstudio, &model)?, &model)?,
         }
         Ok(model)
     }
+}
+
+/// Which of a place's roots holds the model.
+fn root_of<'a>(roots: &'a [PathBuf], model: &StoredModel) -> Result<&'a Path, String> {
+    roots
+        .iter()
+        .find(|r| model.entry.starts_with(r))
+        .map(PathBuf::as_path)
+        .ok_or_else(|| format!("{}: its store is gone", model.name))
 }
 
 /// `OWNER/REPO` without a tag: the repository's Q4_K_M model, else its Q8_0 one, else its

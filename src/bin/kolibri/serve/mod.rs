@@ -131,9 +131,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             .or(stored_name)
             .map(str::to_string)
             .unwrap_or_else(|| {
-                let name = std::path::Path::new(&path)
-                    .file_name()
-                    .map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
+                let name = crate::store::file_name(&path);
                 name.strip_suffix(".gguf").unwrap_or(&name).to_string()
             });
         let engine = engine(&path, model_id, &a)?;
