@@ -130,7 +130,7 @@ def main():
                       f"{row['stddev_ts']:.2f} |{cells(row, theirs.get(key))}{ik_cells}",
                       flush=True)
         t = threads[-1]
-        ours = first_token([str(KOLIBRI), "run", "-m", path, "-p", "Hello", "-n", "1",
+        ours = first_token([str(KOLIBRI), "run", "--raw", "-m", path, "-p", "Hello", "-n", "1",
                             "--temp", "0", "-t", str(t)])
         theirs = first_token([simple, "-m", path, "-n", "1", "Hello"]) if simple else None
         startup.append((Path(path).name, ours, theirs))

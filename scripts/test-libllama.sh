@@ -74,7 +74,7 @@ simple_matches() {
   local prompt="def quicksort(items):" ours reference
   ours=$("$work/simple" -m "$model" -n 40 "$prompt" 2>/dev/null) || return 1
   # `kolibri run` ends its output with a newline of its own (command substitution drops it).
-  reference=$(target/release/kolibri run -m "$model" -p "$prompt" -n 40 --temp 0 2>/dev/null)
+  reference=$(target/release/kolibri run --raw -m "$model" -p "$prompt" -n 40 --temp 0 2>/dev/null)
   printf 'simple:      %q\nkolibri run: %q\n' "$ours" "$reference"
   [ -n "$reference" ] && [ "$ours" = "$reference" ]
 }
@@ -86,7 +86,7 @@ split_model_matches() { # the model in three parts (kolibri quantize COPY), load
     return 1
   [ -f "$parts/m-00003-of-00003.gguf" ] || return 1
   ours=$("$work/simple" -m "$parts/m-00001-of-00003.gguf" -n 40 "$prompt" 2>/dev/null) || return 1
-  reference=$(target/release/kolibri run -m "$model" -p "$prompt" -n 40 --temp 0 2>/dev/null)
+  reference=$(target/release/kolibri run --raw -m "$model" -p "$prompt" -n 40 --temp 0 2>/dev/null)
   rm -rf "$parts"
   [ -n "$reference" ] && [ "$ours" = "$reference" ]
 }

@@ -1,5 +1,6 @@
 //! `kolibri chat` driven through a pseudo-terminal, as a person types: two turns (the second
-//! refers to the first), then `/exit`.
+//! refers to the first), then `/exit`; line editing, history across sessions, Ctrl-C, `/set`,
+//! `/save` and `/load`; and from a pipe.
 
 mod common;
 
@@ -31,26 +32,31 @@ fn open_pty() -> (File, OwnedFd) {
 /// Reads from the terminal until `until` appears after `from` bytes of `seen`.
 fn read_until(master: &mut File, seen: &mut String, from: usize, until: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut buf = [0u8; 4096];
     while !seen[from..].contains(until) {
         assert!(
             Instant::now() < deadline,
             "no {until:?} in {:?}",
             &seen[from..]
         );
-        let mut fds = [libc::pollfd {
-            fd: std::os::fd::AsRawFd::as_raw_fd(master),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 1000) } <= 0 {
-            continue;
-        }
-        let n = master.read(&mut buf).expect("the terminal reads");
-        assert!(n > 0, "the terminal closed early: {seen:?}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        read_some(master, seen);
     }
+}
+
+/// Whatever the terminal has within a second, added to `seen`.
+fn read_some(master: &mut File, seen: &mut String) {
+    let mut fds = [libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(master),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one valid pollfd.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 1, 1000) } <= 0 {
+        return;
+    }
+    let mut buf = [0u8; 4096];
+    let n = master.read(&mut buf).expect("the terminal reads");
+    assert!(n > 0, "the terminal closed early: {seen:?}");
+    seen.push_str(&String::from_utf8_lossy(&buf[..n]));
 }
 
 #[test]
@@ -104,6 +110,175 @@ fn chat_holds_two_turns_in_a_terminal_then_exits() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status:?}");
+}
+
+/// A child process on a pseudo-terminal, and what it has written so far.
+struct Terminal {
+    master: File,
+    child: std::process::Child,
+    seen: String,
+    /// Where the next [`Terminal::expect`] starts looking.
+    mark: usize,
+}
+
+impl Terminal {
+    fn spawn(args: &[&str], env: &[(&str, &std::path::Path)]) -> Terminal {
+        let (master, slave) = open_pty();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kolibri"));
+        command
+            .args(args)
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        // SAFETY: setsid and ioctl are async-signal-safe; the child gets its own session
+        // whose controlling terminal is the pty (stdin), so Ctrl-C there is its SIGINT.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
+        Terminal {
+            master,
+            child,
+            seen: String::new(),
+            mark: 0,
+        }
+    }
+
+    /// Types `keys`.
+    fn send(&mut self, keys: &str) {
+        self.master.write_all(keys.as_bytes()).unwrap();
+    }
+
+    /// Waits for `text` after the mark; returns what came before it, and moves the mark past.
+    fn expect(&mut self, text: &str) -> String {
+        let from = self.mark;
+        read_until(&mut self.master, &mut self.seen, from, text);
+        // The line editor asks where the cursor is; a terminal answers.
+        if self.seen[from..].contains("\x1b[6n") {
+            self.send("\x1b[1;1R");
+        }
+        let at = from + self.seen[from..].find(text).unwrap();
+        self.mark = at + text.len();
+        self.seen[from..at].to_string()
+    }
+
+    /// Waits for `n` more bytes of output.
+    fn expect_bytes(&mut self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.seen.len() < self.mark + n {
+            assert!(
+                Instant::now() < deadline,
+                "no output: {:?}",
+                &self.seen[self.mark..]
+            );
+            read_some(&mut self.master, &mut self.seen);
+        }
+        self.mark = self.seen.len();
+    }
+
+    /// Waits for the program to end; its status.
+    fn exit_status(mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no exit: {:?}",
+                &self.seen[self.mark..]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The line editor with its history in a file, `/set system`, a reply stopped by Ctrl-C with
+/// the conversation kept, `/save` and `/load`, `/exit`; then a second session that finds the
+/// first one's lines with Up and leaves on two Ctrl-C.
+#[test]
+fn chat_in_a_terminal_edits_lines_stops_replies_and_saves_conversations() {
+    let model = common::model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    let dir = std::env::temp_dir().join(format!("kolibri-chat-tty-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let history = dir.join("history");
+    let saved = dir.join("chat.json");
+    let args = [
+        "chat",
+        model.to_str().unwrap(),
+        "--temp",
+        "0",
+        "-n",
+        "400",
+        "-t",
+        "2",
+    ];
+    let env = [("KOLIBRI_HISTORY", history.as_path())];
+    let mut t = Terminal::spawn(&args, &env);
+    t.expect(">>> ");
+    t.send("/set system You are a pirate.\r");
+    t.expect("(system prompt set)");
+    t.expect(">>> ");
+    let story = "Tell me a very long story about a dragon.";
+    t.send(&format!("{story}\r"));
+    t.expect(story);
+    t.expect_bytes(40);
+    t.send("\x03");
+    t.expect("(stopped)");
+    t.expect(">>> ");
+    // Up recalls the last message; Ctrl-U clears the line again.
+    t.send("\x1b[A");
+    t.expect(story);
+    t.send("\x15");
+    t.send(&format!("/save {}\r", saved.display()));
+    t.expect("(conversation saved");
+    let file = std::fs::read_to_string(&saved).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&file).unwrap();
+    let messages = doc["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant"], "{file}");
+    assert_eq!(messages[0]["content"], "You are a pirate.");
+    assert_eq!(messages[1]["content"], story);
+    let partial = messages[2]["content"].as_str().unwrap();
+    assert!(
+        !partial.trim().is_empty(),
+        "the stopped reply is kept: {file}"
+    );
+    t.send("/clear\r");
+    t.expect("(conversation forgotten)");
+    t.send("/show\r");
+    t.expect("0 turns");
+    t.send(&format!("/load {}\r", saved.display()));
+    t.expect("(loaded 2 turns");
+    t.send("/show\r");
+    t.expect("2 turns");
+    t.send("/exit\r");
+    assert!(t.exit_status().success());
+    let lines = std::fs::read_to_string(&history).unwrap();
+    assert!(lines.contains(story) && lines.contains("/exit"), "{lines}");
+
+    let mut t = Terminal::spawn(&args, &env);
+    t.expect(">>> ");
+    t.send("\x1b[A");
+    t.expect("/exit");
+    t.send("\x15\x03");
+    t.expect("Ctrl-C again");
+    t.expect(">>> ");
+    t.send("\x03");
+    assert!(t.exit_status().success());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -96,7 +96,15 @@ fn check(model: &std::path::Path, name: &str, case: &Continuation) -> Option<Str
     }
     let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
         .args(["run", "-m", model.to_str().unwrap(), "-p", &case.prompt])
-        .args(["-n", &case.n_tokens.to_string(), "--temp", "0", "-t", "2"])
+        .args([
+            "-n",
+            &case.n_tokens.to_string(),
+            "--temp",
+            "0",
+            "-t",
+            "2",
+            "--raw",
+        ])
         .output()
         .unwrap();
     if !out.status.success() {

@@ -10,29 +10,6 @@ use std::process::{Command, Output};
 
 use common::synthetic::synthetic_split_parts;
 
-const COMMIT: &str = "3f2a9b0c1d4e5f60718293a4b5c6d7e8f9012345";
-
-/// A cache under `home` holding `files` (repository path, content file) in `OWNER/REPO`'s
-/// snapshot of main, each a relative link to its blob as huggingface_hub writes it.
-fn cache_repo(home: &Path, repo_id: &str, files: &[(&str, &Path)]) {
-    let repo = home
-        .join("hub")
-        .join(format!("models--{}", repo_id.replace('/', "--")));
-    let snap = repo.join("snapshots").join(COMMIT);
-    std::fs::create_dir_all(repo.join("blobs")).unwrap();
-    std::fs::create_dir_all(repo.join("refs")).unwrap();
-    std::fs::write(repo.join("refs/main"), COMMIT).unwrap();
-    for (i, (path, content)) in files.iter().enumerate() {
-        let blob = format!("{i:064x}");
-        // The blob is the model file itself (a link here, to spare the copy).
-        std::os::unix::fs::symlink(content, repo.join("blobs").join(&blob)).unwrap();
-        let link = snap.join(path);
-        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
-        let up = "../".repeat(2 + path.matches('/').count());
-        std::os::unix::fs::symlink(format!("{up}blobs/{blob}"), link).unwrap();
-    }
-}
-
 fn kolibri(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kolibri"))
         .args(args)
@@ -65,7 +42,7 @@ fn hugging_face_names_run_the_cached_file_llama_cpp_would_pick() {
     let gemma = common::model_path("gemma-3-270m-q4_k_m.gguf");
     let coder = common::model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     // Two quants of one repository: gemma is its Q4_K_M, the coder stands in as its Q8_0.
-    cache_repo(
+    common::hf_cache_repo(
         &home,
         "google/gemma-3-270m-GGUF",
         &[
@@ -102,7 +79,7 @@ fn hugging_face_names_run_the_cached_file_llama_cpp_would_pick() {
         .zip(&parts)
         .map(|(n, p)| (n.as_str(), p.as_path()))
         .collect();
-    cache_repo(&home, "someone/tiny", &files);
+    common::hf_cache_repo(&home, "someone/tiny", &files);
     let single = common::synthetic::synthetic_path("qwen3-tiny");
     assert_eq!(text(run(&["-hf", "someone/tiny"])), by_path(&single));
 

@@ -28,6 +28,7 @@ fn run_output(prompt: &str, n: &str, extra: &[&str]) -> std::process::Output {
             "0",
             "-t",
             "2",
+            "--raw",
         ])
         .args(extra)
         .output()

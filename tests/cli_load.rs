@@ -18,7 +18,7 @@ fn run(extra: &[&str]) -> std::process::Output {
             "-p",
             "The capital of France is",
         ])
-        .args(["-n", "8", "--temp", "0", "-t", "2"])
+        .args(["-n", "8", "--temp", "0", "-t", "2", "--raw"])
         .args(extra)
         .env("KOLIBRI_REPACK_CACHE", "0")
         .output()

@@ -14,7 +14,9 @@ fn run(model: &str, prompt: &str, cache: &Path, extra: &[&str]) -> Output {
     let model = common::model_path(model);
     Command::new(env!("CARGO_BIN_EXE_kolibri"))
         .args(["run", "-m", model.to_str().unwrap(), "-p", prompt])
-        .args(["-n", "12", "--temp", "0", "-t", "2", "-ctk", "q8_0"])
+        .args([
+            "-n", "12", "--temp", "0", "-t", "2", "-ctk", "q8_0", "--raw",
+        ])
         .args(["--prompt-cache", cache.to_str().unwrap()])
         .args(extra)
         .env("KOLIBRI_REPACK_CACHE", "0")

@@ -16,7 +16,7 @@ fn run(extra: &[&str]) -> (String, String) {
     let target = common::model_path(TARGET);
     let out: Output = Command::new(env!("CARGO_BIN_EXE_kolibri"))
         .args(["run", "-m", target.to_str().unwrap(), "-p", PROMPT])
-        .args(["-n", "24", "--temp", "0", "-t", "2"])
+        .args(["-n", "24", "--temp", "0", "-t", "2", "--raw"])
         .args(extra)
         .output()
         .unwrap();

@@ -119,7 +119,7 @@ fn run_continues_past_a_full_context_only_when_asked() {
                 "-p",
                 "Once upon a time",
             ])
-            .args(["-n", "60", "-c", "32", "--temp", "0", "-t", "2"])
+            .args(["-n", "60", "-c", "32", "--temp", "0", "-t", "2", "--raw"])
             .args(extra)
             .output()
             .unwrap();

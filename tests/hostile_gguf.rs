@@ -220,7 +220,7 @@ impl Corpus {
         )];
         if run {
             let args = [
-                "run", "-m", model, "-p", TEXT, "-n", "2", "--temp", "0", "-t", "1",
+                "run", "-m", model, "-p", TEXT, "-n", "2", "--temp", "0", "-t", "1", "--raw",
             ];
             outcomes.push(("run", kolibri(&args, &path)));
         }

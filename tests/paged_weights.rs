@@ -19,7 +19,7 @@ fn run(cache: &std::path::Path, extra: &[&str]) -> (String, i64) {
             "def fibonacci(n):",
         ])
         .args([
-            "-n", "24", "--temp", "0", "-t", "2", "-ctk", "f16", "-ctv", "f16",
+            "-n", "24", "--temp", "0", "-t", "2", "-ctk", "f16", "-ctv", "f16", "--raw",
         ])
         .args(extra)
         .env("KOLIBRI_REPACK_CACHE", cache)

@@ -113,7 +113,18 @@ fn the_large_model_split_in_three_gives_the_single_files_logits_bits_everywhere(
         "C API: other logits"
     );
     // The CLI, from the first part: the same greedy text.
-    let text = |m: &Path| cli(&["run", "-m", m.to_str().unwrap(), "-p", PROMPT, "-n", "12"]);
+    let text = |m: &Path| {
+        cli(&[
+            "run",
+            "-m",
+            m.to_str().unwrap(),
+            "-p",
+            PROMPT,
+            "-n",
+            "12",
+            "--raw",
+        ])
+    };
     assert_eq!(text(&parts[0]), text(&single));
     std::fs::remove_dir_all(&dir).unwrap();
 }

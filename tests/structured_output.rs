@@ -253,7 +253,7 @@ fn kolibri_run(extra: &[&str]) -> std::process::Output {
             "-p",
             "Is water wet? Answer:",
         ])
-        .args(["-n", "16", "-t", "2"])
+        .args(["-n", "16", "-t", "2", "--raw"])
         .args(extra)
         .output()
         .unwrap()

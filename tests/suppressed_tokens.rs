@@ -19,7 +19,7 @@ fn run(model: &std::path::Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_kolibri"))
         .args(["run", "-m"])
         .arg(model)
-        .args(["-p", PROMPT, "-n", "8", "--temp", "0", "-t", "2"])
+        .args(["-p", PROMPT, "-n", "8", "--temp", "0", "-t", "2", "--raw"])
         .output()
         .unwrap();
     assert!(

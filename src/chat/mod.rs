@@ -5,6 +5,7 @@
 
 mod clock;
 pub use clock::format_utc;
+pub mod conversation;
 mod markup;
 mod namespaces;
 mod python_compat;

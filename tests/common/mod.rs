@@ -71,7 +71,8 @@ pub fn succeeded(out: &std::process::Output) -> String {
 }
 
 /// `kolibri run`'s options for a short greedy continuation, whose text tests compare.
-pub const GREEDY_RUN: [&str; 8] = [
+pub const GREEDY_RUN: [&str; 9] = [
+    "--raw",
     "-p",
     "The capital of France is",
     "-n",
@@ -86,4 +87,28 @@ pub const GREEDY_RUN: [&str; 8] = [
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+/// The commit the Hugging Face caches of [`hf_cache_repo`] hold.
+pub const HF_COMMIT: &str = "3f2a9b0c1d4e5f60718293a4b5c6d7e8f9012345";
+
+/// A cache under `home` holding `files` (repository path, content file) in `OWNER/REPO`'s
+/// snapshot of main, each a relative link to its blob as huggingface_hub writes it.
+pub fn hf_cache_repo(home: &std::path::Path, repo_id: &str, files: &[(&str, &std::path::Path)]) {
+    let repo = home
+        .join("hub")
+        .join(format!("models--{}", repo_id.replace('/', "--")));
+    let snap = repo.join("snapshots").join(HF_COMMIT);
+    std::fs::create_dir_all(repo.join("blobs")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), HF_COMMIT).unwrap();
+    for (i, (path, content)) in files.iter().enumerate() {
+        let blob = format!("{i:064x}");
+        // The blob is the model file itself (a link here, to spare the copy).
+        std::os::unix::fs::symlink(content, repo.join("blobs").join(&blob)).unwrap();
+        let link = snap.join(path);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        let up = "../".repeat(2 + path.matches('/').count());
+        std::os::unix::fs::symlink(format!("{up}blobs/{blob}"), link).unwrap();
+    }
+}
+
 pub mod llama_ref;

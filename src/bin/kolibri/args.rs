@@ -1,8 +1,9 @@
 //! Command-line parsing with clap. Each command lists the options it takes (both spellings,
 //! e.g. "-m", "--model") and its switches; this module builds the clap command from those
 //! lists, with the help text of [`HELP`], so every command has `--help`, clap's errors and
-//! its suggestions for misspelt options. llama.cpp's multi-letter short options (`-ctk`,
-//! `-np`, `-md`) are accepted as they are spelt there. As in llama.cpp, an option's value is
+//! its suggestions for misspelt options. Every spelling llama.cpp has for an option is
+//! accepted ([`crate::flags`]), its multi-letter short options (`-ctk`, `-np`, `-ngl`) as
+//! they are spelt there, and its options that mean nothing here with a note. As in llama.cpp, an option's value is
 //! the next argument whatever it looks like, so prompts and stop strings may begin with `-`
 //! (`-p "-- a SQL comment"`, `--stop "- "`). Options in [`REPEATABLE`] may be given several
 //! times and keep every value.
@@ -11,37 +12,17 @@ use std::collections::HashMap;
 
 use clap::{Arg, ArgAction, Command};
 
+use crate::flags::{self, Ignored};
+
 pub struct Args {
     values: HashMap<String, String>,
     /// Every value of a [`REPEATABLE`] option, in order, under each spelling.
     lists: HashMap<String, Vec<String>>,
     switches: Vec<String>,
     pub positional: Vec<String>,
+    /// The command's first positional argument may name the model (`kolibri run MODEL`).
+    model_first: bool,
 }
-
-/// Spellings of one option: a short (or llama.cpp-style multi-letter short) and a long one.
-/// Where a command lists both, they are one option.
-const ALIASES: &[(&str, &str)] = &[
-    ("-m", "--model"),
-    ("-hf", "--hf-repo"),
-    ("-p", "--prompt"),
-    ("-p", "--n-prompt"),
-    ("-n", "--n-predict"),
-    ("-n", "--n-gen"),
-    ("-t", "--threads"),
-    ("-c", "--ctx-size"),
-    ("-f", "--file"),
-    ("-r", "--repetitions"),
-    ("-o", "--output"),
-    ("-d", "--n-depth"),
-    ("-b", "--batch-size"),
-    ("-s", "--system"),
-    ("-j", "--json-schema"),
-    ("-md", "--draft"),
-    ("-np", "--parallel"),
-    ("-ctk", "--cache-type-k"),
-    ("-ctv", "--cache-type-v"),
-];
 
 /// Options that may be given several times, each value kept (`--stop A --stop B`).
 const REPEATABLE: &[&str] = &["--stop"];
@@ -199,10 +180,35 @@ impl Args {
         with_value: &[&str],
         switches: &[&str],
     ) -> Result<Args, String> {
-        let names: Vec<&str> = with_value.iter().chain(switches).copied().collect();
-        let options = group_spellings(&names);
+        let listed: Vec<&str> = with_value.iter().chain(switches).copied().collect();
+        let options = group_spellings(&listed);
+        let ignored: Vec<&Ignored> = flags::IGNORED
+            .iter()
+            .filter(|_| flags::takes_ignored(cmd))
+            .filter(|i| !i.spellings.iter().any(|s| listed.contains(s)))
+            .collect();
+        let takes_value = |spellings: &[&str]| spellings.iter().any(|s| with_value.contains(s));
+        let names: Vec<&str> = options
+            .iter()
+            .flatten()
+            .chain(ignored.iter().flat_map(|i| i.spellings))
+            .copied()
+            .collect();
+        let valued: Vec<&str> = options
+            .iter()
+            .filter(|o| takes_value(o))
+            .flatten()
+            .chain(
+                ignored
+                    .iter()
+                    .filter(|i| i.takes_value)
+                    .flat_map(|i| i.spellings),
+            )
+            .copied()
+            .collect();
         let mut command = Command::new(format!("kolibri {cmd}"))
             .no_binary_name(true)
+            .version(env!("CARGO_PKG_VERSION"))
             .allow_negative_numbers(true)
             // A repeated option takes its last value, as llama.cpp's tools and scripts expect.
             .args_override_self(true);
@@ -211,12 +217,21 @@ impl Args {
             command = command.arg(arg.action(ArgAction::Append));
         }
         for spellings in &options {
-            command = command.arg(clap_arg(spellings, with_value.contains(&spellings[0])));
+            command = command.arg(clap_arg(spellings, takes_value(spellings)));
         }
-        let argv = long_forms(raw, &names, with_value);
+        for i in &ignored {
+            let help = format!("llama.cpp's; {}", i.note);
+            command = command.arg(clap_arg(i.spellings, i.takes_value).help(help).hide(true));
+        }
+        let argv = long_forms(raw, &names, &valued)?;
         let matches = match command.try_get_matches_from(argv) {
             Ok(m) => m,
-            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+                ) =>
+            {
                 print!("{}", e.render());
                 std::process::exit(0);
             }
@@ -225,6 +240,16 @@ impl Args {
                 return Err(text.trim_start_matches("error: ").trim_end().to_string());
             }
         };
+        for i in &ignored {
+            let id = i.spellings[0];
+            let given = match i.takes_value {
+                true => matches.get_one::<String>(id).is_some(),
+                false => matches.get_flag(id),
+            };
+            if given {
+                eprintln!("note: {}: {}", i.spellings.join("/"), i.note);
+            }
+        }
         let mut args = Args {
             values: HashMap::new(),
             lists: HashMap::new(),
@@ -233,7 +258,15 @@ impl Args {
                 .get_many::<String>("positional")
                 .map(|v| v.cloned().collect())
                 .unwrap_or_default(),
+            model_first: positionals_of(cmd).is_some_and(|p| p.starts_with("MODEL")),
         };
+        if positionals_of(cmd) == Some("MODEL") {
+            if let Some(extra) = args.after_model().first() {
+                return Err(format!(
+                    "unexpected argument {extra:?} (the model is given once)"
+                ));
+            }
+        }
         for spellings in &options {
             let id = spellings[0];
             if REPEATABLE.iter().any(|r| spellings.contains(r)) {
@@ -243,7 +276,7 @@ impl Args {
                         args.lists.insert(s.to_string(), all.clone());
                     }
                 }
-            } else if with_value.contains(&id) {
+            } else if takes_value(spellings) {
                 if let Some(v) = matches.get_one::<String>(id) {
                     for s in spellings {
                         args.values.insert(s.to_string(), v.clone());
@@ -287,6 +320,23 @@ impl Args {
     pub fn has(&self, name: &str) -> bool {
         self.switches.iter().any(|s| s == name)
     }
+
+    /// The model: `-m`'s value, else the first positional argument of a command that takes
+    /// the model there (`kolibri run MODEL PROMPT`, as `ollama run`), unless `-hf` names it.
+    pub fn model(&self) -> Option<&str> {
+        self.get(&["--model"]).or_else(|| {
+            let by_name = self.get(&["--hf-repo"]).is_some();
+            (self.model_first && !by_name)
+                .then(|| self.positional.first().map(String::as_str))
+                .flatten()
+        })
+    }
+
+    /// The positional arguments after the one [`Args::model`] took.
+    pub fn after_model(&self) -> &[String] {
+        let took = self.get(&["--model"]).is_none() && self.model().is_some();
+        &self.positional[usize::from(took)..]
+    }
 }
 
 /// What the commands that take positional arguments call them.
@@ -296,69 +346,55 @@ fn positionals_of(cmd: &str) -> Option<&'static str> {
         "quantize" => Some("ARGS"),
         "pull" => Some("OWNER/REPO[:QUANT]"),
         "rm" | "show" => Some("NAME"),
+        "run" => Some("MODEL PROMPT"),
+        "chat" | "serve" | "perplexity" | "info" => Some("MODEL"),
         _ => None,
     }
 }
 
-/// The command's options, each as its spellings (short first where it has one).
-fn group_spellings<'a>(names: &[&'a str]) -> Vec<Vec<&'a str>> {
+/// The command's options, each as its spellings (shorts first, the listed ones first).
+fn group_spellings<'a>(listed: &[&'a str]) -> Vec<Vec<&'a str>> {
     let mut options: Vec<Vec<&str>> = Vec::new();
-    for &name in names {
-        if options.iter().any(|o| o.contains(&name)) {
-            continue;
+    for &name in listed {
+        if !options.iter().any(|o| o.contains(&name)) {
+            options.push(flags::spellings_of(name, listed));
         }
-        let partner = ALIASES.iter().find_map(|&(short, long)| match name {
-            n if n == short && names.contains(&long) => Some(long),
-            n if n == long && names.contains(&short) => Some(short),
-            _ => None,
-        });
-        let partner = partner.and_then(|p| names.iter().copied().find(|&n| n == p));
-        let mut spellings = vec![name];
-        spellings.extend(partner);
-        spellings.sort_by_key(|s| s.starts_with("--"));
-        options.push(spellings);
     }
     options
 }
 
-/// One clap argument for an option's spellings; its id is its first spelling.
+/// One clap argument for an option's spellings; its id is its first spelling. Its first long
+/// spelling is the one help shows; the others, and llama.cpp's multi-letter shorts (which
+/// reach clap as longs, see [`long_forms`]), are aliases that help mentions.
 fn clap_arg(spellings: &[&str], takes_value: bool) -> Arg {
-    let id = spellings[0].to_string();
-    let mut arg = Arg::new(id);
-    let mut long_name = None;
-    let mut llama_short = None;
+    let mut arg = Arg::new(spellings[0].to_string());
+    let mut primary = None;
+    let mut also = Vec::new();
     for s in spellings {
-        match s.strip_prefix("--") {
-            Some(long) => long_name = Some(long.to_string()),
-            None => {
-                let short = &s[1..];
-                if short.chars().count() == 1 {
-                    arg = arg.short(short.chars().next().expect("one char"));
-                } else {
-                    // `-ctk` reaches clap as `--ctk` (see `long_form`); help names it as typed.
-                    arg = arg.alias(short.to_string());
-                    llama_short = Some(*s);
-                }
-            }
+        let bare = s.trim_start_matches('-');
+        if !s.starts_with("--") && bare.chars().count() == 1 {
+            arg = arg.short(bare.chars().next().expect("one char"));
+        } else if primary.is_none() && s.starts_with("--") {
+            primary = Some(bare);
+        } else {
+            arg = arg.alias(bare.to_string());
+            also.push(*s);
         }
     }
-    let primary = long_name.or_else(|| {
-        spellings
-            .iter()
-            .find(|s| s.len() > 2 && !s.starts_with("--"))
-            .map(|s| s[1..].to_string())
-    });
-    if let Some(long) = &primary {
-        arg = arg.long(long.clone());
+    // An option spelt only llama.cpp's way (`-ngl`) is shown as `--ngl`.
+    let primary = primary.or_else(|| also.first().map(|s| s.trim_start_matches('-')));
+    if let Some(long) = primary {
+        arg = arg.long(long.to_string());
     }
     let help = spellings
         .iter()
         .find_map(|s| HELP.iter().find(|(n, _)| n == s).map(|(_, h)| *h));
-    match (help, llama_short) {
-        (Some(h), Some(short)) => arg = arg.help(format!("{h} (also {short})")),
-        (Some(h), None) => arg = arg.help(h),
-        (None, Some(short)) => arg = arg.help(format!("also {short}")),
-        (None, None) => {}
+    let also = also.join(", ");
+    match (help, also.is_empty()) {
+        (Some(h), false) => arg = arg.help(format!("{h} (also {also})")),
+        (Some(h), true) => arg = arg.help(h),
+        (None, false) => arg = arg.help(format!("also {also}")),
+        (None, true) => {}
     }
     if takes_value {
         // The next argument is the value even when it begins with '-', as in llama.cpp.
@@ -377,20 +413,37 @@ fn clap_arg(spellings: &[&str], takes_value: bool) -> Arg {
 }
 
 /// The arguments with llama.cpp's multi-letter short options (`-ctk q8_0`) in the long form
-/// clap reads; an option's value is left as it is (`-p -np` is the prompt "-np").
-fn long_forms(raw: &[String], names: &[&str], with_value: &[&str]) -> Vec<String> {
+/// clap reads; an option's value is left as it is (`-p -np` is the prompt "-np"). A
+/// multi-letter short that no option has (`-ngll`) is an error naming the nearest one:
+/// clap would read it as a short option with its value attached (`-n gll`).
+fn long_forms(raw: &[String], names: &[&str], with_value: &[&str]) -> Result<Vec<String>, String> {
     let mut out = Vec::with_capacity(raw.len());
     let mut is_value = false;
     for arg in raw {
-        let multi_letter = arg.len() > 2 && !arg.starts_with("--") && names.contains(&&**arg);
-        out.push(if multi_letter && !is_value {
+        let word = arg.split('=').next().unwrap_or(arg);
+        let multi_letter =
+            !is_value && word.len() > 2 && word.starts_with('-') && !word.starts_with("--");
+        // Past the '-', so slicing at byte 1 is on a character boundary.
+        let letters = multi_letter
+            && word[1..]
+                .chars()
+                .all(|c| c.is_ascii_alphabetic() || c == '-');
+        if letters && !names.contains(&word) {
+            let hint = flags::nearest(word, names.iter().copied())
+                .map(|n| format!("; did you mean {n}?"))
+                .unwrap_or_default();
+            return Err(format!(
+                "unknown option {word}{hint} (`--help` lists the options)"
+            ));
+        }
+        out.push(if multi_letter && names.contains(&word) {
             format!("-{arg}")
         } else {
             arg.clone()
         });
-        is_value = !is_value && with_value.contains(&&**arg);
+        is_value = !is_value && with_value.contains(&word) && word == arg;
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -421,8 +474,8 @@ mod tests {
         assert_eq!(t.positional, ["-3", "x"]);
         assert!(t.has("--ids"));
         assert!(
-            Args::parse("run", &raw, &[], &["--ids"]).is_err(),
-            "run takes none"
+            Args::parse("bench", &raw, &[], &["--ids"]).is_err(),
+            "bench takes none"
         );
         assert!(!a.has("--mlock"));
         let b = parse(&["--cache-type-k", "f16", "--mlock"]).unwrap();

@@ -23,7 +23,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let available: Vec<&str> = CpuPath::available().iter().map(|p| p.name()).collect();
     println!("(KOLIBRI_CPU={} selects a lower path)", available.join("|"));
 
-    if let Some(model) = a.get(&["-m", "--model"]) {
+    if let Some(model) = a.model() {
         let gguf = GgufFile::open(model).map_err(|e| e.to_string())?;
         let mut by_type: BTreeMap<String, (usize, u64)> = BTreeMap::new();
         for t in gguf.tensors() {

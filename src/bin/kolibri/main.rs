@@ -6,10 +6,12 @@ mod bench;
 mod bench_spec;
 mod chat;
 mod constrain;
+mod flags;
 mod hub;
 mod info;
 mod perplexity;
 mod quantize;
+mod reply;
 mod run;
 #[cfg(feature = "server")]
 mod serve;
@@ -23,23 +25,27 @@ const USAGE: &str = "\
 kolibri — CPU-first LLM inference
 
 USAGE:
-  kolibri run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
-              [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE]
+  kolibri run [-m] MODEL (-p PROMPT | -f FILE | PROMPT) [-sys SYSTEM] [--raw] [-n N]
+              [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]
+              [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE]
               [--no-mmap] [--mlock] [--context-shift [--keep N]] [--mem-budget SIZE | --fit]
               [--prompt-cache FILE [--prompt-cache-ro]] [--stop TEXT]...
               [--draft MODEL] [--lookup] [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
               [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE | --json]
-              (--context-shift: when the context fills, forget the older half of what is not
+              (a model with a chat template answers the prompt as a user's message, unless
+              --raw / -no-cnv or the prompt holds special tokens; -n -1: no limit.
+              --context-shift: when the context fills, forget the older half of what is not
               kept and go on; --keep N keeps the first N prompt tokens besides BOS, -1 all.
               --mem-budget 4G / --fit (the memory available): the largest context, then the
               most precise KV type, that fit with the weights. --prompt-cache: reuse the saved
               state of a prompt that begins this one, and save this one's)
-  kolibri chat -m MODEL [-s SYSTEM] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
+  kolibri chat [-m] MODEL [-s SYSTEM] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
               [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--chat-template-file FILE] [--reasoning-budget N] [--hide-thinking]
-              (an interactive chat through the model's template; /reset, /exit, a trailing \\
-              or a \"\"\" block for several lines; a thinking model's thinking is printed
-              dimmed, apart from its answer)
+              (an interactive chat through the model's template, with line editing and
+              history; /help lists the commands (/set, /save, /load, /clear, /exit); Ctrl-C
+              stops a reply; a trailing \\ or a \"\"\" block for several lines; a thinking
+              model's thinking is printed dimmed, apart from its answer)
   kolibri perplexity -m MODEL -f FILE [-c 256] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]
               [--no-mmap] [--mlock]
   kolibri tokenize -m MODEL [--no-bos] [--no-parse-special] [--ids] TEXT
@@ -48,7 +54,8 @@ USAGE:
   (KV cache TYPE: f16, q8_0 or q4_0; keys -ctk and values -ctv separately. --no-mmap reads
   the model into private memory instead of mapping it; --mlock keeps it in RAM.
   -m MODEL: a GGUF file, or any part of a split one; -hf OWNER/REPO[:QUANT] instead names a
-  model in the Hugging Face cache, the file llama.cpp's -hf picks)
+  model in the Hugging Face cache, the file llama.cpp's -hf picks. llama.cpp's spellings of
+  these options work too, and its GPU options (-ngl, -fa, ...) are accepted with a note)
   kolibri bench -m MODEL (--draft MODEL | --lookup) -f PROMPT_FILE [-n 128] [-t 1,2] [-r 5]
               [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
   (speculative decoding against plain greedy decoding of the same prompt, both timed)
@@ -94,6 +101,10 @@ fn main() -> ExitCode {
         "serve" => serve::main(rest),
         #[cfg(not(feature = "server"))]
         "serve" => Err("this kolibri was built without the \"server\" feature".into()),
+        "-V" | "--version" | "version" => {
+            println!("kolibri {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
         "-h" | "--help" | "help" => {
             print!("{}", usage());
             return ExitCode::SUCCESS;
@@ -106,6 +117,18 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `-n`: the most tokens to generate (`default` when absent); -1 (and llama.cpp's -2) run to
+/// the end of generation or of the context.
+pub fn n_predict(a: &args::Args, default: usize) -> Result<usize, String> {
+    match a.get(&["--n-predict"]) {
+        None => Ok(default),
+        Some("-1" | "-2") => Ok(usize::MAX),
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("-n {n}: a token count, or -1 for no limit")),
     }
 }
 
@@ -145,7 +168,7 @@ pub const MODEL_FLAGS: [&str; 4] = ["-m", "--model", "-hf", "--hf-repo"];
 /// downloaded first if it is not there (the file llama.cpp's -hf picks; a split model's first
 /// part, all parts fetched).
 pub fn model_path(a: &args::Args) -> Result<String, String> {
-    match (a.get(&MODEL_FLAGS[..2]), a.get(&MODEL_FLAGS[2..])) {
+    match (a.model(), a.get(&MODEL_FLAGS[2..])) {
         (Some(_), Some(_)) => Err("give the model once: -m PATH or -hf OWNER/REPO[:QUANT]".into()),
         (Some(path), None) => store::resolve(path),
         (None, Some(name)) => {

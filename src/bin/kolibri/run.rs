@@ -1,15 +1,21 @@
-//! `kolibri run`: generate text from a prompt, streaming it, then print timings.
+//! `kolibri run`: generate text from a prompt, streaming it, then print timings. As with
+//! llama-cli, a model with a chat template answers the prompt as a user's message (one turn)
+//! unless `--raw` / `-no-cnv` asks for a plain completion or the prompt is already formatted
+//! (it holds the template's special tokens).
 
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
 use kolibri::batching::StopMatcher;
-use kolibri::model::{Context, ContextParams, Logits};
+use kolibri::chat::reasoning::ReasoningSplitter;
+use kolibri::chat::{ChatMessage, ChatTemplate};
+use kolibri::model::{Context, ContextParams, Logits, Model};
 use kolibri::sampling::Sampler;
-use kolibri::tokenizer::StreamDecoder;
+use kolibri::tokenizer::{StreamDecoder, TokenId};
 
 use crate::args::Args;
+use crate::reply::{ReplyPrinter, Thinking};
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
@@ -22,6 +28,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--hf-repo",
             "-p",
             "--prompt",
+            "-f",
+            "--file",
+            "--system",
+            "--chat-template-file",
             "-n",
             "--n-predict",
             "-t",
@@ -44,20 +54,27 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             &crate::BUDGET_SWITCHES,
             &crate::speculate::SWITCHES,
             &crate::constrain::SWITCHES,
-            &["--context-shift", "--prompt-cache-ro"],
+            &["--context-shift", "--prompt-cache-ro", "--hide-thinking"],
+            &["--raw", "--conversation", "--single-turn"],
         ]
         .concat(),
     )?;
     let path = &crate::model_path(&a)?;
-    let prompt = a.require(&["-p", "--prompt"])?;
-    let n_predict: usize = a.parse_or(&["-n", "--n-predict"], 128)?;
+    let prompt = &prompt_text(&a)?;
+    let n_predict = crate::n_predict(&a, 128)?;
     let n_threads: usize = a.parse_or(&["-t", "--threads"], crate::default_threads())?;
     let sampler_params = crate::sampler_params(&a)?;
 
     let t_load = Instant::now();
     let model = Arc::new(crate::load_model(path, &a)?);
-    let tokens = model.tokenizer.encode(prompt, true, true);
-    let n_ctx_default = (tokens.len() + n_predict)
+    let (tokens, template, opened) = match chat_template(&a, &model, prompt)? {
+        Some(template) => {
+            let (tokens, opened) = chat_prompt(&a, &model, &template, prompt)?;
+            (tokens, Some(template), opened)
+        }
+        None => (model.tokenizer.encode(prompt, true, true), None, false),
+    };
+    let n_ctx_default = (tokens.len() + n_predict.min(4096))
         .max(512)
         .min(model.hparams.n_ctx_train);
     let draft = crate::speculate::load_draft(&a)?;
@@ -86,8 +103,11 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     }
 
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{prompt}");
-    let _ = out.flush();
+    // A plain completion continues the prompt; a chat turn shows only the reply.
+    if template.is_none() {
+        let _ = write!(out, "{prompt}");
+        let _ = out.flush();
+    }
 
     let t_prompt = Instant::now();
     let cache = a.get(&["--prompt-cache"]).map(std::path::Path::new);
@@ -125,7 +145,11 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         }
     });
     let n_keep = shift.transpose()?;
-    let mut decoder = StreamDecoder::after_prompt(&model.tokenizer);
+    let syntax = template.as_ref().and_then(ChatTemplate::reasoning_syntax);
+    let markers = syntax.map_or_else(Vec::new, |s| s.marker_tokens(&model.tokenizer));
+    let mut decoder = StreamDecoder::after_prompt(&model.tokenizer).showing(&markers);
+    let splitter = syntax.map(|s| ReasoningSplitter::new(s, opened, None));
+    let mut printer = ReplyPrinter::new(splitter, Thinking::for_stdout(a.has("--hide-thinking")));
     // Text is printed once it cannot be the start of a stop string.
     let mut stop = StopMatcher::new(a.all("--stop"));
     let mut stopped_at_text = false;
@@ -142,8 +166,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 break 'generate;
             }
             let (text, stopped) = stop.push(&decoder.push(tok));
-            let _ = write!(out, "{text}");
-            let _ = out.flush();
+            printer.print(&mut out, &text, false);
             if stopped {
                 stopped_at_text = true;
                 break 'generate;
@@ -190,15 +213,14 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     if !stopped_at_text {
         // Held-back bytes and text, unless they complete a stop string.
         let (text, stopped) = stop.push(&decoder.finish());
-        let _ = write!(
-            out,
-            "{text}{}",
-            if stopped {
-                String::new()
-            } else {
-                stop.finish()
-            }
-        );
+        let held = if stopped {
+            String::new()
+        } else {
+            stop.finish()
+        };
+        printer.print(&mut out, &format!("{text}{held}"), true);
+    } else {
+        printer.print(&mut out, "", true);
     }
     let _ = writeln!(out);
     drop(out);
@@ -227,6 +249,76 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         crate::speculate::report(&s.stats());
     }
     Ok(())
+}
+
+/// The prompt: `-p TEXT`, `-f FILE`, or the words after the model (`kolibri run MODEL TEXT`).
+fn prompt_text(a: &Args) -> Result<String, String> {
+    let words = a.after_model();
+    match (a.get(&["--prompt"]), a.get(&["--file"]), words) {
+        (Some(p), None, []) => Ok(p.to_string()),
+        (None, Some(f), []) => std::fs::read_to_string(f).map_err(|e| format!("-f {f}: {e}")),
+        (None, None, [_, ..]) => Ok(words.join(" ")),
+        (None, None, []) => {
+            Err("missing the prompt: -p TEXT, -f FILE, or text after the model".into())
+        }
+        _ => Err("give the prompt once: -p TEXT, -f FILE or text after the model".into()),
+    }
+}
+
+/// The template to answer the prompt through, or `None` for a plain completion: llama-cli's
+/// rule, a model with a chat template chats unless `--raw` says otherwise or the prompt
+/// already holds special tokens (it was formatted by hand).
+fn chat_template(a: &Args, model: &Model, prompt: &str) -> Result<Option<ChatTemplate>, String> {
+    let (raw, chat) = (a.has("--raw"), a.has("--conversation"));
+    if raw && chat {
+        return Err("give --raw (-no-cnv) or --conversation (-cnv), not both".into());
+    }
+    let formatted =
+        model.tokenizer.encode(prompt, false, true) != model.tokenizer.encode(prompt, false, false);
+    if raw || (formatted && !chat) {
+        if a.get(&["--system"]).is_some() {
+            return Err(
+                "-sys needs a chat turn: it is not used with --raw or a formatted prompt".into(),
+            );
+        }
+        return Ok(None);
+    }
+    if let Some(template) = crate::template_file(a, model)? {
+        return Ok(Some(template));
+    }
+    match ChatTemplate::from_model(model) {
+        Ok(template) => Ok(Some(template)),
+        Err(e) if chat || a.get(&["--system"]).is_some() => Err(format!(
+            "-cnv/-sys: the model has no usable chat template ({e})"
+        )),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The prompt as a user's message (after `-sys`'s system message), rendered for a reply; also
+/// whether the rendered prompt leaves the model inside its thinking.
+fn chat_prompt(
+    a: &Args,
+    model: &Model,
+    template: &ChatTemplate,
+    prompt: &str,
+) -> Result<(Vec<TokenId>, bool), String> {
+    let system = a.get(&["--system"]).map(|content| ChatMessage {
+        role: "system",
+        content,
+    });
+    let user = ChatMessage {
+        role: "user",
+        content: prompt,
+    };
+    let messages: Vec<ChatMessage> = system.into_iter().chain([user]).collect();
+    let text = template
+        .render(&messages, true)
+        .map_err(|e| e.to_string())?;
+    let opened = template
+        .reasoning_syntax()
+        .is_some_and(|s| s.prompt_opens_reasoning(&text));
+    Ok((model.tokenizer.encode(&text, true, true), opened))
 }
 
 /// Evaluates the prompt reusing the state saved in `file` (llama.cpp's `--prompt-cache`): the

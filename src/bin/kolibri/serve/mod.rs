@@ -120,12 +120,10 @@ pub fn main(raw: &[String]) -> Result<(), String> {
 
     let thinking = thinking_options(&a)?;
     let a = Arc::new(a);
-    let (pool, serving) = if a.get(&crate::MODEL_FLAGS).is_some() {
+    let (pool, serving) = if a.model().is_some() || a.get(&crate::MODEL_FLAGS).is_some() {
         let path = crate::model_path(&a)?;
         // `-m NAME` of a stored model is served under that name, not its file's.
-        let stored_name = a
-            .get(&crate::MODEL_FLAGS[..2])
-            .filter(|m| !std::path::Path::new(m).exists());
+        let stored_name = a.model().filter(|m| !std::path::Path::new(m).exists());
         let model_id = a
             .get(&["--alias"])
             .or(stored_name)
