@@ -10,7 +10,8 @@ after another: its latency is what is compared. Asserts, and prints the figures:
 - every abandoned stream is cancelled: the server's cancelled count equals the abandoned
   streams, and no slot is busy a moment after the clients stop;
 - RSS at the end within 5% of RSS after the first window;
-- the probe's p99 latency in the last window within 20% of the first window's.
+- the probe's p99 latency in the last window within 20% of the first window's;
+- the request log: one line per request the server counted, none with the key or a body.
 """
 
 import argparse
@@ -171,9 +172,13 @@ def main():
                 break
             time.sleep(0.1)
         settle = time.time() - settle
+        requests = server.metric("http_requests_total")
     finally:
         stop.set()
         code = server.stop()
+    log = [line for line in server.log().splitlines() if " /" in line]
+    secrets = (KEY, "Count to", "Once upon", "quick brown fox", "def add")
+    leaked = [line for line in log if any(s in line for s in secrets)]
 
     first = [lat for t, lat in stats.probe if t - start <= args.window]
     last = [lat for t, lat in stats.probe if t >= end - args.window]
@@ -196,6 +201,9 @@ def main():
         ("probe p99 in the last window within 20% of the first's",
          len(first) > 0 and len(last) > 0 and p99(last) <= 1.2 * p99(first)),
         ("clean exit on SIGTERM", code == 0),
+        (f"one log line per request ({len(log)} lines, {requests:.0f} requests)",
+         len(log) == requests),
+        ("no log line with the key or a request body", not leaked),
     ]
     for name, ok in checks:
         print(f"{'ok  ' if ok else 'FAIL'} soak: {name}")

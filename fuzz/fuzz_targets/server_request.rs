@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use kolibri::batching::{Scheduler, SchedulerParams};
 use kolibri::chat::ChatTemplate;
 use kolibri::model::{KvType, Model};
-use kolibri::server::{router, AppState, Engine, ModelPool};
+use kolibri::server::{router, AppState, Engine, LogOptions, ModelPool};
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt;
 
@@ -76,7 +76,12 @@ fn server() -> &'static Server {
             Some(KEY.into()),
             Duration::from_secs(10),
             Some(save_dir.clone()),
-        ));
+        )
+        // A line per fuzzed request would be most of the time spent.
+        .with_log(LogOptions {
+            off: true,
+            ..LogOptions::default()
+        }));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()

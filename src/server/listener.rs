@@ -20,6 +20,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::error::ApiError;
+use super::request_log::ClientAddr;
 use super::state::AppState;
 
 /// How long requests in flight may run on after a stop signal.
@@ -47,9 +48,9 @@ pub async fn serve(
     let mut connections = JoinSet::new();
     tokio::pin!(stop);
     loop {
-        let stream = tokio::select! {
+        let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 // Out of file descriptors and the like: pause rather than spin.
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -64,7 +65,9 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // Each request knows its client, for the request log.
+        let router = router.clone().layer(axum::Extension(ClientAddr(client)));
+        let service = TowerToHyperService::new(router);
         let mut stopping = stopping.clone();
         connections.spawn(async move {
             let _permit = permit;

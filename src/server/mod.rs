@@ -24,6 +24,7 @@ mod ollama;
 mod page;
 mod pool;
 mod reply;
+mod request_log;
 mod routes;
 mod slots;
 mod state;
@@ -43,6 +44,7 @@ use axum::Router;
 pub use engine::Engine;
 pub use pool::{Loader, ModelPool};
 pub use reply::ThinkingOptions;
+pub use request_log::{ClientAddr, LogFormat, LogOptions};
 pub use state::AppState;
 
 /// Identifies this build in responses (`system_fingerprint`).
@@ -83,6 +85,10 @@ pub fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Ro
             listener::body_in_time(read_timeout, max_body, req, next)
         }))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            request_log::log_requests,
+        ))
         .with_state(app)
 }
 

@@ -313,7 +313,10 @@ pub async fn start(
             sampling,
             stop: checked.stop.clone(),
             deadline,
-            sink: Box::new(ChannelSink(tx)),
+            sink: Box::new(ChannelSink {
+                events: tx,
+                log: super::request_log::recorder(),
+            }),
             markup: checked.markup.clone(),
         });
         receivers.push(rx);

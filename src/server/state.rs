@@ -11,6 +11,7 @@ use super::engine::Engine;
 use super::error::ApiError;
 use super::pool::ModelPool;
 use super::reply::ThinkingOptions;
+use super::request_log::LogOptions;
 
 pub struct AppState {
     /// The model, or the models loaded on demand.
@@ -30,6 +31,8 @@ pub struct AppState {
     ids: AtomicU64,
     /// The server's thinking settings, which requests may override.
     pub thinking: ThinkingOptions,
+    /// How requests are logged.
+    pub log: LogOptions,
 }
 
 impl AppState {
@@ -51,7 +54,14 @@ impl AppState {
             connections_refused: AtomicU64::new(0),
             ids: AtomicU64::new(0),
             thinking: ThinkingOptions::default(),
+            log: LogOptions::default(),
         }
+    }
+
+    /// With this request log (`-v`, `--log-format`).
+    pub fn with_log(mut self, log: LogOptions) -> AppState {
+        self.log = log;
+        self
     }
 
     /// With these thinking settings (`--reasoning-format`, `--reasoning-budget`,

@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::batching::{Completion, Event, EventSink, TokenLogprob};
 use crate::model::Model;
@@ -15,19 +15,29 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::logprobs;
 use super::reply::{ReplyPiece, ReplySplitter};
+use super::request_log::Generated;
 use super::routes::{failure_error, finish_reason, usage, ResponseMeta, TOOL_CALLS};
 
 /// Delivers a request's events to its HTTP handler; when the handler is gone (the client
 /// disconnected and hyper dropped the response), the scheduler sees a closed sink and frees
 /// the slot.
-pub struct ChannelSink(pub UnboundedSender<Event>);
+/// A finished request's figures also go to the request log's record, when it has one.
+pub struct ChannelSink {
+    pub events: UnboundedSender<Event>,
+    pub log: Option<Arc<Mutex<Generated>>>,
+}
 
 impl EventSink for ChannelSink {
     fn send(&mut self, event: Event) -> bool {
-        self.0.send(event).is_ok()
+        if let (Event::Done(c), Some(log)) = (&event, &self.log) {
+            if let Ok(mut log) = log.lock() {
+                log.add(c);
+            }
+        }
+        self.events.send(event).is_ok()
     }
     fn is_closed(&self) -> bool {
-        self.0.is_closed()
+        self.events.is_closed()
     }
 }
 

@@ -23,6 +23,20 @@ pub struct ModelFacts {
     pub size: u64,
 }
 
+/// `qwen2, 494M parameters, Q4_K_M, 380 MiB, trained for 32768 tokens`.
+impl std::fmt::Display for ModelFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let size = self.size as f64 / (1u64 << 20) as f64;
+        let params = parameter_size(self.n_params);
+        write!(f, "{}, {params} parameters, ", self.arch)?;
+        write!(f, "{}, {size:.0} MiB", self.quant.unwrap_or("mixed types"))?;
+        match self.context {
+            Some(n) => write!(f, ", trained for {n} tokens"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl ModelFacts {
     /// The facts of the model at `path` (any part of a split model).
     pub fn read(path: &Path) -> Result<ModelFacts, String> {

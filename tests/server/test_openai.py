@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -32,12 +33,14 @@ class Server:
         env.pop("KOLIBRI_API_KEY", None)
         if key:
             env["KOLIBRI_API_KEY"] = key  # the key from the environment, not the command line
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # The request log goes to a file: a pipe nobody reads would fill and stop the server.
+        self.stderr = tempfile.NamedTemporaryFile(mode="w+", prefix="kolibri-serve-", suffix=".log")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr,
                                      text=True, env=env)
         line = self.proc.stdout.readline()
         m = re.search(r"listening on (http://[\d.]+:\d+)", line)
         if not m:
-            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+            raise RuntimeError(f"server did not start: {line!r} {self.log()}")
         self.url = m.group(1)
 
     def client(self, key=KEY, **kw):
@@ -62,6 +65,11 @@ class Server:
         _, text = self.get("/metrics")
         m = re.search(rf"^kolibri_{name} (\S+)$", text, re.M)
         return float(m.group(1))
+
+    def log(self):
+        """What the server wrote on stderr so far: its notes and a line per request."""
+        with open(self.stderr.name) as f:
+            return f.read()
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:

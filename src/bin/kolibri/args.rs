@@ -159,6 +159,12 @@ const HELP: &[(&str, &str)] = &[
         "--slot-save-path",
         "directory for POST /slots/ID?action=save|restore",
     ),
+    ("--verbose", "log each request's user agent and body too"),
+    (
+        "--log-format",
+        "text or json: one line per request on stderr",
+    ),
+    ("--log-disable", "no request log"),
     ("--no-bos", "do not add the BOS token"),
     (
         "--no-parse-special",

@@ -37,6 +37,7 @@ pub const SPELLINGS: &[&[&str]] = &[
     &["-no-cnv", "--no-conversation", "--raw"],
     &["-cnv", "--conversation"],
     &["-st", "--single-turn"],
+    &["-v", "--verbose", "--log-verbose"],
 ];
 
 /// A llama.cpp option with no meaning here: accepted, and the note said once on stderr.

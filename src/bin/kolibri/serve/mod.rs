@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use kolibri::batching::{Scheduler, SchedulerParams, Speculation};
 use kolibri::chat::ChatTemplate;
-use kolibri::server::{listener, router, AppState, Engine, Loader, ModelPool, ThinkingOptions};
+use kolibri::server::{
+    listener, router, AppState, Engine, Loader, LogFormat, LogOptions, ModelPool, ThinkingOptions,
+};
 
 use crate::args::Args;
 
@@ -20,8 +22,11 @@ pub const USAGE: &str =
               [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
               [--lookup] [--draft MODEL] [--draft-max 16] [--draft-p-min 0.5]
-              [--models-max 1] [--idle-unload 300]
-              (without -m, every model `kolibri list` shows is served by name, loaded when a
+              [--models-max 1] [--idle-unload 300] [-v] [--log-format text|json] [--log-disable]
+              (a line per request on stderr: client, method, path, status, time, and a
+              generation's prompt, cached and generated tokens, time to first token and
+              tokens/s; never the key or the body, which -v adds (its first 2 KiB);
+              without -m, every model `kolibri list` shows is served by name, loaded when a
               request names it: at most --models-max at once, the least recently used making
               room, each unloaded after --idle-unload seconds without requests (0: never);
               the key can also come from KOLIBRI_API_KEY;
@@ -33,6 +38,21 @@ pub const USAGE: &str =
               requests' text and from a small model of the same vocabulary, that the shared
               forward pass checks: greedy output stays the same, only faster)
 ";
+
+/// The request log's settings: `-v` (`--verbose`) for the user agent and the body, `--log-format
+/// text|json`, llama.cpp's `--log-disable` for none.
+fn log_options(a: &Args) -> Result<LogOptions, String> {
+    let format = match a.get(&["--log-format"]).unwrap_or("text") {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => return Err(format!("--log-format {other:?}: text or json")),
+    };
+    Ok(LogOptions {
+        format,
+        verbose: a.has("--verbose"),
+        off: a.has("--log-disable"),
+    })
+}
 
 pub fn main(raw: &[String]) -> Result<(), String> {
     let a = Args::parse(
@@ -72,6 +92,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--reasoning-budget",
             "--models-max",
             "--idle-unload",
+            "--log-format",
         ]
         .into_iter()
         .chain(crate::KV_TYPE_FLAGS)
@@ -80,7 +101,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         &[
             &crate::LOAD_SWITCHES[..],
             &crate::BUDGET_SWITCHES,
-            &["--context-shift", "--lookup"],
+            &["--context-shift", "--lookup", "--verbose", "--log-disable"],
         ]
         .concat(),
     )?;
@@ -119,6 +140,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     }
 
     let thinking = thinking_options(&a)?;
+    let log = log_options(&a)?;
     let a = Arc::new(a);
     let (pool, serving) = if a.model().is_some() || a.get(&crate::MODEL_FLAGS).is_some() {
         let path = crate::model_path(&a)?;
@@ -133,6 +155,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
                 name.strip_suffix(".gguf").unwrap_or(&name).to_string()
             });
         let engine = engine(&path, model_id, &a)?;
+        let facts = kolibri::store::ModelFacts::of(&engine.scheduler.model().gguf);
+        eprintln!("kolibri serve: {}: {facts}", engine.model_id);
         let serving = format!(
             "model {}, {} slots x {} tokens",
             engine.model_id,
@@ -150,7 +174,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             Duration::from_secs(timeout),
             slot_save_path,
         )
-        .with_thinking(thinking),
+        .with_thinking(thinking)
+        .with_log(log),
     );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
