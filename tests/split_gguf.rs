@@ -280,17 +280,42 @@ fn the_repack_cache_keeps_a_split_models_repacked_weights_until_a_part_changes()
         logits(again) == expected,
         "from the repack cache: other logits"
     );
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-    let last = std::fs::File::options()
-        .append(true)
-        .open(&parts[2])
-        .unwrap();
-    last.set_modified(later).unwrap();
-    drop(last);
+    // A part whose bytes change (its length and header as they were) is a miss.
+    let mut bytes = std::fs::read(&parts[2]).unwrap();
+    let end = bytes.len();
+    bytes[end - 8..].iter_mut().for_each(|b| *b ^= 0x5a);
+    std::fs::write(&parts[2], &bytes).unwrap();
     assert!(
         !cached(&parts[0]).repacked_from_cache,
         "a changed part is a miss"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The cache is keyed by the model's content: a copy elsewhere (another path, another
+/// modification time) and a link share the first path's cache file.
+#[test]
+fn the_repack_cache_is_shared_by_every_path_to_one_model() {
+    let single = common::model_path(SMALL);
+    let dir = scratch("repack-paths");
+    let cache_dir = dir.join("kpack");
+    std::fs::create_dir_all(&cache_dir).unwrap();
+    let copy = dir.join("copy.gguf");
+    std::fs::copy(&single, &copy).unwrap();
+    let link = dir.join("link.gguf");
+    std::os::unix::fs::symlink(&copy, &link).unwrap();
+    let cached = |path: &Path| {
+        let mut opts = LoadOptions {
+            repack_cache: Some(cache_dir.clone()),
+            ..LoadOptions::default()
+        };
+        load(path, &mut opts).repacked_from_cache
+    };
+    assert!(!cached(&single), "the first load repacks");
+    assert!(cached(&copy), "a copy reads the same cache file");
+    assert!(cached(&link), "so does a link");
+    let files = std::fs::read_dir(&cache_dir).unwrap().count();
+    assert_eq!(files, 1, "one cache file for the one model");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

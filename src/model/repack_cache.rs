@@ -2,10 +2,13 @@
 //! cache file is mapped read-only like the model (its pages shared with the page cache)
 //! instead of filling fresh memory, whose page zeroing and copying dominate a cold load.
 //!
-//! One file per model path, `<dir>/<model stem>-<hash of the path>.kpack`:
-//! - a 64-byte header: magic, the layout version (`LAYOUT_VERSION`), the model file's length,
-//!   modification time and a hash of its first 64 KiB (GGUF metadata and tensor index), the
-//!   entry count, a checksum of the entries, the file length;
+//! One file per model content, `<dir>/<content key>-<model stem>.kpack`, so that every path to
+//! the same model (a link, a copy, the Hugging Face cache's blob and an LM Studio folder's
+//! file) shares one, whatever its file name (the stem is the first path's, for people):
+//! - a 64-byte header: magic, the layout version (`LAYOUT_VERSION`), the model's identity
+//!   (its length, a hash of its first 64 KiB: GGUF metadata and tensor index, and a hash of
+//!   [`SAMPLES`] blocks spread over the rest, the last one included; every part of a split
+//!   model), the entry count, a checksum of the entries, the file length;
 //! - one entry per repacked tensor, in load order: a hash of its name, its type and shape, and
 //!   per array its offset, length and checksum;
 //! - the arrays, each on a 4 KiB boundary.
@@ -38,6 +41,10 @@ const MAX_ARRAYS: usize = 4;
 const ALIGN: usize = 4096;
 /// Bytes of the model file hashed into its identity.
 const FINGERPRINT_BYTES: usize = 64 << 10;
+/// Blocks of [`SAMPLE_BYTES`] hashed across the tensor data: a model re-quantized or edited
+/// changes them (the GGUF index at the head catches what changes shapes or metadata).
+const SAMPLES: usize = 256;
+const SAMPLE_BYTES: usize = 4096;
 
 /// One tensor the loader wants repacked.
 #[derive(Clone, Copy, Debug)]
@@ -52,48 +59,43 @@ pub struct Wanted<'a> {
 #[derive(Debug)]
 pub struct RepackCache {
     path: PathBuf,
-    /// Length, modification time (ns) and fingerprint of the model file.
+    /// The model's identity: its length, the hash of its head, the hash of its samples.
     source: [u64; 3],
 }
 
 impl RepackCache {
     /// The cache file in `dir` for the model whose files are `parts` (one, or a split model's
-    /// parts) and whose image is `image`; `None` if a file's metadata cannot be read.
+    /// parts) and whose image is `image`; `None` if the image does not hold them.
     pub fn new(dir: &Path, parts: &SplitSet, image: &[u8]) -> Option<RepackCache> {
-        let model_path = &parts.parts()[0].path;
-        let canonical = std::fs::canonicalize(model_path).ok()?;
-        let stem = model_path
+        let stem = parts.parts()[0]
+            .path
             .file_stem()
             .map_or("model".into(), |s| s.to_string_lossy().into_owned());
-        let name = format!(
-            "{stem}-{:016x}.kpack",
-            checksum(canonical.to_string_lossy().as_bytes())
-        );
-        // Every part's length, modification time and first bytes; one part's stand as they
-        // always have, so existing cache files stay valid.
-        let mut source: Option<[u64; 3]> = None;
+        let mut head = Checksum::new();
+        let mut samples = Checksum::new();
+        let mut len = 0u64;
         for part in parts.parts() {
-            let meta = std::fs::metadata(&part.path).ok()?;
-            let mtime = meta
-                .modified()
-                .ok()?
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            let head = image.get(part.base..part.base + part.len.min(FINGERPRINT_BYTES))?;
-            let this = [meta.len(), mtime, checksum(head)];
-            source = Some(match source {
-                None => this,
-                Some(s) => [
-                    s[0] + this[0],
-                    s[1].max(this[1]),
-                    checksum(&[s[2].to_le_bytes(), this[2].to_le_bytes()].concat()),
-                ],
-            });
+            let bytes = image.get(part.base..part.base + part.len)?;
+            len += bytes.len() as u64;
+            head.update(&bytes[..bytes.len().min(FINGERPRINT_BYTES)]);
+            for block in sample_blocks(bytes) {
+                samples.update(block);
+            }
         }
-        Some(RepackCache {
-            path: dir.join(name),
-            source: source?,
-        })
+        let source = [len, head.finish(), samples.finish()];
+        let words: Vec<u8> = source.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let key = format!("{:016x}-", checksum(&words));
+        let existing = std::fs::read_dir(dir).ok().and_then(|entries| {
+            entries.flatten().map(|e| e.path()).find(|p| {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default();
+                name.starts_with(&key) && name.ends_with(".kpack")
+            })
+        });
+        let path = existing.unwrap_or_else(|| dir.join(format!("{key}{stem}.kpack")));
+        Some(RepackCache { path, source })
     }
 
     pub fn path(&self) -> &Path {
@@ -248,6 +250,15 @@ impl RepackCache {
         }
         written
     }
+}
+
+/// [`SAMPLES`] blocks of `bytes` at even steps, the last block included.
+fn sample_blocks(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let last = bytes.len().saturating_sub(SAMPLE_BYTES);
+    (0..SAMPLES).map(move |i| {
+        let at = last * i / (SAMPLES - 1);
+        &bytes[at..bytes.len().min(at + SAMPLE_BYTES)]
+    })
 }
 
 /// The whole file read into anonymous memory advised for transparent huge pages, then made

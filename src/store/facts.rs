@@ -72,8 +72,10 @@ impl ModelFacts {
     }
 }
 
-/// What Ollama's `/api/show` reports of the model `name` (without `modified_at`).
-pub fn describe(gguf: &GgufFile, name: &str, verbose: bool) -> Value {
+/// What the model can do, as Ollama names it: `completion`; `tools` and `thinking` when its
+/// chat template handles them; `mtp` when it carries its own draft layers
+/// (`ARCH.nextn_predict_layers`).
+pub fn capabilities(gguf: &GgufFile) -> Vec<&'static str> {
     let template = gguf.get_str(crate::chat::TEMPLATE_KEY).unwrap_or("");
     let mut capabilities = vec!["completion"];
     if template.contains("tools") {
@@ -85,6 +87,20 @@ pub fn describe(gguf: &GgufFile, name: &str, verbose: bool) -> Value {
     {
         capabilities.push("thinking");
     }
+    let arch = gguf.get_str("general.architecture").unwrap_or("");
+    if gguf
+        .get_u64(&format!("{arch}.nextn_predict_layers"))
+        .is_some_and(|n| n > 0)
+    {
+        capabilities.push("mtp");
+    }
+    capabilities
+}
+
+/// What Ollama's `/api/show` reports of the model `name` (without `modified_at`).
+pub fn describe(gguf: &GgufFile, name: &str, verbose: bool) -> Value {
+    let template = gguf.get_str(crate::chat::TEMPLATE_KEY).unwrap_or("");
+    let capabilities = capabilities(gguf);
     json!({
         "modelfile": format!("FROM {name}\n"),
         "parameters": "",

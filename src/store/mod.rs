@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use crate::hub::HfCache;
 
-pub use facts::{describe, model_info, parameter_size, ModelFacts};
+pub use facts::{capabilities, describe, model_info, parameter_size, ModelFacts};
 
 /// Where a stored model lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

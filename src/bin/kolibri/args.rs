@@ -174,6 +174,10 @@ const HELP: &[(&str, &str)] = &[
     ("--allow-requantize", "allow a quantized input"),
     ("--pure", "one type for every weight (no mix)"),
     ("--types", "list the quantization types and exit"),
+    (
+        "--plans",
+        "the CPU's kernels and the matmul plan of each matrix (loads the model)",
+    ),
 ];
 
 impl Args {
@@ -352,6 +356,7 @@ fn positionals_of(cmd: &str) -> Option<&'static str> {
         "quantize" => Some("ARGS"),
         "pull" => Some("OWNER/REPO[:QUANT]"),
         "rm" | "show" => Some("NAME"),
+        "cache" => Some("list|clear"),
         "run" => Some("MODEL PROMPT"),
         "chat" | "serve" | "perplexity" | "info" => Some("MODEL"),
         _ => None,

@@ -4,6 +4,7 @@
 mod args;
 mod bench;
 mod bench_spec;
+mod cache;
 mod chat;
 mod constrain;
 mod flags;
@@ -59,7 +60,10 @@ USAGE:
   kolibri bench -m MODEL (--draft MODEL | --lookup) -f PROMPT_FILE [-n 128] [-t 1,2] [-r 5]
               [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
   (speculative decoding against plain greedy decoding of the same prompt, both timed)
-  kolibri info [-m MODEL]
+  kolibri info [-m] MODEL [--plans]
+              (the model's architecture, parameters, file and quantization mix, context,
+              template and capabilities; --plans, or no model: the CPU's kernels and each
+              matrix's plan)
 ";
 
 #[cfg(feature = "server")]
@@ -74,6 +78,7 @@ fn usage() -> String {
         quantize::USAGE,
         hub::USAGE,
         store::USAGE,
+        cache::USAGE,
         SERVE_USAGE,
     ]
     .concat()
@@ -97,6 +102,7 @@ fn main() -> ExitCode {
         "list" | "ls" => store::list(rest),
         "show" => store::show(rest),
         "rm" => store::rm(rest),
+        "cache" => cache::main(rest),
         #[cfg(feature = "server")]
         "serve" => serve::main(rest),
         #[cfg(not(feature = "server"))]

@@ -136,7 +136,7 @@ fn one_name<'a>(a: &'a Args, cmd: &str) -> Result<&'a str, String> {
 }
 
 /// 469 MB, 1.1 GB: decimal units, as Ollama and LM Studio show sizes.
-fn human_size(bytes: u64) -> String {
+pub fn human_size(bytes: u64) -> String {
     match bytes {
         b if b >= 1_000_000_000 => format!("{:.1} GB", b as f64 / 1e9),
         b if b >= 1_000_000 => format!("{} MB", b / 1_000_000),
