@@ -41,6 +41,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("POST", "/slots/0?action=erase"),
     ("GET", "/v1/models"),
     ("GET", "/metrics"),
+    ("POST", "/infill"),
 ];
 
 struct Server {

@@ -16,6 +16,7 @@ mod catalog;
 mod embeddings;
 mod engine;
 mod error;
+mod infill;
 pub mod listener;
 mod logprobs;
 mod metrics;
@@ -76,6 +77,7 @@ pub fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Ro
         .route("/api/embed", post(embeddings::ollama_embed))
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/v1/embeddings", post(embeddings::openai))
+        .route("/infill", post(infill::infill))
         .route("/tokenize", post(routes::tokenize))
         .route("/detokenize", post(routes::detokenize))
         .fallback(routes::not_found)

@@ -63,6 +63,22 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     app.authorize(&headers)?;
     let req: ChatRequest = api::parse(&body_bytes(body)?)?;
+    let chat = prepare_chat(&app, req).await?;
+    let (engine, prompt, checked, model) = (chat.engine, chat.prompt, chat.checked, chat.model);
+    generate(&app, &engine, prompt, checked, Flavor::Chat, model, None).await
+}
+
+/// A chat request made ready to generate: its model, its prompt rendered and tokenized, its
+/// checked settings, and the model name to answer with.
+pub struct PreparedChat {
+    pub engine: Arc<Engine>,
+    pub prompt: Vec<TokenId>,
+    pub checked: Checked,
+    pub model: String,
+}
+
+/// Checks a chat request and renders its prompt through the model's template.
+pub async fn prepare_chat(app: &AppState, req: ChatRequest) -> Result<PreparedChat, ApiError> {
     let engine = app.engine(req.model.as_deref()).await?;
     let mut checked = req.sampling.check(app.random_seed())?;
     let tools = tools::setup(req.tools.as_ref(), req.tool_choice.as_ref())?;
@@ -116,7 +132,12 @@ pub async fn chat_completions(
         ..prepared.format
     };
     checked.markup = prepared.markup;
-    generate(&app, &engine, prompt, checked, Flavor::Chat, model, None).await
+    Ok(PreparedChat {
+        engine,
+        prompt,
+        checked,
+        model,
+    })
 }
 
 pub async fn completions(
@@ -128,13 +149,25 @@ pub async fn completions(
     let req: CompletionRequest = api::parse(&body_bytes(body)?)?;
     let engine = app.engine(req.model.as_deref()).await?;
     let checked = req.sampling.check(app.random_seed())?;
-    if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::bad_request(
-            "suffix is not supported".into(),
-            Some("suffix"),
-        ));
-    }
     let (prompt, text) = match req.prompt {
+        // Fill in the middle: the prompt is the code before the gap, `suffix` the code after.
+        Prompt::Text(t) if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) => {
+            let gap = crate::tokenizer::infill::Infill {
+                prefix: &t,
+                suffix: req.suffix.as_deref().unwrap_or_default(),
+                ..Default::default()
+            };
+            (
+                super::infill::prompt_for(&engine, &gap, checked.max_tokens)?,
+                t,
+            )
+        }
+        _ if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) => {
+            return Err(ApiError::bad_request(
+                "suffix goes with one prompt string".into(),
+                Some("suffix"),
+            ))
+        }
         Prompt::Text(t) => (engine.tokenize(&t), t),
         Prompt::Texts(mut v) if v.len() == 1 => {
             let t = v.remove(0);

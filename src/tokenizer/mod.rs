@@ -14,6 +14,7 @@ mod byte_map;
 mod decode;
 mod error;
 mod fast_hash;
+pub mod infill;
 mod merge_table;
 mod pretokenize;
 mod special;

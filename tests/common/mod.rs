@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fake_hub;
+pub mod server;
 pub mod synthetic;
 
 use std::path::PathBuf;
