@@ -2,8 +2,9 @@
 //! length) and gives llama-server's middle for the same requests (greedy; tests/data/infill,
 //! written by scripts/infill-reference.py) up to its first close call (a lead under
 //! [`CLOSE_CALL`] nat, where our arithmetic and llama.cpp's may part as its own flash-attention
-//! on and off runs do), with project files as context too; `/v1/completions` with `suffix` fills the same gap; a model
-//! without FIM tokens and a request without its prefix are refused.
+//! on and off runs do), with project files as context too; `/v1/completions` with `suffix`
+//! fills the same gap; a model without FIM tokens and a request without its prefix are
+//! refused.
 
 mod common;
 
@@ -66,8 +67,14 @@ fn the_middle_is_llama_servers() {
     let (status, text) =
         server.request("", "POST", "/v1/completions", &completion.to_string(), None);
     assert_eq!(status, 200, "{text}");
-    let middle = body(&text)["choices"][0]["text"].as_str().unwrap().to_string();
+    let middle = body(&text)["choices"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(middle.starts_with(&sure_part(&answers[1]).0), "{middle:?}");
+    // The same route without `/v1`, as llama-server also answers.
+    let (_, again) = server.request("", "POST", "/completions", &completion.to_string(), None);
+    assert_eq!(body(&again)["choices"][0]["text"], middle.as_str());
     // Streamed: the same middle, piece by piece, then the last object.
     let mut streamed = plain.clone();
     streamed["stream"] = json!(true);

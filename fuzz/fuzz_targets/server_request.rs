@@ -42,6 +42,8 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("GET", "/v1/models"),
     ("GET", "/metrics"),
     ("POST", "/infill"),
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/messages/count_tokens"),
 ];
 
 struct Server {

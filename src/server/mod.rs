@@ -11,6 +11,7 @@
 //! [`router`] is the whole HTTP surface as an axum `Router` (tests and fuzzing drive it in
 //! process); [`listener::serve`] runs it on a socket with the connection limits.
 
+mod anthropic;
 mod api;
 mod catalog;
 mod embeddings;
@@ -78,6 +79,13 @@ pub fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Ro
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/v1/embeddings", post(embeddings::openai))
         .route("/infill", post(infill::infill))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        // Without `/v1`, as llama-server also answers and some clients call.
+        .route("/models", get(models::list_models))
+        .route("/completions", post(routes::completions))
+        .route("/chat/completions", post(routes::chat_completions))
+        .route("/embeddings", post(embeddings::openai))
         .route("/tokenize", post(routes::tokenize))
         .route("/detokenize", post(routes::detokenize))
         .fallback(routes::not_found)

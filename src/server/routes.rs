@@ -255,7 +255,7 @@ impl ResponseMeta {
     }
 }
 
-async fn generate(
+pub async fn generate(
     app: &AppState,
     engine: &Arc<Engine>,
     prompt: Vec<TokenId>,
