@@ -44,6 +44,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("POST", "/infill"),
     ("POST", "/v1/messages"),
     ("POST", "/v1/messages/count_tokens"),
+    ("POST", "/v1/responses"),
 ];
 
 struct Server {

@@ -27,6 +27,7 @@ mod page;
 mod pool;
 mod reply;
 mod request_log;
+mod responses;
 mod routes;
 mod slots;
 mod state;
@@ -79,6 +80,8 @@ pub fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Ro
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/v1/embeddings", post(embeddings::openai))
         .route("/infill", post(infill::infill))
+        .route("/v1/responses", post(responses::create))
+        .route("/responses", post(responses::create))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         // Without `/v1`, as llama-server also answers and some clients call.

@@ -95,6 +95,20 @@ pub struct GenerateRequest {
     #[serde(default)]
     options: Options,
     stream: Option<bool>,
+    /// How long the model stays loaded; with no prompt, `0` unloads it now.
+    keep_alive: Option<Value>,
+}
+
+/// Whether `keep_alive` says zero (`0`, `"0"`, `"0s"`, `"0m"`): unload now.
+fn unload_now(keep_alive: Option<&Value>) -> bool {
+    match keep_alive {
+        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        Some(Value::String(s)) => {
+            let digits = s.trim().trim_end_matches(['s', 'm', 'h']);
+            digits.parse::<f64>().is_ok_and(|v| v == 0.0)
+        }
+        _ => false,
+    }
 }
 
 pub async fn chat(
@@ -159,6 +173,16 @@ pub async fn generate(
     app.authorize(&headers)?;
     let started = SystemTime::now();
     let req: GenerateRequest = api::parse(&body_bytes(body)?)?;
+    // No prompt and `keep_alive: 0`: Ollama's way to unload a model.
+    if req.prompt.is_empty() && unload_now(req.keep_alive.as_ref()) {
+        let name = req.model.clone().unwrap_or_default();
+        let unloaded = app.pool.unload_named(&name).await;
+        return Ok(Json(json!({
+            "model": name, "created_at": rfc3339(now()), "response": "", "done": true,
+            "done_reason": if unloaded { "unload" } else { "load" },
+        }))
+        .into_response());
+    }
     let engine = app.pool.get(req.model.as_deref(), true).await?;
     let mut checked = checked(&req.options, req.format.as_ref())?;
     // Ollama wraps the prompt in the model's chat template unless `raw` (or no template).

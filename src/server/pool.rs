@@ -78,6 +78,32 @@ impl ModelPool {
     }
 }
 
+impl ModelPool {
+    /// Unloads the model `name` names, if this server loads models on demand and it is
+    /// resident; whether one was. A fixed server's one model stays.
+    pub async fn unload_named(&self, name: &str) -> bool {
+        let ModelPool::OnDemand(d) = self else {
+            return false;
+        };
+        let resident = d.find_resident(name).map(|e| e.model_id.clone());
+        let id = match resident {
+            Some(id) => id,
+            None => {
+                let store = d.store.clone();
+                let wanted = name.to_owned();
+                let found = tokio::task::spawn_blocking(move || store.find(&wanted)).await;
+                match found {
+                    Ok(Ok(stored)) => stored.name.clone(),
+                    _ => return false,
+                }
+            }
+        };
+        let was = d.find_resident(&id).is_some();
+        d.unload(&id).await;
+        was
+    }
+}
+
 impl OnDemand {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Engine>>> {
         self.resident.lock().unwrap_or_else(|p| p.into_inner())

@@ -432,8 +432,15 @@ fn choice_json(meta: &ResponseMeta, index: usize, text: &str, c: &Completion) ->
     choice
 }
 
-pub async fn not_found() -> ApiError {
-    ApiError::not_found("no such endpoint".into())
+/// A 404 in the shape of the API the path belongs to: Ollama's `{"error": "..."}` under
+/// `/api/`, OpenAI's elsewhere.
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    let path = uri.path();
+    if path.starts_with("/api/") {
+        let body = serde_json::json!({ "error": format!("404 page not found: {path}") });
+        return (StatusCode::NOT_FOUND, Json(body)).into_response();
+    }
+    ApiError::not_found(format!("no such endpoint: {path}")).into_response()
 }
 
 pub async fn method_not_allowed() -> ApiError {

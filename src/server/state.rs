@@ -12,6 +12,7 @@ use super::error::ApiError;
 use super::pool::ModelPool;
 use super::reply::ThinkingOptions;
 use super::request_log::LogOptions;
+use super::responses::Conversations;
 
 pub struct AppState {
     /// The model, or the models loaded on demand.
@@ -33,6 +34,8 @@ pub struct AppState {
     pub thinking: ThinkingOptions,
     /// How requests are logged.
     pub log: LogOptions,
+    /// Recent responses' conversations, for the Responses API's `previous_response_id`.
+    pub responses: Conversations,
 }
 
 impl AppState {
@@ -55,6 +58,7 @@ impl AppState {
             ids: AtomicU64::new(0),
             thinking: ThinkingOptions::default(),
             log: LogOptions::default(),
+            responses: Conversations::default(),
         }
     }
 

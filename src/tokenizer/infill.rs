@@ -15,7 +15,7 @@
 use super::{TokenId, Tokenizer};
 
 /// The batch llama-server sizes the prefix and suffix by (its default `-b`).
-pub const FIM_BATCH: usize = 2048;
+const FIM_BATCH: usize = 2048;
 
 /// A file of the project given as context (`input_extra`).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -329,6 +329,64 @@ TIME_TOOL = {"type": "function", "function": {
 ASK_WEATHER = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 
 
+RESPONSES_WEATHER_TOOL = {"type": "function", "name": "get_weather",
+                          "description": "The current weather in a city.",
+                          "parameters": WEATHER_TOOL["function"]["parameters"]}
+
+
+@check("responses API: plain, streamed, a function call round trip (items and previous_response_id)")
+def responses(s):
+    c = s.client()
+    r = c.responses.create(model="any", instructions="You answer in one word.",
+                           input="What is the capital of France?", temperature=0,
+                           max_output_tokens=16)
+    assert r.object == "response" and r.status == "completed" and "Paris" in r.output_text, r
+    assert r.usage.input_tokens > 10 and r.usage.output_tokens > 0, r.usage
+    events = list(c.responses.create(model="any", instructions="You answer in one word.",
+                                     input="What is the capital of France?", temperature=0,
+                                     max_output_tokens=16, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"], kinds
+    assert kinds[-1] == "response.completed", kinds
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == r.output_text == events[-1].response.output_text, (deltas, r.output_text)
+    assert [e.sequence_number for e in events] == list(range(len(events))), kinds
+    # A function call, its output sent back with previous_response_id; the answer uses it.
+    call = c.responses.create(model="any", input=ASK_WEATHER[0]["content"],
+                              tools=[RESPONSES_WEATHER_TOOL], tool_choice="required",
+                              temperature=0, max_output_tokens=80)
+    calls = [o for o in call.output if o.type == "function_call"]
+    assert calls and calls[0].name == "get_weather", call.output
+    assert "paris" in json.loads(calls[0].arguments)["city"].lower(), calls
+    result = {"type": "function_call_output", "call_id": calls[0].call_id,
+              "output": json.dumps({"city": "Paris", "temperature_c": 31, "sky": "sunny"})}
+    answer_rules = ("You are a helpful assistant. When a tool result arrives, answer the user "
+                    "in one sentence using it.")
+    followed = c.responses.create(model="any", previous_response_id=call.id, input=[result],
+                                  instructions=answer_rules, tools=[RESPONSES_WEATHER_TOOL],
+                                  tool_choice="none", temperature=0, max_output_tokens=60)
+    assert "31" in followed.output_text, followed
+    # The same round trip with the items sent back by the client, streamed.
+    items = [{"role": "user", "content": ASK_WEATHER[0]["content"]}] + \
+        [o.model_dump(exclude_none=True) for o in call.output] + [result]
+    with c.responses.stream(model="any", input=items, instructions=answer_rules,
+                            tools=[RESPONSES_WEATHER_TOOL], tool_choice="none", temperature=0,
+                            max_output_tokens=60) as stream:
+        final = stream.get_final_response()
+    assert final.output_text == followed.output_text, (final.output_text, followed.output_text)
+    # A streamed call: its arguments arrive as deltas.
+    events = list(c.responses.create(model="any", input=ASK_WEATHER[0]["content"],
+                                     tools=[RESPONSES_WEATHER_TOOL], tool_choice="required",
+                                     temperature=0, max_output_tokens=80, stream=True))
+    args = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    assert json.loads(args) == json.loads(calls[0].arguments), args
+    try:
+        c.responses.create(model="any", previous_response_id="resp_nope", input="Hi")
+        raise AssertionError("an unknown previous response was accepted")
+    except openai.NotFoundError:
+        pass
+
+
 def streamed_tool_calls(stream):
     """Accumulates streamed tool-call deltas the way OpenAI's clients do."""
     calls, finish, text = {}, None, ""
@@ -1186,7 +1244,7 @@ def main():
     s = Server(binary, chat_model, "--parallel", "4", key=KEY)
     try:
         for test in [models, chat, chat_stream, completions, errors, structured,
-                     structured_errors, tools, ollama_api, logprobs, embeddings, langchain, choices,
+                     structured_errors, tools, responses, ollama_api, logprobs, embeddings, langchain, choices,
                      chat_page,
                      cancellation,
                      metrics, slots_off,

@@ -1,6 +1,7 @@
 """The `ollama` Python client against `kolibri serve` started without -m (a model store
 holding gemma3:270m, and a test Hub through HF_ENDPOINT): list, pull (streamed progress),
-generate by name (loading on demand), ps, delete, and the idle unload giving memory back.
+generate by name (loading on demand), ps, keep_alive 0 unloading, delete, and the idle unload
+giving memory back; Ollama-shaped 404s.
 Usage: ollama_client_check.py URL SERVER_PID HUB_MODEL"""
 import sys
 import time
@@ -53,6 +54,14 @@ r = c.generate(model="GEMMA3:270m", prompt="Hello", raw=True, options={"num_pred
 assert r.done, r
 assert [m.model for m in c.ps().models] == ["gemma3:270m"], c.ps()
 
+# No prompt and keep_alive 0 unloads it, as Ollama does; no prompt alone loads it again.
+r = c.generate(model="gemma3:270m", keep_alive=0)
+assert r.done and r.done_reason == "unload", r
+assert not c.ps().models, c.ps()
+r = c.generate(model="gemma3:270m")
+assert r.done and r.done_reason == "load", r
+assert [m.model for m in c.ps().models] == ["gemma3:270m"], c.ps()
+
 # Idle: unloaded, and the memory goes back.
 deadline = time.time() + 20
 while c.ps().models and time.time() < deadline:
@@ -74,4 +83,13 @@ try:
     raise AssertionError("an unknown model answered")
 except ollama.ResponseError as e:
     assert e.status_code == 404, e
+# An unknown endpoint under /api/ answers as Ollama does: {"error": "..."}.
+import json
+import urllib.error
+import urllib.request
+try:
+    urllib.request.urlopen(url + "/api/nope", timeout=10)
+    raise AssertionError("an unknown endpoint answered")
+except urllib.error.HTTPError as e:
+    assert e.code == 404 and isinstance(json.load(e)["error"], str), e
 print("ok")
