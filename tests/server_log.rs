@@ -18,8 +18,10 @@ const MESSAGE: &str = "Please say hello to Zanzibar.";
 /// stream left after its first bytes, bad JSON, a key in the query without the header, an
 /// unknown path.
 fn seven_requests(server: &Server) {
-    let chat =
-        format!(r#"{{"messages": [{{"role": "user", "content": "{MESSAGE}"}}], "max_tokens": 8}}"#);
+    // Greedy: the reply outlasts its 8 tokens every time.
+    let chat = format!(
+        r#"{{"messages": [{{"role": "user", "content": "{MESSAGE}"}}], "temperature": 0, "max_tokens": 8}}"#
+    );
     let stream = chat.replace("\"max_tokens\": 8", "\"max_tokens\": 200, \"stream\": true");
     assert_eq!(server.request(KEY, "GET", "/health", "", None).0, 200);
     assert_eq!(

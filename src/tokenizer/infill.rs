@@ -76,8 +76,15 @@ pub fn infill_prompt(
         .len()
         .min((FIM_BATCH / 4).saturating_sub(2 + typed.len()));
     // llama-server's -1 for "no limit" counts as -2 tokens here: its arithmetic, kept.
-    let reserved = n_predict.map_or(-2, |n| 2 * n as i64);
-    let room = (n_ctx as i64 - FIM_BATCH as i64 - reserved).max(0) as usize;
+    let reserved = n_predict.map_or(-2, |n| {
+        i64::try_from(n).unwrap_or(i64::MAX).saturating_mul(2)
+    });
+    let n_ctx = i64::try_from(n_ctx).unwrap_or(i64::MAX);
+    let room = n_ctx
+        .saturating_sub(FIM_BATCH as i64)
+        .saturating_sub(reserved)
+        .max(0);
+    let room = usize::try_from(room).unwrap_or(usize::MAX);
     let n_extra = room.min(extra.len());
 
     let mut out = Vec::with_capacity(n_extra + n_prefix + n_suffix + typed.len() + 4);

@@ -554,3 +554,67 @@ fn suppressed_tokens_are_read_in_range() {
     .unwrap();
     assert!(plain.suppressed().is_empty());
 }
+
+/// A fill-in-the-middle prompt as llama-server lays it out: the project context (repository
+/// and file separators), BOS where the vocabulary adds one, then prefix, typed text, suffix
+/// and the middle token; any `n_predict` (even absurd) sizes the context without overflow.
+#[test]
+fn infill_prompts_are_laid_out_as_llama_server_does() {
+    use super::infill::{infill_prompt, missing_fim_tokens, ExtraFile, Infill};
+    let fim = [
+        "<|fim_prefix|>",
+        "<|fim_suffix|>",
+        "<|fim_middle|>",
+        "<|repo_name|>",
+        "<|file_sep|>",
+    ];
+    let tok = bpe_tokenizer(&[], &fim);
+    let (pre, suf, mid, rep, sep) = (256, 257, 258, 259, 260);
+    let plain = |t: &str| tok.encode(t, false, false);
+    let extra = [ExtraFile {
+        filename: "a.py".into(),
+        text: "x = 1\n".into(),
+    }];
+    let infill = Infill {
+        prefix: "def f():",
+        suffix: "\n",
+        prompt: "re",
+        extra: &extra,
+    };
+    let mut want = vec![rep];
+    want.extend(plain("myproject\n"));
+    want.push(sep);
+    want.extend(plain("a.py\n"));
+    want.extend(plain("x = 1\n"));
+    want.push(sep);
+    want.extend(plain("filename\n"));
+    want.push(pre);
+    want.extend(plain("def f():"));
+    want.extend(plain("re"));
+    want.push(suf);
+    want.extend(plain("\n"));
+    want.push(mid);
+    for n_predict in [None, Some(16)] {
+        let got = infill_prompt(&tok, &infill, 4096, n_predict).unwrap();
+        assert_eq!(got, want, "{n_predict:?}");
+    }
+    // The context left after the batch and twice the generation holds the project files: a
+    // small context, or a long generation, leaves them out.
+    let start = want.iter().position(|&t| t == pre).unwrap();
+    for (n_ctx, n_predict) in [
+        (2048, Some(0)),
+        (4096, Some(usize::MAX / 2)),
+        (4096, Some(usize::MAX)),
+    ] {
+        let got = infill_prompt(&tok, &infill, n_ctx, n_predict).unwrap();
+        assert_eq!(got, want[start..], "{n_ctx} {n_predict:?}");
+    }
+    assert!(missing_fim_tokens(&tok).is_empty());
+    let plain_vocab = bpe_tokenizer(&[], &[]);
+    assert_eq!(
+        missing_fim_tokens(&plain_vocab),
+        ["prefix", "suffix", "middle"]
+    );
+    let err = infill_prompt(&plain_vocab, &infill, 4096, None).unwrap_err();
+    assert!(err.contains("prefix, suffix, middle"), "{err}");
+}
