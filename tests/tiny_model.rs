@@ -246,7 +246,8 @@ fn sequences_in_one_batch_match_separate_contexts() {
 }
 
 /// The repack cache: the first load writes it, the second maps it (same logits, bit for bit),
-/// and a corrupted, truncated or stale cache is a miss that repacks and rewrites it.
+/// a corrupted or truncated cache is a miss that repacks and rewrites it, and another model at
+/// the same path gets a cache file of its own.
 #[test]
 fn repack_cache_round_trips_and_rejects_bad_files() {
     use kolibri::model::LoadOptions;
@@ -304,7 +305,8 @@ fn repack_cache_round_trips_and_rejects_bad_files() {
         assert!(load().repacked_from_cache);
     }
 
-    // A different model at the same path is not served the old weights.
+    // A different model at the same path is not served the old weights: the cache is keyed
+    // by content, so it is another file (the old one stays until `kolibri cache clear`).
     let (mut other, _) = tiny_model_bytes();
     let n = other.len();
     other[n - 40] ^= 0x01; // inside the last tensor (an f32 norm), file length unchanged
@@ -312,6 +314,14 @@ fn repack_cache_round_trips_and_rejects_bad_files() {
     let m = load();
     assert!(!m.repacked_from_cache);
     assert!(load().repacked_from_cache);
-    assert_eq!(cache_file(), Some(path));
+    let files: Vec<_> = std::fs::read_dir(dir.join("cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(
+        files.contains(&path),
+        "the first model's file is still its own"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
