@@ -47,8 +47,8 @@ def greedy(binary, model, llm):
     for prompt in PROMPTS:
         ours = llm.create_completion(prompt, max_tokens=48, temperature=0.0)
         text = ours["choices"][0]["text"]
-        reference = kolibri(binary, "run", "-m", model, "-p", prompt, "-n", "48", "--temp", "0",
-                            "-t", "2")
+        reference = kolibri(binary, "run", "--raw", "-m", model, "-p", prompt, "-n", "48",
+                            "--temp", "0", "-t", "2")
         assert reference.startswith(prompt), reference[:80]
         # `kolibri run` ends its output with a newline of its own.
         assert reference.endswith("\n")
