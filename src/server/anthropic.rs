@@ -14,13 +14,14 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use futures_util::StreamExt;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::api::ChatRequest;
 use super::error::ApiError;
 use super::routes::{body_bytes, generate, prepare_chat, App};
 use super::state::AppState;
 use super::stream::Flavor;
+use super::translate::{chat_fields, function_tool, whole_reply, ChunkReader};
 
 pub async fn messages(
     State(app): App,
@@ -76,11 +77,7 @@ async fn answer(
     if stream {
         return Ok(events(message, response));
     }
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .map_err(|e| ApiError::server(format!("reading the reply failed: {e}")))?;
-    let reply: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::server(format!("the reply is not JSON: {e}")))?;
+    let reply = whole_reply(response).await?;
     Ok(Json(message.whole(&reply)).into_response())
 }
 
@@ -131,36 +128,22 @@ fn chat_request(request: &Value) -> Result<ChatRequest, ApiError> {
             }
         }
     }
-    let mut chat = Map::new();
+    let mut chat = chat_fields(
+        request,
+        &[
+            ("model", "model"),
+            ("max_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("top_k", "top_k"),
+            ("stop_sequences", "stop"),
+            ("stream", "stream"),
+        ],
+    );
     chat.insert("messages".into(), Value::Array(messages));
-    for (from, to) in [
-        ("model", "model"),
-        ("max_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-        ("stop_sequences", "stop"),
-        ("stream", "stream"),
-    ] {
-        if let Some(v) = request.get(from).filter(|v| !v.is_null()) {
-            chat.insert(to.into(), v.clone());
-        }
-    }
-    if request.get("stream").and_then(Value::as_bool) == Some(true) {
-        chat.insert("stream_options".into(), json!({"include_usage": true}));
-    }
     if let Some(tools) = request.get("tools").and_then(Value::as_array) {
-        let tools: Vec<Value> = tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.get("name").cloned().unwrap_or(Value::Null),
-                    "description": t.get("description").cloned().unwrap_or(json!("")),
-                    "parameters": t.get("input_schema").cloned().unwrap_or(json!({"type": "object"})),
-                }})
-            })
-            .collect();
-        chat.insert("tools".into(), Value::Array(tools));
+        let tools = tools.iter().map(|t| function_tool(t, "input_schema"));
+        chat.insert("tools".into(), tools.collect());
     }
     if let Some(choice) = request.get("tool_choice") {
         let openai = match choice.get("type").and_then(Value::as_str) {
@@ -386,8 +369,7 @@ enum Block {
 /// Turns OpenAI chunks (`data: {...}` events, split anywhere) into Anthropic's events.
 #[derive(Default)]
 struct Translator {
-    /// Bytes of an event not yet complete.
-    pending: String,
+    reader: ChunkReader,
     open: Option<Block>,
     /// The index of the open block (or of the next one).
     index: usize,
@@ -397,19 +379,11 @@ struct Translator {
 
 impl Translator {
     fn feed(&mut self, text: &str) -> String {
-        self.pending.push_str(text);
+        let chunks = self.reader.feed(text);
         let mut out = String::new();
-        while let Some(end) = self.pending.find("\n\n") {
-            let raw: String = self.pending.drain(..end + 2).collect();
-            let Some(data) = raw.trim().strip_prefix("data: ") else {
-                continue;
-            };
-            if data == "[DONE]" || self.finished {
-                continue;
-            }
-            match serde_json::from_str::<Value>(data) {
-                Ok(chunk) => out.push_str(&self.chunk(&chunk)),
-                Err(_) => continue,
+        for chunk in chunks {
+            if !self.finished {
+                out += &self.chunk(&chunk);
             }
         }
         out

@@ -33,6 +33,7 @@ mod slots;
 mod state;
 mod stream;
 mod tools;
+mod translate;
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

@@ -15,13 +15,14 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use futures_util::StreamExt;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::api::ChatRequest;
 use super::error::ApiError;
 use super::routes::{body_bytes, generate, prepare_chat, App};
 use super::state::{unix_now, AppState};
 use super::stream::Flavor;
+use super::translate::{chat_fields, function_tool, whole_reply, ChunkReader};
 
 /// Conversations kept for `previous_response_id`.
 const KEPT: usize = 256;
@@ -82,11 +83,7 @@ pub async fn create(
     if stream {
         return Ok(events(app, answer, response));
     }
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .map_err(|e| ApiError::server(format!("reading the reply failed: {e}")))?;
-    let reply: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::server(format!("the reply is not JSON: {e}")))?;
+    let reply = whole_reply(response).await?;
     let choice = &reply["choices"][0];
     let mut output = Output::default();
     output.add_message(&choice["message"]);
@@ -208,35 +205,24 @@ fn chat_request(request: &Value, messages: &[Value]) -> Result<ChatRequest, ApiE
         all.push(json!({"role": "system", "content": instructions}));
     }
     all.extend_from_slice(messages);
-    let mut chat = Map::new();
+    let mut chat = chat_fields(
+        request,
+        &[
+            ("model", "model"),
+            ("max_output_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("top_k", "top_k"),
+            ("seed", "seed"),
+            ("stream", "stream"),
+        ],
+    );
     chat.insert("messages".into(), Value::Array(all));
-    for (from, to) in [
-        ("model", "model"),
-        ("max_output_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-        ("seed", "seed"),
-        ("stream", "stream"),
-    ] {
-        if let Some(v) = request.get(from).filter(|v| !v.is_null()) {
-            chat.insert(to.into(), v.clone());
-        }
-    }
-    if request.get("stream").and_then(Value::as_bool) == Some(true) {
-        chat.insert("stream_options".into(), json!({"include_usage": true}));
-    }
     if let Some(tools) = request.get("tools").and_then(Value::as_array) {
         let functions: Vec<Value> = tools
             .iter()
             .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.get("name").cloned().unwrap_or(Value::Null),
-                    "description": t.get("description").cloned().unwrap_or(json!("")),
-                    "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"})),
-                }})
-            })
+            .map(|t| function_tool(t, "parameters"))
             .collect();
         if functions.len() != tools.len() {
             return Err(ApiError::bad_request(
@@ -404,7 +390,7 @@ fn events(app: Arc<AppState>, answer: Answer, chat: Response) -> Response {
         open: None,
         index: 0,
         sequence: 0,
-        pending: String::new(),
+        reader: ChunkReader::default(),
         finish: None,
         done: false,
     };
@@ -440,8 +426,7 @@ struct Translator {
     /// The open item's output index (or the next one's).
     index: usize,
     sequence: u64,
-    /// Bytes of a chat event not yet complete.
-    pending: String,
+    reader: ChunkReader,
     finish: Option<String>,
     done: bool,
 }
@@ -462,17 +447,10 @@ impl Translator {
     }
 
     fn feed(&mut self, text: &str) -> String {
-        self.pending.push_str(text);
+        let chunks = self.reader.feed(text);
         let mut out = String::new();
-        while let Some(end) = self.pending.find("\n\n") {
-            let raw: String = self.pending.drain(..end + 2).collect();
-            let Some(data) = raw.trim().strip_prefix("data: ") else {
-                continue;
-            };
-            if self.done || data == "[DONE]" {
-                continue;
-            }
-            if let Ok(chunk) = serde_json::from_str::<Value>(data) {
+        for chunk in chunks {
+            if !self.done {
                 out += &self.chunk(&chunk);
             }
         }
@@ -674,7 +652,7 @@ mod tests {
             open: None,
             index: 0,
             sequence: 0,
-            pending: String::new(),
+            reader: ChunkReader::default(),
             finish: None,
             done: false,
         }
