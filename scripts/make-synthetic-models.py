@@ -114,6 +114,12 @@ MODELS = {
     # Qwen3 dense: QK-norm, no QKV bias, head size independent of n_embd, GQA 4:1.
     "qwen3-tiny": Spec("qwen3", "qwen2.5-coder-0.5b", n_embd=128, n_layer=3, n_head=4,
                        n_head_kv=1, head_dim=64, n_ff=384, seed=1),
+    # A Qwen3 reranker as llama.cpp's converter writes Qwen3-Reranker: rank pooling (the last
+    # token's hidden state), a two-row classifier head (the "yes" and "no" rows) and the
+    # `rerank` prompt template; its score is softmax(head · h)[0].
+    "qwen3-reranker-tiny": Spec("qwen3", "qwen2.5-coder-0.5b", n_embd=128, n_layer=2,
+                                n_head=4, n_head_kv=1, head_dim=64, n_ff=384, seed=13,
+                                extra={"reranker": ["yes", "no"]}),
     # Qwen3 MoE: softmax router over 16 experts, top 4, weights renormalized.
     "qwen3moe-tiny": Spec("qwen3moe", "qwen2.5-coder-0.5b", n_embd=128, n_layer=3, n_head=4,
                           n_head_kv=1, head_dim=64, n_ff=384, seed=2, n_expert=16,
@@ -478,9 +484,23 @@ def write_metadata(w, s: Spec, a: str) -> None:
             w.add_uint32(f"{a}.expert_feed_forward_length", s.n_ff_exp)
     if "shared_ff" in s.extra:
         w.add_uint32(f"{a}.expert_shared_feed_forward_length", s.extra["shared_ff"])
+    if "reranker" in s.extra:
+        w.add_uint32(f"{a}.pooling_type", 4)  # rank
+        w.add_array(f"{a}.classifier.output_labels", s.extra["reranker"])
+        w.add_string("tokenizer.chat_template.rerank", RERANK_TEMPLATE)
     if "dense_lead" in s.extra:
         w.add_uint32(f"{a}.leading_dense_block_count", s.extra["dense_lead"])
         w.add_uint32(f"{a}.expert_gating_func", 2)  # sigmoid
+
+
+# Qwen3-Reranker's prompt as llama.cpp's converter records it (`{query}`, `{document}` filled in).
+RERANK_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+    "and the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that "
+    "answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+)
 
 
 def write_short_conv(w, s: Spec, il: int) -> None:
@@ -752,6 +772,9 @@ def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
     add_norm(w, s, output_norm, s.n_embd, head_scale)
     if not s.tied_output:
         add_linear(w, s, "output.weight", n_vocab, s.n_embd, out_std=4.0)
+    if "reranker" in s.extra:
+        # Scores of a few nat: softmax(head · h)[0] spread over (0, 1), not all 0 or 1.
+        add_linear(w, s, "cls.output.weight", len(s.extra["reranker"]), s.n_embd, out_std=2.0)
     if "llama3_rope" in s.extra:
         w.add_tensor("rope_freqs.weight", llama3_rope_freqs(s))
     if s.extra.get("gemma4_rope_freqs"):

@@ -45,6 +45,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("POST", "/v1/messages"),
     ("POST", "/v1/messages/count_tokens"),
     ("POST", "/v1/responses"),
+    ("POST", "/v1/rerank"),
 ];
 
 struct Server {

@@ -34,7 +34,7 @@ pub use kv_cache::KvType;
 pub use load::LoadOptions;
 pub use pooling::Pooling;
 pub use weights::{
-    AttentionWeights, DeltaNetWeights, Experts, Ffn, LayerWeights, Linear, SharedExpert,
+    AttentionWeights, DeltaNetWeights, Experts, Ffn, LayerWeights, Linear, RankHead, SharedExpert,
     ShortConvWeights, TokenMixer, Weights,
 };
 

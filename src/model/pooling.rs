@@ -14,13 +14,14 @@ pub enum Pooling {
 }
 
 impl Pooling {
-    /// The model's `<arch>.pooling_type` (llama.cpp's numbering: 1 mean, 2 cls, 3 last);
-    /// mean for a model that records none, as generative models do.
+    /// The model's `<arch>.pooling_type` (llama.cpp's numbering: 1 mean, 2 cls, 3 last, 4
+    /// rank: a reranker, whose causal models read the last token too); mean for a model that
+    /// records none, as generative models do.
     pub fn of_model(model: &Model) -> Pooling {
         let key = format!("{}.pooling_type", model.arch.name);
         match model.gguf.get_u64(&key) {
             Some(2) => Pooling::Cls,
-            Some(3) => Pooling::Last,
+            Some(3 | 4) => Pooling::Last,
             _ => Pooling::Mean,
         }
     }

@@ -194,6 +194,28 @@ async fn embed_all(
     engine: &Arc<Engine>,
     inputs: Vec<Vec<TokenId>>,
 ) -> Result<Vec<Vec<f32>>, ApiError> {
+    in_embedding_context(engine, move |ctx| {
+        let model = Arc::clone(ctx.model());
+        let (pooling, n_embd) = (Pooling::of_model(&model), model.hparams.n_embd);
+        inputs
+            .iter()
+            .map(|tokens| {
+                let hidden = ctx
+                    .embed(0, tokens)
+                    .map_err(|e| ApiError::server(format!("embedding failed: {e}")))?;
+                Ok(pooling.pool(&hidden, n_embd))
+            })
+            .collect()
+    })
+    .await
+}
+
+/// Runs `work` on a blocking thread in the engine's embedding context (made on first use),
+/// which requests for embeddings and reranking share one at a time.
+pub(super) async fn in_embedding_context<T: Send + 'static>(
+    engine: &Arc<Engine>,
+    work: impl FnOnce(&mut Context) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
     let engine = Arc::clone(engine);
     tokio::task::spawn_blocking(move || {
         let mut slot = engine.embedder.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -209,21 +231,10 @@ async fn embed_all(
                 .map_err(|e| ApiError::server(format!("no embedding context: {e}")))?;
             *slot = Some(ctx);
         }
-        let ctx = slot.as_mut().expect("made above");
-        let model = Arc::clone(ctx.model());
-        let (pooling, n_embd) = (Pooling::of_model(&model), model.hparams.n_embd);
-        inputs
-            .iter()
-            .map(|tokens| {
-                let hidden = ctx
-                    .embed(0, tokens)
-                    .map_err(|e| ApiError::server(format!("embedding failed: {e}")))?;
-                Ok(pooling.pool(&hidden, n_embd))
-            })
-            .collect()
+        work(slot.as_mut().expect("made above"))
     })
     .await
-    .map_err(|e| ApiError::server(format!("embedding failed: {e}")))?
+    .map_err(|e| ApiError::server(format!("the embedding task failed: {e}")))?
 }
 
 /// Little-endian f32 bytes in base64 (OpenAI's `encoding_format: "base64"`).

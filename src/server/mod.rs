@@ -27,6 +27,7 @@ mod page;
 mod pool;
 mod reply;
 mod request_log;
+mod rerank;
 mod responses;
 mod routes;
 mod slots;
@@ -81,6 +82,8 @@ pub fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Ro
         .route("/api/embeddings", post(embeddings::ollama_embeddings))
         .route("/v1/embeddings", post(embeddings::openai))
         .route("/infill", post(infill::infill))
+        .route("/v1/rerank", post(rerank::rerank))
+        .route("/v1/reranking", post(rerank::rerank))
         .route("/v1/responses", post(responses::create))
         .route("/responses", post(responses::create))
         .route("/v1/messages", post(anthropic::messages))
@@ -90,6 +93,8 @@ pub fn router(app: Arc<AppState>, max_body: usize, read_timeout: Duration) -> Ro
         .route("/completions", post(routes::completions))
         .route("/chat/completions", post(routes::chat_completions))
         .route("/embeddings", post(embeddings::openai))
+        .route("/rerank", post(rerank::rerank))
+        .route("/reranking", post(rerank::rerank))
         .route("/tokenize", post(routes::tokenize))
         .route("/detokenize", post(routes::detokenize))
         .fallback(routes::not_found)

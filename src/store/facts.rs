@@ -74,7 +74,7 @@ impl ModelFacts {
 
 /// What the model can do, as Ollama names it: `completion`; `tools` and `thinking` when its
 /// chat template handles them; `mtp` when it carries its own draft layers
-/// (`ARCH.nextn_predict_layers`).
+/// (`ARCH.nextn_predict_layers`); `rerank` for a reranker (rank pooling).
 pub fn capabilities(gguf: &GgufFile) -> Vec<&'static str> {
     let template = gguf.get_str(crate::chat::TEMPLATE_KEY).unwrap_or("");
     let mut capabilities = vec!["completion"];
@@ -93,6 +93,9 @@ pub fn capabilities(gguf: &GgufFile) -> Vec<&'static str> {
         .is_some_and(|n| n > 0)
     {
         capabilities.push("mtp");
+    }
+    if gguf.get_u64(&format!("{arch}.pooling_type")) == Some(4) {
+        capabilities.push("rerank");
     }
     capabilities
 }

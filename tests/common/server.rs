@@ -18,6 +18,11 @@ impl Server {
     /// stderr (the request log) to a file.
     pub fn start(name: &str, extra: &[&str]) -> Server {
         let model = super::model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+        Self::start_model(name, &model, extra)
+    }
+
+    /// `kolibri serve` on `model`, as [`Server::start`].
+    pub fn start_model(name: &str, model: &std::path::Path, extra: &[&str]) -> Server {
         let log = std::env::temp_dir().join(format!("kolibri-{name}-{}.log", std::process::id()));
         let mut child = Command::new(env!("CARGO_BIN_EXE_kolibri"))
             .args([

@@ -120,6 +120,16 @@ pub const IGNORED: &[Ignored] = &[
         "NUMA placement is left to the OS; --numa is ignored",
     ),
     ignored(&["--metrics"], false, "serve always offers /metrics"),
+    ignored(
+        &["--embedding", "--embeddings"],
+        false,
+        "serve always offers /v1/embeddings",
+    ),
+    ignored(
+        &["--reranking", "--rerank"],
+        false,
+        "serve offers /v1/rerank when the model is a reranker (rank pooling in its file)",
+    ),
 ];
 
 const fn ignored(

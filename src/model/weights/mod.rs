@@ -8,6 +8,7 @@ mod delta_net;
 mod layer;
 mod linear;
 mod per_layer;
+mod rank_head;
 mod short_conv;
 mod tensors;
 
@@ -16,6 +17,7 @@ pub use delta_net::DeltaNetWeights;
 pub use layer::{DenseBeside, Experts, Ffn, LayerWeights, SharedExpert, TokenMixer};
 pub use linear::Linear;
 pub use per_layer::{PerLayerEmbeddings, PerLayerInput};
+pub use rank_head::RankHead;
 pub use short_conv::ShortConvWeights;
 
 use super::arch::{Arch, SwaRope};
@@ -39,6 +41,8 @@ pub struct Weights {
     pub rope_factors: RopeFactors,
     /// Per-layer inputs (Gemma 4 E2B/E4B).
     pub per_layer: Option<PerLayerEmbeddings>,
+    /// A reranker's scoring head (rank pooling).
+    pub rank_head: Option<RankHead>,
 }
 
 /// Per-dimension RoPE frequency divisors, [rope_dims / 2] each.
@@ -115,6 +119,7 @@ impl Weights {
         // matrix never has both copies resident with them.
         let (mut token_embd, mut layers) = (token_embd, layers);
         let mut per_layer = PerLayerEmbeddings::load(&l, hp)?;
+        let rank_head = RankHead::load(&l, arch.name, e)?;
         let mut targets: Vec<&mut Linear> = (per_layer.as_mut().map(|p| &mut p.model_proj))
             .into_iter()
             .chain(layers.iter_mut().flat_map(LayerWeights::matrices_mut))
@@ -199,6 +204,7 @@ impl Weights {
             layers,
             rope_factors,
             per_layer,
+            rank_head,
         };
         Ok((weights, from_cache))
     }
