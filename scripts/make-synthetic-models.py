@@ -190,6 +190,15 @@ MODELS = {
                         head_dim=32, n_ff=384, seed=14, rope_base=10_000_000.0,
                         extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
                                "rope_dims": 16, "rope_sections": [3, 3, 2, 0]}),
+    # Qwen3.5 with its multi-token-prediction block as the converter stores it: one more
+    # block after the trunk (block_count 5, nextn_predict_layers 1), a full-attention layer
+    # with eh_proj, enorm, hnorm and its own shared_head_norm. Engines that do not draft run
+    # the trunk alone.
+    "qwen35-mtp-tiny": Spec("qwen35", "vocab:qwen35", n_embd=128, n_layer=4, n_head=4,
+                            n_head_kv=2, head_dim=32, n_ff=384, seed=16,
+                            rope_base=10_000_000.0,
+                            extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
+                                   "rope_dims": 16, "rope_sections": [3, 3, 2, 0], "mtp": 1}),
     # Qwen3.5-MoE: Qwen3.5's layers with 8 experts (top 2, softmax, renormalised) whose gate
     # and up matrices share one tensor, and a shared expert behind a sigmoid gate.
     "qwen35moe-tiny": Spec("qwen35moe", "vocab:qwen35", n_embd=128, n_layer=4, n_head=4,
@@ -400,7 +409,9 @@ def write_metadata(w, s: Spec, a: str) -> None:
     w.add_string("general.name", f"kolibri synthetic {s.arch}")
     w.add_uint32(f"{a}.context_length", s.n_ctx_train)
     w.add_uint32(f"{a}.embedding_length", s.n_embd)
-    w.add_uint32(f"{a}.block_count", s.n_layer)
+    w.add_uint32(f"{a}.block_count", s.n_layer + s.extra.get("mtp", 0))
+    if "mtp" in s.extra:
+        w.add_uint32(f"{a}.nextn_predict_layers", s.extra["mtp"])
     if "ffn_widths" in s.extra:
         w.add_array(f"{a}.feed_forward_length", s.extra["ffn_widths"])
     else:
@@ -503,6 +514,17 @@ RERANK_TEMPLATE = (
 )
 
 
+def write_mtp_parts(w, s: Spec, il: int) -> None:
+    """A multi-token-prediction block's own tensors: the norms of the next token's embedding
+    and of the trunk's hidden state, their projection [embedding; hidden] -> n_embd, and the
+    norm before the shared head."""
+    e = s.n_embd
+    add_norm(w, s, f"blk.{il}.nextn.enorm.weight", e)
+    add_norm(w, s, f"blk.{il}.nextn.hnorm.weight", e)
+    add_linear(w, s, f"blk.{il}.nextn.eh_proj.weight", e, 2 * e)
+    add_norm(w, s, f"blk.{il}.nextn.shared_head_norm.weight", e)
+
+
 def write_short_conv(w, s: Spec, il: int) -> None:
     """LFM2's token mixer: in_proj to b, c and x (unit rms each), the kernel (taps of about
     1/sqrt(taps), so the convolution of b * x stays near unit rms) and out_proj."""
@@ -536,7 +558,8 @@ def write_delta_net(w, s: Spec, il: int) -> None:
 
 
 def sliding(s: Spec, il: int) -> bool:
-    return bool(s.extra.get("swa_pattern", [False] * s.n_layer)[il])
+    pattern = s.extra.get("swa_pattern", [])
+    return il < len(pattern) and bool(pattern[il])
 
 
 def kv_heads(s: Spec, il: int) -> int:
@@ -560,7 +583,8 @@ def write_layer(w, s: Spec, il: int, a: str) -> None:
     q_dim, kv_dim = s.n_head * hd, kv_heads(s, il) * hd
     n = lambda t: f"blk.{il}.{t}"  # noqa: E731
     add_norm(w, s, n("attn_norm.weight"), e)
-    if "delta" in s.extra and (il + 1) % s.extra["full_attn_interval"] != 0:
+    # Multi-token-prediction blocks (after the trunk) are full-attention layers.
+    if "delta" in s.extra and il < s.n_layer and (il + 1) % s.extra["full_attn_interval"] != 0:
         write_delta_net(w, s, il)
         delta = True
     else:
@@ -795,6 +819,9 @@ def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
             w.add_tensor(tensor, values)
     for il in range(s.n_layer):
         write_layer(w, s, il, a)
+    for il in range(s.n_layer, s.n_layer + s.extra.get("mtp", 0)):
+        write_layer(w, s, il, a)
+        write_mtp_parts(w, s, il)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

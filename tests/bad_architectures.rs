@@ -276,6 +276,39 @@ fn broken_delta_net_layers_are_named() {
     }
 }
 
+/// A Qwen3.5 file with its multi-token-prediction block: `nextn_predict_layers` that leaves no
+/// trunk is named; per-layer arrays may hold the block's entry (as the converter writes them)
+/// or the trunk's only, and anything else is named.
+#[test]
+fn multi_token_prediction_layer_counts() {
+    let mtp = synthetic("qwen35-mtp-tiny");
+    let set = |k: &'static str, v: Option<Value>| rewrite(&mtp, Some((k, v)), |_, d| Some(d));
+    expect(
+        "nextn-all-layers",
+        &set("qwen35.nextn_predict_layers", Some(Value::U32(5))),
+        &["qwen35.nextn_predict_layers", "5 of 5 layers"],
+    );
+    let heads = |n: usize| {
+        let items = vec![Value::U32(4); n];
+        Some(Value::Array(Array::new(ValueType::U32, items)))
+    };
+    for n in [4, 5] {
+        let bytes = set("qwen35.attention.head_count", heads(n));
+        let name = format!("kolibri-mtp-heads-{n}-{}.gguf", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let loaded = Model::load(&path);
+        std::fs::remove_file(&path).ok();
+        let model = loaded.unwrap_or_else(|e| panic!("{n} head counts: {e}"));
+        assert_eq!((model.hparams.n_layer, model.hparams.n_mtp_layers), (4, 1));
+    }
+    expect(
+        "head-count-entries",
+        &set("qwen35.attention.head_count", heads(3)),
+        &["qwen35.attention.head_count", "3 entries for 4 layers"],
+    );
+}
+
 #[test]
 fn broken_gpt_oss_files_are_named() {
     let oss = synthetic("gpt-oss-tiny");

@@ -39,6 +39,14 @@ fn info_leads_with_the_models_facts() {
         text.contains("gated delta net") && text.contains("recurrent state"),
         "{text}"
     );
+    // Its multi-token-prediction block is counted apart from the trunk.
+    let mtp = common::synthetic::synthetic_path("qwen35-mtp-tiny");
+    let text = common::succeeded(&kolibri(&["info", mtp.to_str().unwrap()], off));
+    assert!(
+        text.contains("4 layers (1 attention, 3 gated delta net) + 1 multi-token-prediction")
+            && text.contains("capabilities   completion, mtp"),
+        "{text}"
+    );
 }
 
 #[test]

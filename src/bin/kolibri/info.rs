@@ -104,6 +104,12 @@ fn layers(gguf: &GgufFile) -> String {
     .map(|(kind, name)| format!("{} {name}", count(*kind)))
     .collect();
     let mut text = format!(", {} layers ({})", hp.n_layer, kinds.join(", "));
+    if hp.n_mtp_layers > 0 {
+        text += &format!(
+            " + {} multi-token-prediction block (unused: Kolibri does not draft with it yet)",
+            hp.n_mtp_layers
+        );
+    }
     let state: usize = (0..hp.n_layer)
         .map(|il| recurrent::layer_state_len(&hp, il) * 4)
         .sum();

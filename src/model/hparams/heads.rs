@@ -62,21 +62,27 @@ pub(super) struct HeadsInput<'a> {
     pub recurrent_kv_heads: Option<Option<u64>>,
     /// Values may be the key projection: they must have the keys' size.
     pub values_may_be_keys: bool,
+    /// Multi-token-prediction blocks after the trunk: per-layer arrays have entries for them.
+    pub mtp_layers: usize,
 }
 
 /// Per layer its heads (a recurrent layer gets the attention layers' shape: it has none).
 pub(super) fn read(gguf: &GgufFile, input: &HeadsInput) -> Result<Vec<HeadShape>, ModelError> {
     let n_layer = input.mixers.len();
+    let layers = super::LayerCount {
+        trunk: n_layer,
+        mtp: input.mtp_layers,
+    };
     let key = |k: &str| format!("{}.{k}", input.prefix);
     let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
         key: key(k),
         reason,
     };
-    let n_head = per_layer(gguf, &key("attention.head_count"), n_layer)?
+    let n_head = per_layer(gguf, &key("attention.head_count"), layers)?
         .ok_or_else(|| ModelError::MissingKey(key("attention.head_count")))?;
     let n_head_kv = match input.recurrent_kv_heads {
         Some(one) => one.map(|h| vec![h; n_layer]),
-        None => per_layer(gguf, &key("attention.head_count_kv"), n_layer)?,
+        None => per_layer(gguf, &key("attention.head_count_kv"), layers)?,
     }
     .unwrap_or_else(|| n_head.clone());
     // The head count the default head size divides by: the first attention layer's.
@@ -152,23 +158,28 @@ pub(super) fn read(gguf: &GgufFile, input: &HeadsInput) -> Result<Vec<HeadShape>
     Ok(layers)
 }
 
-/// A value per layer: one for all, or an array of one per layer (GGUF writes per-layer head
-/// counts and widths so). `None`: the key is absent.
+/// A value per trunk layer: one for all, or an array of one per layer (GGUF writes per-layer
+/// head counts and widths so). `None`: the key is absent.
 pub(super) fn per_layer(
     gguf: &GgufFile,
     key: &str,
-    n_layer: usize,
+    layers: super::LayerCount,
 ) -> Result<Option<Vec<u64>>, ModelError> {
     Ok(match integers(gguf, key)? {
         None => None,
-        Some(Integers::One(v)) => Some(vec![v; n_layer]),
-        Some(Integers::PerLayer(values)) if values.len() == n_layer => Some(values),
-        Some(Integers::PerLayer(values)) => {
-            return Err(ModelError::BadHyperparameter {
-                key: key.to_string(),
-                reason: format!("{} entries for {n_layer} layers", values.len()),
-            })
-        }
+        Some(Integers::One(v)) => Some(vec![v; layers.trunk]),
+        Some(Integers::PerLayer(mut values)) => match layers.trunk_entries(values.len()) {
+            Some(n) => {
+                values.truncate(n);
+                Some(values)
+            }
+            None => {
+                return Err(ModelError::BadHyperparameter {
+                    key: key.to_string(),
+                    reason: format!("{} entries for {} layers", values.len(), layers.trunk),
+                })
+            }
+        },
     })
 }
 

@@ -66,15 +66,24 @@ pub(super) struct Mixers {
 }
 
 /// The mixers of an architecture with a recurrent mixer (see [`super::HParams::mixers`]).
-pub(super) fn read(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Mixers, ModelError> {
+pub(super) fn read(
+    gguf: &GgufFile,
+    arch: Arch,
+    layers: super::LayerCount,
+) -> Result<Mixers, ModelError> {
     match arch.recipe.recurrent {
-        Some(RecurrentMixer::ShortConv) => short_conv(gguf, arch, n_layer),
-        Some(RecurrentMixer::GatedDeltaNet) => delta_net(gguf, arch, n_layer),
+        Some(RecurrentMixer::ShortConv) => short_conv(gguf, arch, layers),
+        Some(RecurrentMixer::GatedDeltaNet) => delta_net(gguf, arch, layers),
         None => unreachable!("called for recurrent architectures only"),
     }
 }
 
-fn short_conv(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Mixers, ModelError> {
+fn short_conv(
+    gguf: &GgufFile,
+    arch: Arch,
+    layers: super::LayerCount,
+) -> Result<Mixers, ModelError> {
+    let n_layer = layers.trunk;
     let key = |k: &str| format!("{}.{k}", arch.name);
     let kv_key = key("attention.head_count_kv");
     let bad = |reason: String| ModelError::BadHyperparameter {
@@ -85,7 +94,7 @@ fn short_conv(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Mixers, Mod
         None => return Err(ModelError::MissingKey(kv_key)),
         Some(v) => match (v.as_u64(), v.as_array()) {
             (Some(n), _) => vec![n; n_layer],
-            (None, Some(items)) if items.len() == n_layer => (0..n_layer)
+            (None, Some(items)) if layers.trunk_entries(items.len()).is_some() => (0..n_layer)
                 .map(|i| items.get(i).and_then(|v| v.as_u64()))
                 .collect::<Option<_>>()
                 .ok_or_else(|| bad(format!("{} has a non-integer entry", v.summary())))?,
@@ -135,7 +144,8 @@ fn short_conv(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Mixers, Mod
     })
 }
 
-fn delta_net(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Mixers, ModelError> {
+fn delta_net(gguf: &GgufFile, arch: Arch, layers: super::LayerCount) -> Result<Mixers, ModelError> {
+    let n_layer = layers.trunk;
     let key = |k: &str| format!("{}.{k}", arch.name);
     let bad = |k: &str, reason: String| ModelError::BadHyperparameter {
         key: key(k),
@@ -144,7 +154,7 @@ fn delta_net(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Mixers, Mode
     let recurrent_key = key("attention.recurrent_layers");
     let recurrent: Vec<bool> = match gguf.get(&recurrent_key) {
         Some(v) => match v.as_array() {
-            Some(items) if items.len() == n_layer => (0..n_layer)
+            Some(items) if layers.trunk_entries(items.len()).is_some() => (0..n_layer)
                 .map(|i| items.get(i).and_then(|v| v.as_bool()))
                 .collect::<Option<_>>()
                 .ok_or_else(|| bad("attention.recurrent_layers", "non-bool entries".into()))?,

@@ -19,12 +19,32 @@ use crate::gguf::GgufFile;
 /// More layers than any model has: a bound before per-layer tables are allocated.
 const MAX_LAYERS: usize = 1 << 14;
 
+/// Layers as a file counts them: the trunk, then the multi-token-prediction blocks. A
+/// per-layer array has an entry for each; the trunk reads its own.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LayerCount {
+    pub trunk: usize,
+    pub mtp: usize,
+}
+
+impl LayerCount {
+    /// The trunk's entries of a per-layer array of `len` entries: `None` unless it has one
+    /// per trunk layer, or one per layer of the file.
+    pub fn trunk_entries(self, len: usize) -> Option<usize> {
+        (len == self.trunk || len == self.trunk + self.mtp).then_some(self.trunk)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct HParams {
     pub n_vocab: usize,
     pub n_ctx_train: usize,
     pub n_embd: usize,
+    /// The trunk's layers (the forward pass's).
     pub n_layer: usize,
+    /// Multi-token-prediction blocks stored after the trunk (`nextn_predict_layers`, counted
+    /// in `block_count`): drafters, not run by the forward pass.
+    pub n_mtp_layers: usize,
     /// Per layer: its attention heads (see [`HParams::heads`]).
     pub heads: Vec<HeadShape>,
     /// The widest dense FFN (or the experts' width in a model without dense layers).
@@ -100,17 +120,30 @@ impl HParams {
         };
 
         let n_embd = req("embedding_length")?;
-        let n_layer = req("block_count")?;
-        if n_layer > MAX_LAYERS {
+        let n_file_layers = req("block_count")?;
+        if n_file_layers > MAX_LAYERS {
             return Err(ModelError::BadHyperparameter {
                 key: key("block_count"),
-                reason: format!("{n_layer} layers (at most {MAX_LAYERS})"),
+                reason: format!("{n_file_layers} layers (at most {MAX_LAYERS})"),
             });
         }
+        // block_count counts the multi-token-prediction blocks stored after the trunk.
+        let n_mtp_layers = opt("nextn_predict_layers")?.unwrap_or(0);
+        if n_mtp_layers >= n_file_layers {
+            return Err(ModelError::BadHyperparameter {
+                key: key("nextn_predict_layers"),
+                reason: format!("{n_mtp_layers} of {n_file_layers} layers"),
+            });
+        }
+        let n_layer = n_file_layers - n_mtp_layers;
+        let layers = LayerCount {
+            trunk: n_layer,
+            mtp: n_mtp_layers,
+        };
         let (mixers, recurrent_kv_heads, conv_kernel, delta_net) = match arch.recipe.recurrent {
             None => (vec![MixerKind::Attention; n_layer], None, 0, None),
             Some(_) => {
-                let m = mixers::read(gguf, arch, n_layer)?;
+                let m = mixers::read(gguf, arch, layers)?;
                 (m.kinds, Some(m.n_head_kv), m.conv_kernel, m.delta_net)
             }
         };
@@ -118,13 +151,14 @@ impl HParams {
             key: key(k),
             reason,
         };
-        let window = window::read(gguf, arch, n_layer)?;
+        let window = window::read(gguf, arch, layers)?;
         let heads = heads::read(
             gguf,
             &heads::HeadsInput {
                 prefix,
                 n_embd,
                 mixers: &mixers,
+                mtp_layers: n_mtp_layers,
                 sliding: &window.layers,
                 recurrent_kv_heads,
                 values_may_be_keys: arch.recipe.values_may_be_keys,
@@ -183,7 +217,7 @@ impl HParams {
                 format!("base {rope_base}, eps {rms_eps}"),
             ));
         }
-        let n_ff_layers = heads::per_layer(gguf, &key("feed_forward_length"), n_layer)?;
+        let n_ff_layers = heads::per_layer(gguf, &key("feed_forward_length"), layers)?;
         let n_ff =
             (n_ff_layers.iter().flatten().max()).map(|&w| usize::try_from(w).unwrap_or(usize::MAX));
         let experts_in_file = gguf.get_u64(&key("expert_count")).is_some_and(|n| n > 0);
@@ -208,6 +242,7 @@ impl HParams {
             n_ctx_train,
             n_embd,
             n_layer,
+            n_mtp_layers,
             heads,
             n_ff,
             ffn_widths,

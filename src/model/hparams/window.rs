@@ -19,7 +19,12 @@ pub(super) struct Window {
     pub rope_freq_scale: Option<f32>,
 }
 
-pub(super) fn read(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Window, ModelError> {
+pub(super) fn read(
+    gguf: &GgufFile,
+    arch: Arch,
+    layer_count: super::LayerCount,
+) -> Result<Window, ModelError> {
+    let n_layer = layer_count.trunk;
     let key = |k: &str| format!("{}.{k}", arch.name);
     let none = Window {
         size: 0,
@@ -40,13 +45,15 @@ pub(super) fn read(gguf: &GgufFile, arch: Arch, n_layer: usize) -> Result<Window
     let pattern_key = key("attention.sliding_window_pattern");
     let layers = match gguf.get(&pattern_key) {
         Some(Value::Array(items)) => {
-            if items.len() != n_layer {
+            if layer_count.trunk_entries(items.len()).is_none() {
                 return Err(ModelError::BadHyperparameter {
                     key: pattern_key,
                     reason: format!("{} entries for {n_layer} layers", items.len()),
                 });
             }
-            items.iter().map(|v| v.as_bool().unwrap_or(false)).collect()
+            (items.iter().take(n_layer))
+                .map(|v| v.as_bool().unwrap_or(false))
+                .collect()
         }
         other => {
             let period = match (other.and_then(|v| v.as_u64()), recipe.period) {
