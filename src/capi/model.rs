@@ -177,6 +177,7 @@ pub unsafe extern "C" fn kolibri_model_load(
             progress: Some(&mut report),
             repack_cache,
             paged: p.paged_weights,
+            mtp: false,
         };
         let model = Model::load_with(&path, &mut opts)?;
         let default_threads = match p.n_threads {

@@ -30,6 +30,11 @@ pub struct LoadOptions<'a> {
     /// Paged weights ([`super::paging`]): left in the mapped file, read in place, streamed
     /// per layer by the forward pass. Needs `use_mmap` and not `use_mlock`.
     pub paged: bool,
+    /// Load the file's multi-token-prediction block (a drafter; [`Model::mtp_logits`]) and
+    /// give contexts a KV cache layer for it. Without it a file's block costs nothing.
+    ///
+    /// [`Model::mtp_logits`]: super::Context::mtp_logits
+    pub mtp: bool,
 }
 
 impl Default for LoadOptions<'_> {
@@ -40,6 +45,7 @@ impl Default for LoadOptions<'_> {
             progress: None,
             repack_cache: None,
             paged: false,
+            mtp: false,
         }
     }
 }

@@ -27,7 +27,7 @@ pub use arch::{
     Activation, Arch, Architecture, FfnRecipe, Gating, MoeRecipe, QkNorm, Recipe, RecurrentMixer,
     RopeStyle,
 };
-pub use context::{AbortCallback, BatchToken, Context, ContextParams, Logits};
+pub use context::{AbortCallback, BatchToken, Context, ContextParams, Logits, MtpOutput};
 pub use error::ModelError;
 pub use hparams::{HParams, MixerKind, MoeParams};
 pub use kv_cache::KvType;
@@ -87,8 +87,14 @@ impl Model {
             .and_then(|dir| repack_cache::RepackCache::new(dir, &parts, gguf.file_bytes()));
         // Progress in file bytes: those read in place, then those repacked, tensor by tensor.
         let len = gguf.size_on_disk().max(1) as f32;
-        let paged = opts.paged;
-        let model = Self::build(gguf, cache.as_ref(), paged, &mut |repacked| {
+        let (paged, mtp) = (opts.paged, opts.mtp);
+        if paged && mtp {
+            return Err(ModelError::InvalidArgument(
+                "the multi-token-prediction block is read from memory: not with paged weights"
+                    .into(),
+            ));
+        }
+        let model = Self::build(gguf, cache.as_ref(), paged, mtp, &mut |repacked| {
             opts.report((read + repacked) as f32 / len)
         })?;
         opts.report(1.0)?;
@@ -96,7 +102,7 @@ impl Model {
     }
 
     pub fn from_gguf(gguf: GgufFile) -> Result<Model, ModelError> {
-        Self::build(gguf, None, false, &mut |_| Ok(()))
+        Self::build(gguf, None, false, false, &mut |_| Ok(()))
     }
 
     /// `repacked` is told the bytes repacked so far, after each tensor; an error stops the
@@ -105,6 +111,7 @@ impl Model {
         gguf: GgufFile,
         cache: Option<&repack_cache::RepackCache>,
         paged: bool,
+        mtp: bool,
         repacked: load::RepackProgress,
     ) -> Result<Model, ModelError> {
         let arch_name = gguf
@@ -118,7 +125,17 @@ impl Model {
         let (tokenizer, rest) = std::thread::scope(|s| {
             let tokenizer = s.spawn(|| Tokenizer::from_gguf(&gguf));
             let rest = (|| {
-                let hparams = HParams::from_gguf(&gguf, arch, n_vocab)?;
+                let mut hparams = HParams::from_gguf(&gguf, arch, n_vocab)?;
+                if mtp {
+                    if hparams.n_mtp_layers == 0 {
+                        return Err(ModelError::InvalidArgument(
+                            "this model has no multi-token-prediction block \
+                             (nextn_predict_layers)"
+                                .into(),
+                        ));
+                    }
+                    hparams.add_mtp_block();
+                }
                 let loaded = Weights::load(&gguf, arch, &hparams, cache, paged, repacked)?;
                 Ok::<_, ModelError>((hparams, loaded))
             })();

@@ -231,6 +231,7 @@ pub fn load_model(path: &str, a: &args::Args) -> Result<kolibri::model::Model, S
         repack_cache: repack_cache_dir(),
         paged,
         progress: Some(&mut report),
+        mtp: false,
     };
     let model = kolibri::model::Model::load_with(path, &mut opts).map_err(|e| e.to_string());
     if let Some(bar) = bar.take() {

@@ -102,7 +102,7 @@ pub(super) fn key_balances(
 
 fn layer_balance(model: &Model, il: usize, key_center: Option<&[f32]>, rope: &Rope) -> Balance {
     let hp = &model.hparams;
-    let layer = &model.weights.layers[il];
+    let layer = model.weights.layer(il);
     let lw = layer.attention().expect("an attention layer");
     let heads = hp.heads(il);
     let hd = heads.head_dim_k;

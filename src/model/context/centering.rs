@@ -26,7 +26,7 @@ pub(super) fn raw_centers(
     let applies = kv.type_k() != KvType::F16 && hp.attn_softcap == 0.0;
     (hp.attention_layers.iter())
         .map(|&il| {
-            let lw = model.weights.layers[il].attention()?;
+            let lw = model.weights.layer(il).attention()?;
             let bias = lw
                 .bk
                 .as_deref()

@@ -12,7 +12,8 @@ use crate::model::error::ModelError;
 use crate::model::hparams::HParams;
 use crate::model::ops;
 use crate::model::scratch::Scratch;
-use crate::model::weights::{Linear, TokenMixer};
+use crate::model::weights::{LayerWeights, Linear, TokenMixer};
+use crate::model::Model;
 use crate::parallel;
 
 impl Context {
@@ -54,39 +55,15 @@ impl Context {
             if let Some(p) = paging {
                 p.before_layer(il);
             }
-            // Per-token element-wise passes run in parallel row chunks for prompts
-            // (`parallel::for_each_row`). Each norm feeds the quantizer chunk by chunk
-            // (`normed`): no normalized copy of `x` is written.
-
-            // --- token mixer: attention, or a recurrent mixer ---
-            let mixed = {
-                let inv = row_inv_rms(&mut x, e, hp.rms_eps);
-                let norm = normed(&x, e, &inv, &lw.attn_norm);
-                let src = ActSource::Computed(&norm);
-                match &lw.mixer {
-                    TokenMixer::Attention(a) => self.attention(&model, a, il, src, places)?,
-                    TokenMixer::ShortConv(c) => {
-                        self.short_conv(&model, c, il, src, batch, places)?
-                    }
-                    TokenMixer::DeltaNet(d) => self.delta_net(&model, d, il, src, batch, places)?,
-                }
-            };
-            self.add_residual(&mut x, mixed, lw.post_attn_norm.as_deref(), hp);
-
-            // --- channel mixer: the feed-forward block ---
-            let out = {
-                let inv = row_inv_rms(&mut x, e, hp.rms_eps);
-                let norm = normed(&x, e, &inv, &lw.ffn_norm);
-                let stream = super::ffn::Stream { x: &x, inv: &inv };
-                super::ffn::ffn(&model, &lw.ffn, &norm, stream, &mut self.scratch)?
-            };
-            self.add_residual(&mut x, out, lw.post_ffn_norm.as_deref(), hp);
-            if let (Some(b), Some(inputs)) = (&lw.per_layer_input, &per_layer_inputs) {
-                self.per_layer_block(&model, b, il, inputs, &mut x)?;
-            }
-            if let Some(s) = lw.output_scale {
-                x.iter_mut().for_each(|v| *v *= s);
-            }
+            self.decoder_layer(
+                &model,
+                il,
+                lw,
+                &mut x,
+                batch,
+                places,
+                per_layer_inputs.as_deref(),
+            )?;
             if let Some(p) = paging {
                 p.after_layer(il);
             }
@@ -126,6 +103,53 @@ impl Context {
 }
 
 impl Context {
+    /// Layer `il` (weights `lw`) on the residual stream `x` ([n, n_embd]): its token mixer and
+    /// its channel mixer, each behind its norm and added back. Per-token element-wise passes
+    /// run in parallel row chunks for prompts (`parallel::for_each_row`); each norm feeds the
+    /// quantizer chunk by chunk (`normed`): no normalized copy of `x` is written.
+    #[allow(clippy::too_many_arguments)] // the pass's state, handed down as the loop has it
+    pub(super) fn decoder_layer(
+        &mut self,
+        model: &Model,
+        il: usize,
+        lw: &LayerWeights,
+        x: &mut Vec<f32>,
+        batch: &[BatchToken],
+        places: &[QueryPlace],
+        per_layer_inputs: Option<&[f32]>,
+    ) -> Result<(), ModelError> {
+        let hp = &model.hparams;
+        let e = hp.n_embd;
+        // --- token mixer: attention, or a recurrent mixer ---
+        let mixed = {
+            let inv = row_inv_rms(x, e, hp.rms_eps);
+            let norm = normed(x, e, &inv, &lw.attn_norm);
+            let src = ActSource::Computed(&norm);
+            match &lw.mixer {
+                TokenMixer::Attention(a) => self.attention(model, a, il, src, places)?,
+                TokenMixer::ShortConv(c) => self.short_conv(model, c, il, src, batch, places)?,
+                TokenMixer::DeltaNet(d) => self.delta_net(model, d, il, src, batch, places)?,
+            }
+        };
+        self.add_residual(x, mixed, lw.post_attn_norm.as_deref(), hp);
+
+        // --- channel mixer: the feed-forward block ---
+        let out = {
+            let inv = row_inv_rms(x, e, hp.rms_eps);
+            let norm = normed(x, e, &inv, &lw.ffn_norm);
+            let stream = super::ffn::Stream { x, inv: &inv };
+            super::ffn::ffn(model, &lw.ffn, &norm, stream, &mut self.scratch)?
+        };
+        self.add_residual(x, out, lw.post_ffn_norm.as_deref(), hp);
+        if let (Some(b), Some(inputs)) = (&lw.per_layer_input, per_layer_inputs) {
+            self.per_layer_block(model, b, il, inputs, x)?;
+        }
+        if let Some(s) = lw.output_scale {
+            x.iter_mut().for_each(|v| *v *= s);
+        }
+        Ok(())
+    }
+
     /// `x += post_norm(out)` row by row (the norm only where the recipe has post-norms); `out`
     /// goes back to the scratch buffers.
     pub(super) fn add_residual(

@@ -286,6 +286,29 @@ impl HParams {
         Ok(hp)
     }
 
+    /// Describes the first multi-token-prediction block as layer `n_layer`, a full-attention
+    /// layer with the trunk's last attention layer's heads and FFN width and a KV cache layer
+    /// of its own (the forward pass still runs `n_layer` layers). Nothing without a block.
+    pub fn add_mtp_block(&mut self) {
+        let Some(&last) = self.attention_layers.last() else {
+            return;
+        };
+        if self.n_mtp_layers == 0 || self.mtp_block_loaded() {
+            return;
+        }
+        self.heads.push(self.heads[last]);
+        self.ffn_widths.push(self.ffn_widths[last]);
+        self.swa_layers.push(false);
+        self.mixers.push(MixerKind::Attention);
+        self.kv_reads.push(Some(self.attention_layers.len()));
+        self.attention_layers.push(self.n_layer);
+    }
+
+    /// Whether [`HParams::add_mtp_block`] described the block.
+    pub fn mtp_block_loaded(&self) -> bool {
+        self.mixers.len() > self.n_layer
+    }
+
     /// The KV cache layer that layer `il` reads, if it attends.
     pub fn kv_layer(&self, il: usize) -> Option<usize> {
         self.kv_reads[il]

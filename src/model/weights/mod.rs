@@ -7,6 +7,7 @@ mod attention;
 mod delta_net;
 mod layer;
 mod linear;
+mod mtp;
 mod per_layer;
 mod rank_head;
 mod short_conv;
@@ -16,6 +17,7 @@ pub use attention::AttentionWeights;
 pub use delta_net::DeltaNetWeights;
 pub use layer::{DenseBeside, Experts, Ffn, LayerWeights, SharedExpert, TokenMixer};
 pub use linear::Linear;
+pub use mtp::MtpWeights;
 pub use per_layer::{PerLayerEmbeddings, PerLayerInput};
 pub use rank_head::RankHead;
 pub use short_conv::ShortConvWeights;
@@ -43,6 +45,8 @@ pub struct Weights {
     pub per_layer: Option<PerLayerEmbeddings>,
     /// A reranker's scoring head (rank pooling).
     pub rank_head: Option<RankHead>,
+    /// The multi-token-prediction block, when asked for and the file has one.
+    pub mtp: Option<MtpWeights>,
 }
 
 /// Per-dimension RoPE frequency divisors, [rope_dims / 2] each.
@@ -69,6 +73,15 @@ impl RopeFactors {
 }
 
 impl Weights {
+    /// Layer `il`'s weights: a trunk layer, or at `n_layer` the multi-token-prediction block.
+    pub fn layer(&self, il: usize) -> &LayerWeights {
+        match (self.layers.get(il), &self.mtp) {
+            (Some(l), _) => l,
+            (None, Some(mtp)) if il == self.layers.len() => &mtp.block,
+            _ => panic!("layer {il} of {}", self.layers.len()),
+        }
+    }
+
     /// Every matrix the forward pass multiplies by: the per-layer input projection (Gemma 4),
     /// the layers' in order, then the output head.
     pub fn matrices(&self) -> Vec<&Linear> {
@@ -120,6 +133,11 @@ impl Weights {
         let (mut token_embd, mut layers) = (token_embd, layers);
         let mut per_layer = PerLayerEmbeddings::load(&l, hp)?;
         let rank_head = RankHead::load(&l, arch.name, e)?;
+        // Read in place (not repacked: the repack cache holds one layout per file).
+        let mtp = match hp.mtp_block_loaded() {
+            true => Some(MtpWeights::load(&l, arch, hp)?),
+            false => None,
+        };
         let mut targets: Vec<&mut Linear> = (per_layer.as_mut().map(|p| &mut p.model_proj))
             .into_iter()
             .chain(layers.iter_mut().flat_map(LayerWeights::matrices_mut))
@@ -205,6 +223,7 @@ impl Weights {
             rope_factors,
             per_layer,
             rank_head,
+            mtp,
         };
         Ok((weights, from_cache))
     }
