@@ -41,3 +41,48 @@ fn a_draft_model_gives_the_plain_text_and_reads_the_prompt_first() {
         .and_then(|n| n.parse::<u32>().ok());
     assert!(accepted.is_some_and(|n| n > 0), "{err}");
 }
+
+/// `kolibri run --spec mtp` (and llama.cpp's `--spec-type draft-mtp`) on a Qwen3.5 file with
+/// its multi-token-prediction block: the plain greedy text, the block's prompt read first, the
+/// summary; a model without a block, another value, and combinations not offered yet are
+/// refused with the reason.
+#[test]
+fn the_models_own_block_drafts_the_plain_text() {
+    let mtp = common::synthetic::synthetic_path("qwen35-mtp-tiny");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kolibri"))
+            .args(["run", "-m", mtp.to_str().unwrap(), "-p", "Once upon a time"])
+            .args(["-n", "32", "--temp", "0", "-t", "2", "--raw"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let plain = run(&[]);
+    assert!(plain.status.success());
+    for spec in [&["--spec", "mtp"][..], &["--spec-type", "draft-mtp"]] {
+        let out = run(spec);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(out.stdout, plain.stdout, "{spec:?}");
+        assert!(
+            err.contains("draft prompt:") && err.contains("speculation: "),
+            "{err}"
+        );
+    }
+    let plain_model = common::synthetic::synthetic_path("qwen35-tiny");
+    for (args, words) in [
+        (vec!["--spec", "eagle"], "mtp"),
+        (vec!["--spec", "mtp", "--lookup"], "alone"),
+        (
+            vec!["--spec", "mtp", "-m", plain_model.to_str().unwrap()],
+            "no multi-token",
+        ),
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(words),
+            "{args:?}: {err}"
+        );
+    }
+}

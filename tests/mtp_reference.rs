@@ -130,3 +130,77 @@ fn the_mtp_block_matches_llama_cpp() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Drafting with the block (`--spec mtp`): greedy output identical to plain decoding, and at
+/// every step the block reads what a fresh teacher-forced pass over the kept tokens reads (its
+/// KV rows rewritten from the target's hidden states after each verification), so its first
+/// draft is the fresh pass's top token.
+#[test]
+fn drafting_keeps_the_block_teacher_forced() {
+    use kolibri::model::Logits;
+    use kolibri::sampling::{Sampler, SamplerParams};
+    use kolibri::speculative::{Drafter, MtpDrafter, Speculator};
+
+    let path = common::synthetic::synthetic_path("qwen35-mtp-tiny");
+    let model = Arc::new(load(&path, true).unwrap());
+    let e = model.hparams.n_embd;
+    let params = ContextParams {
+        n_ctx: 256,
+        n_threads: common::threads(),
+        ..Default::default()
+    };
+    let prompt = model
+        .tokenizer
+        .encode("Once upon a time, in a small village", true, true);
+    let argmax = |row: &[f32]| {
+        (0..row.len())
+            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+            .unwrap()
+    };
+
+    // Plain greedy decoding.
+    let mut plain = Context::new(Arc::clone(&model), &params).unwrap();
+    let mut logits = plain.eval(&prompt, Logits::Last).unwrap();
+    let mut want = Vec::new();
+    for _ in 0..40 {
+        let t = argmax(&logits) as u32;
+        want.push(t);
+        logits = plain.eval(&[t], Logits::Last).unwrap();
+    }
+
+    let mut ctx = Context::new(Arc::clone(&model), &params).unwrap();
+    let mut drafter = MtpDrafter::new(&mut ctx).unwrap();
+    let logits = ctx.eval(&prompt, Logits::Last).unwrap();
+    drafter.prepare_on_target(&mut ctx, 0).unwrap();
+    let mut sampler = Sampler::new(SamplerParams::greedy()).unwrap();
+    let mut speculator = Speculator::new(&drafter, 4);
+    let mut got = vec![argmax(&logits) as u32];
+    while got.len() < want.len() {
+        let pending = *got.last().unwrap();
+        // The fresh pass: the kept tokens through the trunk, then the block teacher-forced.
+        let held = ctx.seq_tokens(0).to_vec();
+        let mut fresh = Context::new(Arc::clone(&model), &params).unwrap();
+        let trunk = fresh.embed(0, &held).unwrap();
+        let mut rows = vec![0f32; e];
+        rows.extend_from_slice(&trunk);
+        let tokens: Vec<u32> = held.iter().copied().chain([pending]).collect();
+        let out = fresh.mtp_pass(0, 0, &tokens, &rows).unwrap();
+        let n_vocab = out.logits.len() / tokens.len();
+        let first = argmax(&out.logits[(tokens.len() - 1) * n_vocab..]) as u32;
+        let live = drafter.draft_on_target(&mut ctx, 0, pending, 1).unwrap();
+        assert_eq!(
+            live,
+            [first],
+            "the block's state after {} tokens",
+            held.len()
+        );
+        got.extend(
+            speculator
+                .step(&mut drafter, &mut ctx, 0, pending, &mut sampler)
+                .unwrap(),
+        );
+    }
+    got.truncate(want.len());
+    assert_eq!(got, want, "greedy with the block is not plain greedy");
+    assert!(speculator.stats().drafted > 0);
+}

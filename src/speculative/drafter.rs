@@ -26,6 +26,43 @@ pub trait Drafter {
         Ok(())
     }
 
+    /// Whether it drafts with the target's own context (a multi-token-prediction block):
+    /// then [`Drafter::draft_on_target`] drafts and [`Drafter::verified`] follows each
+    /// verification, instead of [`Drafter::draft`].
+    fn on_target(&self) -> bool {
+        false
+    }
+
+    /// Up to `max` tokens guessed to follow `pending`, which sequence `seq` of `target` does
+    /// not hold yet ([`Drafter::on_target`] drafters).
+    fn draft_on_target(
+        &mut self,
+        _target: &mut Context,
+        _seq: usize,
+        _pending: TokenId,
+        _max: usize,
+    ) -> Result<Vec<TokenId>, ModelError> {
+        Ok(Vec::new())
+    }
+
+    /// After a verification pass of `target` (its hidden states kept): sequence `seq` now
+    /// holds `kept` from position `first_pos` (the pending token and the accepted drafts).
+    fn verified(
+        &mut self,
+        _target: &mut Context,
+        _seq: usize,
+        _first_pos: usize,
+        _kept: &[TokenId],
+    ) -> Result<(), ModelError> {
+        Ok(())
+    }
+
+    /// Brings an [`Drafter::on_target`] drafter up to the prompt sequence `seq` of `target`
+    /// holds, which the target's last decode evaluated.
+    fn prepare_on_target(&mut self, _target: &mut Context, _seq: usize) -> Result<(), ModelError> {
+        Ok(())
+    }
+
     /// Whether drafting costs next to nothing (no model runs), so long drafts are cheap.
     fn is_free(&self) -> bool {
         false

@@ -7,7 +7,7 @@
 //! prompt lookup ([`LookupDrafter`]), which proposes what followed the latest earlier
 //! occurrence of the text's last few tokens (edits and RAG answers repeat their input), and
 //! the two together ([`LookupThenModel`]); a server's slots share one draft model
-//! ([`SharedDrafter`]).
+//! ([`SharedDrafter`]); and the target's own multi-token-prediction block ([`MtpDrafter`]).
 //!
 //! Exactness: the target's logits of a token are the same bits in a verify batch as in a
 //! single-token pass (`tests/batch_invariance.rs`), so greedy output is token for token that of
@@ -17,6 +17,7 @@
 
 mod drafter;
 mod lookup;
+mod mtp;
 mod policy;
 mod shared_draft;
 
@@ -24,6 +25,7 @@ use std::time::Instant;
 
 pub use drafter::{check_draft_model, Drafter, LookupThenModel, ModelDrafter};
 pub use lookup::{LookupDrafter, NgramPool};
+pub use mtp::MtpDrafter;
 pub use policy::{DraftPolicy, DraftSource};
 pub use shared_draft::{DraftRequest, SharedDrafter};
 
@@ -127,7 +129,13 @@ impl Speculator {
             history.extend_from_slice(target.seq_tokens(seq));
             history.push(pending);
             let t = Instant::now();
-            (drafts, source) = drafter.draft_from(&history, lookup_len, model_len)?;
+            (drafts, source) = match drafter.on_target() {
+                true => (
+                    drafter.draft_on_target(target, seq, pending, model_len)?,
+                    DraftSource::Model,
+                ),
+                false => drafter.draft_from(&history, lookup_len, model_len)?,
+            };
             drafts.truncate(match source {
                 DraftSource::Lookup => lookup_len,
                 DraftSource::Model => model_len,
@@ -172,6 +180,10 @@ impl Speculator {
         let accepted = out.len() - 1;
         // The cache keeps the pending token and the accepted drafts; the rest is rewound.
         target.truncate_seq(seq, held + 1 + accepted);
+        if drafter.on_target() {
+            let kept: Vec<TokenId> = batch[..=accepted].iter().map(|b| b.token).collect();
+            drafter.verified(target, seq, held, &kept)?;
+        }
         self.policy.accepted_from(source, drafts.len(), accepted);
         self.stats.drafted += drafts.len() as u64;
         self.stats.accepted += accepted as u64;

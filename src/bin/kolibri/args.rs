@@ -101,6 +101,11 @@ const HELP: &[(&str, &str)] = &[
         "speculate by prompt lookup (n-grams of the text so far)",
     ),
     ("--lookup-ngram", "longest n-gram prompt lookup matches"),
+    (
+        "--spec",
+        "mtp: draft with the model's own multi-token-prediction block",
+    ),
+    ("--spec-type", "llama.cpp's name for --spec (draft-mtp)"),
     ("--grammar", "constrain the output to this GBNF grammar"),
     (
         "--grammar-file",

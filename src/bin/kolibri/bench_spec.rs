@@ -40,6 +40,7 @@ pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<()
     let tokens = model.tokenizer.encode(&prompt, true, false);
     let n_ctx = tokens.len() + n_gen + 64;
     let mode = match (&draft, a.has("--lookup")) {
+        _ if crate::speculate::wants_mtp(a)? => "mtp",
         (Some(_), true) => "draft+lookup",
         (Some(_), false) => "draft",
         _ => "lookup",
@@ -60,8 +61,8 @@ pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<()
         for rep in 0..=reps {
             // Alternated, so drift in the machine's speed falls on both alike.
             let p = generate(&mut ctx, &tokens, n_gen, None)?;
-            let drafter = crate::speculate::build(a, &ctx, draft.as_ref(), t)?
-                .ok_or("speculative bench needs --draft MODEL or --lookup")?;
+            let drafter = crate::speculate::build(a, &mut ctx, draft.as_ref(), t)?
+                .ok_or("speculative bench needs --draft MODEL, --lookup or --spec mtp")?;
             let s = generate(&mut ctx, &tokens, n_gen, Some(drafter))?;
             if rep > 0 {
                 plain.push(p);
@@ -109,7 +110,11 @@ fn generate(
     sampler.accept(out[0]);
     let mut speculation = speculation;
     if let Some((drafter, _)) = &mut speculation {
-        drafter.prepare(prompt).map_err(|e| e.to_string())?;
+        match drafter.on_target() {
+            true => drafter.prepare_on_target(ctx, 0),
+            false => drafter.prepare(prompt),
+        }
+        .map_err(|e| e.to_string())?;
     }
     let start = Instant::now();
     while out.len() < n {

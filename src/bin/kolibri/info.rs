@@ -106,7 +106,7 @@ fn layers(gguf: &GgufFile) -> String {
     let mut text = format!(", {} layers ({})", hp.n_layer, kinds.join(", "));
     if hp.n_mtp_layers > 0 {
         text += &format!(
-            " + {} multi-token-prediction block (unused: Kolibri does not draft with it yet)",
+            " + {} multi-token-prediction block (drafts with --spec mtp)",
             hp.n_mtp_layers
         );
     }

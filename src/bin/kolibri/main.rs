@@ -32,6 +32,7 @@ USAGE:
               [--no-mmap] [--mlock] [--context-shift [--keep N]] [--mem-budget SIZE | --fit]
               [--prompt-cache FILE [--prompt-cache-ro]] [--stop TEXT]...
               [--draft MODEL] [--lookup] [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
+              [--spec mtp]
               [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE | --json]
               (a model with a chat template answers the prompt as a user's message, unless
               --raw / -no-cnv or the prompt holds special tokens; -n -1: no limit.
@@ -39,7 +40,9 @@ USAGE:
               kept and go on; --keep N keeps the first N prompt tokens besides BOS, -1 all.
               --mem-budget 4G / --fit (the memory available): the largest context, then the
               most precise KV type, that fit with the weights. --prompt-cache: reuse the saved
-              state of a prompt that begins this one, and save this one's)
+              state of a prompt that begins this one, and save this one's. --spec mtp: the
+              model's own multi-token-prediction block drafts, as llama.cpp's --spec-type
+              draft-mtp)
   kolibri chat [-m] MODEL [-s SYSTEM] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
               [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--chat-template-file FILE] [--reasoning-budget N] [--hide-thinking]
@@ -231,7 +234,7 @@ pub fn load_model(path: &str, a: &args::Args) -> Result<kolibri::model::Model, S
         repack_cache: repack_cache_dir(),
         paged,
         progress: Some(&mut report),
-        mtp: false,
+        mtp: crate::speculate::wants_mtp(a)?,
     };
     let model = kolibri::model::Model::load_with(path, &mut opts).map_err(|e| e.to_string());
     if let Some(bar) = bar.take() {

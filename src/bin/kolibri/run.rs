@@ -96,7 +96,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let mut sampler = Sampler::new(sampler_params).map_err(|e| e.to_string())?;
     sampler.suppress(model.tokenizer.suppressed());
     crate::constrain::apply(&a, &model, &mut sampler)?;
-    let mut speculator = crate::speculate::build(&a, &ctx, draft.as_ref(), n_threads)?;
+    let mut speculator = crate::speculate::build(&a, &mut ctx, draft.as_ref(), n_threads)?;
     let load_s = t_load.elapsed().as_secs_f64();
     if tokens.is_empty() {
         return Err("the prompt tokenized to nothing".into());
@@ -122,6 +122,12 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     // A draft model reads the prompt now, so that drafting starts with the first step.
     let t_draft_prompt = Instant::now();
     let draft_prompt = match &mut speculator {
+        Some((drafter, _)) if drafter.on_target() => {
+            drafter
+                .prepare_on_target(&mut ctx, 0)
+                .map_err(|e| format!("--spec mtp: {e}"))?;
+            Some(t_draft_prompt.elapsed().as_secs_f64())
+        }
         Some((drafter, _)) if drafter.runs_model() => {
             drafter
                 .prepare(&tokens)

@@ -1,26 +1,50 @@
 //! The speculative-decoding options of `kolibri run`: `--draft MODEL`, `--lookup`, or both
-//! (lookup first, the draft model when lookup finds nothing).
+//! (lookup first, the draft model when lookup finds nothing); or `--spec mtp`, the model's
+//! own multi-token-prediction block (llama.cpp's `--spec-type draft-mtp`).
 
 use std::sync::Arc;
 
 use kolibri::model::{Context, ContextParams, Model};
 use kolibri::speculative::{
-    Drafter, LookupDrafter, LookupThenModel, ModelDrafter, SpecStats, Speculator,
+    Drafter, LookupDrafter, LookupThenModel, ModelDrafter, MtpDrafter, SpecStats, Speculator,
 };
 
 use crate::args::Args;
 
-pub const FLAGS: [&str; 5] = [
+pub const FLAGS: [&str; 7] = [
     "-md",
     "--draft",
     "--draft-max",
     "--draft-p-min",
     "--lookup-ngram",
+    "--spec",
+    "--spec-type",
 ];
 pub const SWITCHES: [&str; 1] = ["--lookup"];
 
 /// A drafter, and the speculator over it.
 pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
+
+/// Whether `--spec mtp` (or llama.cpp's `--spec-type draft-mtp`) asks for the model's own
+/// multi-token-prediction block; it drafts alone.
+pub fn wants_mtp(a: &Args) -> Result<bool, String> {
+    let Some(spec) = a.get(&["--spec", "--spec-type"]) else {
+        return Ok(false);
+    };
+    if !matches!(spec, "mtp" | "draft-mtp") {
+        return Err(format!(
+            "--spec {spec:?}: the speculation this option names is mtp (the model's own \
+             multi-token-prediction block; --draft MODEL and --lookup name the others)"
+        ));
+    }
+    if a.get(&["-md", "--draft"]).is_some() || a.has("--lookup") {
+        return Err("--spec mtp drafts alone: not with --draft or --lookup yet".into());
+    }
+    if a.get(&["--prompt-cache"]).is_some() {
+        return Err("--spec mtp needs the whole prompt evaluated: not with --prompt-cache".into());
+    }
+    Ok(true)
+}
 
 /// The `--draft` model, if one is given.
 pub fn load_draft(a: &Args) -> Result<Option<Arc<Model>>, String> {
@@ -40,12 +64,14 @@ pub fn load_draft(a: &Args) -> Result<Option<Arc<Model>>, String> {
 /// context runs `n_threads` threads with the target's positions and KV cache types.
 pub fn build(
     a: &Args,
-    target: &Context,
+    target: &mut Context,
     draft: Option<&Arc<Model>>,
     n_threads: usize,
 ) -> Result<Option<Speculation>, String> {
     let ngram = a.parse_or(&["--lookup-ngram"], 4usize)?;
-    let drafter: Box<dyn Drafter + Send> = if let Some(draft_model) = draft {
+    let drafter: Box<dyn Drafter + Send> = if wants_mtp(a)? {
+        Box::new(MtpDrafter::new(target).map_err(|e| format!("--spec mtp: {e}"))?)
+    } else if let Some(draft_model) = draft {
         let params = ContextParams {
             n_ctx: target.n_ctx(),
             n_threads,

@@ -72,6 +72,11 @@ impl Context {
         if let Some(inputs) = per_layer_inputs {
             self.scratch.give([inputs]);
         }
+        if let Some(kept) = &mut self.kept_hidden {
+            let start = kept.len();
+            kept.extend_from_slice(&x);
+            ops::rms_norm_rows_inplace(&mut kept[start..], &w.output_norm, hp.rms_eps);
+        }
         // Output head: only the rows whose logits are wanted.
         let out_rows: Vec<usize> = (0..n).filter(|&t| batch[t].logits).collect();
         if out_rows.is_empty() {

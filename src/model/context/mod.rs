@@ -110,6 +110,9 @@ pub struct Context {
     /// The forward pass returns the final normed hidden states instead of logits
     /// ([`Context::embed`]).
     hidden_out: bool,
+    /// Every token's final normed hidden state of the last [`Context::decode`], kept for a
+    /// multi-token-prediction drafter ([`Context::keep_hidden`]); `None`: not kept.
+    kept_hidden: Option<Vec<f32>>,
 }
 
 /// A context's RoPE tables: global layers', and (Gemma 3) sliding-window layers'.
@@ -199,6 +202,7 @@ impl Context {
             abort: None,
             scratch: Scratch::default(),
             hidden_out: false,
+            kept_hidden: None,
         })
     }
 
@@ -381,12 +385,27 @@ impl Context {
         hidden
     }
 
+    /// Keep (or stop keeping) every evaluated token's final normed hidden state, what the head
+    /// reads: a multi-token-prediction drafter pairs each token with the one before it.
+    pub fn keep_hidden(&mut self, keep: bool) {
+        self.kept_hidden = keep.then(Vec::new);
+    }
+
+    /// The final normed hidden states of every token of the last [`Context::decode`] (or
+    /// `eval`), in batch order: [n, n_embd]; empty unless [`Context::keep_hidden`].
+    pub fn last_hidden(&self) -> &[f32] {
+        self.kept_hidden.as_deref().unwrap_or(&[])
+    }
+
     /// Evaluates a batch of tokens from any of the context's sequences in one forward pass
     /// (split into passes of at most `n_batch` tokens) and returns the logits of the tokens
     /// marked `logits`, in batch order: [n_marked, n_vocab]. Each token is appended to its
     /// sequence; tokens of one sequence keep their batch order. On error nothing changes.
     pub fn decode(&mut self, batch: &[BatchToken]) -> Result<Vec<f32>, ModelError> {
         self.validate(batch)?;
+        if let Some(kept) = &mut self.kept_hidden {
+            kept.clear();
+        }
         let before: Vec<usize> = self.tokens.iter().map(Vec::len).collect();
         let pass_len = self.n_batch.min(self.kv.rows_per_pass());
         // Several passes: a failure in a later one rewinds recurrent states further back than
