@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::model::{Context, ContextParams, Pooling};
+use crate::model::{Context, ContextParams, Model, Pooling};
 use crate::tokenizer::TokenId;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -194,28 +194,21 @@ async fn embed_all(
     engine: &Arc<Engine>,
     inputs: Vec<Vec<TokenId>>,
 ) -> Result<Vec<Vec<f32>>, ApiError> {
-    in_embedding_context(engine, move |ctx| {
-        let model = Arc::clone(ctx.model());
-        let (pooling, n_embd) = (Pooling::of_model(&model), model.hparams.n_embd);
-        inputs
-            .iter()
-            .map(|tokens| {
-                let hidden = ctx
-                    .embed(0, tokens)
-                    .map_err(|e| ApiError::server(format!("embedding failed: {e}")))?;
-                Ok(pooling.pool(&hidden, n_embd))
-            })
-            .collect()
+    for_each_hidden(engine, inputs, "embedding", |model, hidden| {
+        Pooling::of_model(model).pool(hidden, model.hparams.n_embd)
     })
     .await
 }
 
-/// Runs `work` on a blocking thread in the engine's embedding context (made on first use),
-/// which requests for embeddings and reranking share one at a time.
-pub(super) async fn in_embedding_context<T: Send + 'static>(
+/// `of(model, hidden)` for each input's final hidden states ([n_tokens, n_embd]), evaluated
+/// one at a time on a blocking thread in the engine's embedding context (made on first use),
+/// which requests for embeddings and reranking share. `what` names the work in errors.
+pub(super) async fn for_each_hidden<T: Send + 'static>(
     engine: &Arc<Engine>,
-    work: impl FnOnce(&mut Context) -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
+    inputs: Vec<Vec<TokenId>>,
+    what: &'static str,
+    of: impl Fn(&Model, &[f32]) -> T + Send + 'static,
+) -> Result<Vec<T>, ApiError> {
     let engine = Arc::clone(engine);
     tokio::task::spawn_blocking(move || {
         let mut slot = engine.embedder.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -228,13 +221,21 @@ pub(super) async fn in_embedding_context<T: Send + 'static>(
                 ..ContextParams::default()
             };
             let ctx = Context::new(Arc::clone(engine.scheduler.model()), &params)
-                .map_err(|e| ApiError::server(format!("no embedding context: {e}")))?;
+                .map_err(|e| ApiError::server(format!("no {what} context: {e}")))?;
             *slot = Some(ctx);
         }
-        work(slot.as_mut().expect("made above"))
+        let ctx = slot.as_mut().expect("made above");
+        let model = Arc::clone(ctx.model());
+        (inputs.iter())
+            .map(|tokens| {
+                let hidden = (ctx.embed(0, tokens))
+                    .map_err(|e| ApiError::server(format!("{what} failed: {e}")))?;
+                Ok(of(&model, &hidden))
+            })
+            .collect()
     })
     .await
-    .map_err(|e| ApiError::server(format!("the embedding task failed: {e}")))?
+    .map_err(|e| ApiError::server(format!("the {what} task failed: {e}")))?
 }
 
 /// Little-endian f32 bytes in base64 (OpenAI's `encoding_format: "base64"`).

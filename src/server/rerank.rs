@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::api;
-use super::embeddings::in_embedding_context;
+use super::embeddings::for_each_hidden;
 use super::engine::Engine;
 use super::error::ApiError;
 use super::routes::{body_bytes, App};
@@ -183,23 +183,9 @@ fn rerank_prompt(model: &Model, query: &str, document: &str) -> Vec<TokenId> {
 
 /// Each prompt's score, evaluated one at a time in the shared embedding context.
 async fn score_all(engine: &Arc<Engine>, prompts: Vec<Vec<TokenId>>) -> Result<Vec<f32>, ApiError> {
-    in_embedding_context(engine, move |ctx| {
-        let model = Arc::clone(ctx.model());
-        let head = model
-            .weights
-            .rank_head
-            .as_ref()
-            .expect("checked by the caller");
-        let n_embd = model.hparams.n_embd;
-        prompts
-            .iter()
-            .map(|tokens| {
-                let hidden = ctx
-                    .embed(0, tokens)
-                    .map_err(|e| ApiError::server(format!("reranking failed: {e}")))?;
-                Ok(head.score(&hidden, n_embd))
-            })
-            .collect()
+    for_each_hidden(engine, prompts, "reranking", |model, hidden| {
+        let head = (model.weights.rank_head.as_ref()).expect("checked by the caller");
+        head.score(hidden, model.hparams.n_embd)
     })
     .await
 }
