@@ -69,6 +69,12 @@ def run_tool(tool: Path, model: Path, flash: bool, forced: list = None) -> list:
             f.flush()
             args.append(f"force:{f.name}")
         out = subprocess.run(args + PROMPTS, check=True, capture_output=True, text=True).stdout
+    return parse_cases(out)
+
+
+def parse_cases(out: str) -> list:
+    """The cases a reference tool printed: "case", "prompt ID...", a "step ID LOGPROB ..." line
+    per step, and "pieces HEX..." where greedy."""
     cases = []
     for line in out.splitlines():
         head, *rest = line.split()

@@ -35,17 +35,7 @@ arch = _load("record_arch", "record-arch-reference.py")
 def run(tool: Path, model: Path, flash: bool, top: int) -> list:
     out = subprocess.run([str(tool), str(model), "1" if flash else "0", str(top)] + arch.PROMPTS,
                          check=True, capture_output=True, text=True).stdout
-    cases = []
-    for line in out.splitlines():
-        head, *rest = line.split()
-        if head == "case":
-            cases.append({"prompt_ids": [], "steps": []})
-        elif head == "prompt":
-            cases[-1]["prompt_ids"] = [int(x) for x in rest]
-        elif head == "mtp":
-            cases[-1]["steps"].append([(int(rest[i]), float(rest[i + 1]))
-                                       for i in range(0, len(rest), 2)])
-    return cases
+    return arch.parse_cases(out)
 
 
 def main() -> None:

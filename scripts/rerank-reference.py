@@ -12,8 +12,8 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
+
+import llama_server
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 HERE = os.path.join(ROOT, "tests", "data", "rerank")
@@ -24,39 +24,21 @@ def main():
     model = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/make-synthetic-models.py"),
                             "--path", "qwen3-reranker-tiny"],
                            check=True, capture_output=True, text=True).stdout.strip()
-    port = 18124
-    proc = subprocess.Popen([server, "-m", model, "--port", str(port), "--reranking", "-np", "1",
-                             "-c", "2048", "-t", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with llama_server.running(server, model, 18124, "--reranking", "-np", "1",
+                              "-c", "2048") as url:
         with open(os.path.join(HERE, "requests.json")) as f:
             cases = json.load(f)
         out = []
         for case in cases:
-            body = json.dumps(case["request"]).encode()
-            req = urllib.request.Request(url + "/v1/rerank", data=body,
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=300) as r:
-                answer = json.load(r)
+            answer = llama_server.post(url + "/v1/rerank", case["request"])
             if isinstance(answer, dict):
                 answer["model"] = "qwen3-reranker-tiny"  # not this machine's path
             out.append({"name": case["name"], "response": answer})
-        digest = hashlib.sha256(open(model, "rb").read()).hexdigest()
-        with open(os.path.join(HERE, "llama-server.json"), "w") as f:
-            # The model's sha256: a changed generator cannot pass against an old reference.
-            json.dump({"model_sha256": digest, "cases": out}, f, indent=2)
-            f.write("\n")
-    finally:
-        proc.terminate()
-        proc.wait()
-
+    digest = hashlib.sha256(open(model, "rb").read()).hexdigest()
+    with open(os.path.join(HERE, "llama-server.json"), "w") as f:
+        # The model's sha256: a changed generator cannot pass against an old reference.
+        json.dump({"model_sha256": digest, "cases": out}, f, indent=2)
+        f.write("\n")
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,7 @@
 // output norm's result, what the LM head reads); then the MTP context runs over the same
 // tokens, token p paired with the target's hidden state of token p-1 (zeros for the first),
 // as llama.cpp's MTP drafter catches up on a prompt. Output per prompt: "case", "prompt ID...",
-// then per token "mtp ID LOGPROB ..." (the TOP best of the MTP block's prediction of the token
+// then per token "step ID LOGPROB ..." (the TOP best of the MTP block's prediction of the token
 // after it, best first).
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +41,7 @@ static void print_top(const float *logits, int n_vocab, int top) {
             }
         }
     }
-    printf("mtp");
+    printf("step");
     for (int k = 0; k < top; k++) printf(" %d %.6f", ids[k], (double)logits[ids[k]] - log_z);
     printf("\n");
 }

@@ -8,6 +8,7 @@
 
 use super::Drafter;
 use crate::model::{Context, ModelError};
+use crate::sampling::argmax;
 use crate::tokenizer::TokenId;
 
 /// Prompt tokens the block catches up on per pass.
@@ -126,14 +127,4 @@ impl Drafter for MtpDrafter {
     ) -> Result<(), ModelError> {
         self.catch_up(target, seq, first_pos, kept)
     }
-}
-
-fn argmax(v: &[f32]) -> TokenId {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as TokenId
 }
