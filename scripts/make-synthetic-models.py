@@ -199,6 +199,27 @@ MODELS = {
                             rope_base=10_000_000.0,
                             extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
                                    "rope_dims": 16, "rope_sections": [3, 3, 2, 0], "mtp": 1}),
+    # A target and its multi-token-prediction block that agree at a known rate ("agree"), for
+    # drafting speed: every layer's output projection is zero, so the residual stream keeps the
+    # token's embedding; the head maps token t to pi(t), a fixed permutation of the ordinary
+    # tokens, so greedy text follows pi; the block reads only the next token's embedding
+    # (eh_proj = [I, 0]) and its own head maps x to pi(tau(x)), where tau swaps 10% of the
+    # tokens in pairs: each draft is right with probability 0.9. The Llama 2 vocabulary keeps
+    # the head small. The tiny one is for tests; the bench one is shaped like a 1.5B Qwen3.5
+    # (18 delta-net and 6 attention layers of 2048, FFN 6144): F16 (3 GB), quantized with
+    # `kolibri quantize ... Q4_K_M` as below.
+    "qwen35-mtp-agree-tiny": Spec("qwen35", "vocab:llama-spm", n_embd=128, n_layer=4,
+                                  n_head=4, n_head_kv=2, head_dim=32, n_ff=384, seed=23,
+                                  rope_base=10_000_000.0,
+                                  extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
+                                         "rope_dims": 16, "rope_sections": [3, 3, 2, 0],
+                                         "mtp": 1, "agree": 0.9}),
+    "qwen35-mtp-agree-bench": Spec("qwen35", "vocab:llama-spm", n_embd=2048, n_layer=24,
+                                   n_head=16, n_head_kv=4, head_dim=128, n_ff=6144, seed=24,
+                                   rope_base=10_000_000.0, default=False, fast_weights=True,
+                                   extra={"delta": (4, 16, 16, 128), "full_attn_interval": 4,
+                                          "rope_dims": 64, "rope_sections": [11, 11, 10, 0],
+                                          "mtp": 1, "agree": 0.9}),
     # Qwen3.5-MoE: Qwen3.5's layers with 8 experts (top 2, softmax, renormalised) whose gate
     # and up matrices share one tensor, and a shared expert behind a sigmoid gate.
     "qwen35moe-tiny": Spec("qwen35moe", "vocab:qwen35", n_embd=128, n_layer=4, n_head=4,
@@ -399,9 +420,46 @@ def add_norm(w, s: Spec, name: str, n: int, scale: float = 1.0) -> None:
     w.add_tensor(name, (scale * (1.0 + uniform(s, name, (n,), 0.1))).astype(np.float32))
 
 
+# The projections that write into the residual stream: zero in an agreeing model.
+RESIDUAL_WRITERS = ("attn_output", "ssm_out", "ffn_down", "ffn_down_shexp")
+
+
 def add_linear(w, s: Spec, name: str, rows: int, k: int, out_std: float = 1.0) -> None:
     """A [rows, k] matrix whose outputs have about `out_std` for unit-rms inputs."""
+    if "agree" in s.extra and name.rsplit(".", 2)[-2] in RESIDUAL_WRITERS:
+        add_matrix(w, name, np.zeros((rows, k), np.float32), s.matrix_type)
+        return
     add_matrix(w, name, uniform(s, name, (rows, k), out_std / np.sqrt(k)), s.matrix_type)
+
+
+class Agreement:
+    """An agreeing model's heads (see `qwen35-mtp-agree-tiny`): the target's maps token t to
+    pi(t), the block's maps x to pi(tau(x)); rows scaled so the right token's logit is about
+    12 and the others' about N(0, 12 / sqrt(n_embd))."""
+
+    def __init__(self, s: Spec, embd: np.ndarray, ordinary: np.ndarray):
+        rng = np.random.default_rng(s.seed)
+        pi = rng.permutation(ordinary)
+        self.head = np.zeros_like(embd)
+        self.head[pi] = embd[ordinary] * (12.0 / s.n_embd)
+        # tau swaps pairs of 1 - rate of the ordinary tokens: those drafts are wrong.
+        n_swapped = int(round((1.0 - s.extra["agree"]) * len(ordinary))) // 2 * 2
+        swapped = rng.choice(len(ordinary), n_swapped, replace=False)
+        a, b = pi[swapped[0::2]], pi[swapped[1::2]]
+        self.draft_head = self.head.copy()
+        self.draft_head[a], self.draft_head[b] = self.head[b], self.head[a]
+
+
+def ordinary_tokens(source: Path) -> np.ndarray:
+    """The ids of the tokenizer's ordinary tokens (normal and byte tokens: not control, unused
+    or user-defined ones), which an agreeing model's text is made of."""
+    r = gguf.GGUFReader(source)
+    types = r.fields.get("tokenizer.ggml.token_type")
+    n = len(r.fields["tokenizer.ggml.tokens"].data)
+    if types is None:
+        return np.arange(n)
+    kinds = np.array([types.parts[i][0] for i in types.data])
+    return np.flatnonzero((kinds == 1) | (kinds == 6))
 
 
 def write_metadata(w, s: Spec, a: str) -> None:
@@ -514,14 +572,21 @@ RERANK_TEMPLATE = (
 )
 
 
-def write_mtp_parts(w, s: Spec, il: int) -> None:
+def write_mtp_parts(w, s: Spec, il: int, agreement: "Agreement | None") -> None:
     """A multi-token-prediction block's own tensors: the norms of the next token's embedding
     and of the trunk's hidden state, their projection [embedding; hidden] -> n_embd, and the
-    norm before the shared head."""
+    norm before the shared head; an agreeing model's block reads the embedding alone and has
+    a head of its own."""
     e = s.n_embd
     add_norm(w, s, f"blk.{il}.nextn.enorm.weight", e)
     add_norm(w, s, f"blk.{il}.nextn.hnorm.weight", e)
-    add_linear(w, s, f"blk.{il}.nextn.eh_proj.weight", e, 2 * e)
+    if agreement is None:
+        add_linear(w, s, f"blk.{il}.nextn.eh_proj.weight", e, 2 * e)
+    else:
+        eh = np.concatenate([np.eye(e, dtype=np.float32), np.zeros((e, e), np.float32)], 1)
+        add_matrix(w, f"blk.{il}.nextn.eh_proj.weight", eh, s.matrix_type)
+        add_matrix(w, f"blk.{il}.nextn.shared_head_head.weight", agreement.draft_head,
+                   s.matrix_type)
     add_norm(w, s, f"blk.{il}.nextn.shared_head_norm.weight", e)
 
 
@@ -787,14 +852,18 @@ def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
     # head's rows keep that variance, so the final norm scales the hidden state to 4 / their
     # norm.
     embd_std = 1.0 / np.sqrt(s.n_embd) if s.arch.startswith("gemma") else 1.0
-    add_matrix(w, "token_embd.weight",
-               uniform(s, "token_embd", (n_vocab, s.n_embd), embd_std),
-               s.embd_type or s.matrix_type)
+    embd = uniform(s, "token_embd", (n_vocab, s.n_embd), embd_std)
+    add_matrix(w, "token_embd.weight", embd, s.embd_type or s.matrix_type)
+    agreement = None
+    if "agree" in s.extra:
+        agreement = Agreement(s, embd, ordinary_tokens(tokenizer_source(s)))
     head_scale = 4.0 / (embd_std * np.sqrt(s.n_embd)) if s.tied_output else 1.0
     # LFM2's converter names the final norm token_embd_norm.
     output_norm = "token_embd_norm.weight" if s.arch.startswith("lfm2") else "output_norm.weight"
     add_norm(w, s, output_norm, s.n_embd, head_scale)
-    if not s.tied_output:
+    if agreement is not None:
+        add_matrix(w, "output.weight", agreement.head, s.matrix_type)
+    elif not s.tied_output:
         add_linear(w, s, "output.weight", n_vocab, s.n_embd, out_std=4.0)
     if "reranker" in s.extra:
         # Scores of a few nat: softmax(head · h)[0] spread over (0, 1), not all 0 or 1.
@@ -821,7 +890,7 @@ def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
         write_layer(w, s, il, a)
     for il in range(s.n_layer, s.n_layer + s.extra.get("mtp", 0)):
         write_layer(w, s, il, a)
-        write_mtp_parts(w, s, il)
+        write_mtp_parts(w, s, il, agreement)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -44,8 +44,8 @@ fn a_draft_model_gives_the_plain_text_and_reads_the_prompt_first() {
 
 /// `kolibri run --spec mtp` (and llama.cpp's `--spec-type draft-mtp`) on a Qwen3.5 file with
 /// its multi-token-prediction block: the plain greedy text, the block's prompt read first, the
-/// summary; a model without a block, another value, and combinations not offered yet are
-/// refused with the reason.
+/// summary, with prompt lookup first too; a model without a block, another value, and a draft
+/// model beside the block are refused with the reason.
 #[test]
 fn the_models_own_block_drafts_the_plain_text() {
     let mtp = common::synthetic::synthetic_path("qwen35-mtp-tiny");
@@ -59,7 +59,12 @@ fn the_models_own_block_drafts_the_plain_text() {
     };
     let plain = run(&[]);
     assert!(plain.status.success());
-    for spec in [&["--spec", "mtp"][..], &["--spec-type", "draft-mtp"]] {
+    let specs = [
+        &["--spec", "mtp"][..],
+        &["--spec-type", "draft-mtp"],
+        &["--spec", "mtp", "--lookup"],
+    ];
+    for spec in specs {
         let out = run(spec);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{err}");
@@ -72,7 +77,10 @@ fn the_models_own_block_drafts_the_plain_text() {
     let plain_model = common::synthetic::synthetic_path("qwen35-tiny");
     for (args, words) in [
         (vec!["--spec", "eagle"], "mtp"),
-        (vec!["--spec", "mtp", "--lookup"], "alone"),
+        (
+            vec!["--spec", "mtp", "--draft", plain_model.to_str().unwrap()],
+            "instead of",
+        ),
         (
             vec!["--spec", "mtp", "-m", plain_model.to_str().unwrap()],
             "no multi-token",

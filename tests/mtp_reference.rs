@@ -187,7 +187,8 @@ fn drafting_keeps_the_block_teacher_forced() {
         let out = fresh.mtp_pass(0, 0, &tokens, &rows).unwrap();
         let n_vocab = out.logits.len() / tokens.len();
         let first = argmax(&out.logits[(tokens.len() - 1) * n_vocab..]) as u32;
-        let live = drafter.draft_on_target(&mut ctx, 0, pending, 1).unwrap();
+        let history = tokens;
+        let (live, _) = (drafter.draft_on_target(&mut ctx, 0, &history, (0, 1))).unwrap();
         assert_eq!(
             live,
             [first],
@@ -203,4 +204,93 @@ fn drafting_keeps_the_block_teacher_forced() {
     got.truncate(want.len());
     assert_eq!(got, want, "greedy with the block is not plain greedy");
     assert!(speculator.stats().drafted > 0);
+}
+
+/// [`MtpSequences`] drafting for three sequences of one context at once (one pass of the block
+/// per draft step over all of them, prompts caught up in one batch) drafts what each sequence
+/// drafts alone in a context of its own.
+#[test]
+fn sequences_draft_together_as_each_alone() {
+    use kolibri::model::{BatchToken, Logits};
+    use kolibri::speculative::{DraftRequest, MtpRun, MtpSequences};
+
+    let path = common::synthetic::synthetic_path("qwen35-mtp-tiny");
+    let model = Arc::new(load(&path, true).unwrap());
+    let texts = [
+        "Once upon a time",
+        "The capital of France is",
+        "fn main() {",
+    ];
+    let prompts: Vec<Vec<u32>> = (texts.iter())
+        .map(|t| model.tokenizer.encode(t, true, true))
+        .collect();
+    let params = |n_seq| ContextParams {
+        n_ctx: 128,
+        n_seq,
+        n_threads: common::threads(),
+        ..Default::default()
+    };
+    let argmax = |row: &[f32]| kolibri::sampling::argmax(row);
+    let request = |seq: usize, pending: u32| DraftRequest {
+        seq,
+        history: vec![pending],
+        max: 5,
+        drafts: Vec::new(),
+    };
+
+    let mut alone = Vec::new();
+    for prompt in &prompts {
+        let mut ctx = Context::new(Arc::clone(&model), &params(1)).unwrap();
+        let mut block = MtpSequences::new(&mut ctx).unwrap();
+        let logits = ctx.eval(prompt, Logits::Last).unwrap();
+        let run = MtpRun {
+            seq: 0,
+            first_pos: 0,
+            len: prompt.len(),
+            row: 0,
+        };
+        block.catch_up(&mut ctx, &[run]).unwrap();
+        let mut asks = [request(0, argmax(&logits))];
+        block.draft(&mut ctx, &mut asks).unwrap();
+        assert_eq!(asks[0].drafts.len(), 5);
+        alone.push(asks[0].drafts.clone());
+    }
+
+    let mut ctx = Context::new(Arc::clone(&model), &params(3)).unwrap();
+    let mut block = MtpSequences::new(&mut ctx).unwrap();
+    let (mut batch, mut runs) = (Vec::new(), Vec::new());
+    for (seq, prompt) in prompts.iter().enumerate() {
+        runs.push(MtpRun {
+            seq,
+            first_pos: 0,
+            len: prompt.len(),
+            row: batch.len(),
+        });
+        batch.extend(prompt.iter().enumerate().map(|(i, &token)| BatchToken {
+            token,
+            seq,
+            logits: i + 1 == prompt.len(),
+        }));
+    }
+    let logits = ctx.decode(&batch).unwrap();
+    block.catch_up(&mut ctx, &runs).unwrap();
+    let n_vocab = model.hparams.n_vocab;
+    let mut asks: Vec<DraftRequest> = (logits.chunks(n_vocab).enumerate())
+        .map(|(seq, row)| request(seq, argmax(row)))
+        .collect();
+    asks[1].max = 3;
+    block.draft(&mut ctx, &mut asks).unwrap();
+    for (seq, ask) in asks.iter().enumerate() {
+        let want = &alone[seq][..ask.max];
+        assert_eq!(ask.drafts, want, "sequence {seq}");
+        assert_eq!(
+            ctx.seq_len(seq),
+            prompts[seq].len(),
+            "drafting adds no tokens"
+        );
+    }
+    // A sequence whose cache was rewound drafts nothing until a pass gives its hidden state.
+    block.forget(2);
+    block.draft(&mut ctx, &mut asks).unwrap();
+    assert!(asks[2].drafts.is_empty() && !asks[0].drafts.is_empty());
 }

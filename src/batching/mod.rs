@@ -10,6 +10,7 @@
 //! Results go to the request's [`EventSink`]; a sink that reports itself closed (the client
 //! went away) or a passed deadline ends the request at the next step and frees its slot.
 
+mod drafting;
 mod logprobs;
 mod slot_files;
 mod stats;
@@ -29,8 +30,9 @@ pub use thinking::{BudgetState, ReplyMarkup, ThinkingBudget};
 
 use crate::model::{Context, ContextParams, KvType, Model, ModelError};
 use crate::sampling::{Sampler, SamplerParams};
-use crate::speculative::SharedDrafter;
+use crate::speculative::{MtpSequences, SharedDrafter};
 use crate::tokenizer::TokenId;
+use drafting::ModelDrafts;
 
 /// One generation request.
 pub struct Request {
@@ -168,6 +170,9 @@ pub struct Speculation {
     pub draft_model: Option<Arc<Model>>,
     /// The draft model stops drafting at a token it gives less probability than this.
     pub draft_p_min: f32,
+    /// The model's own multi-token-prediction block drafts (the model loaded with it,
+    /// [`crate::model::LoadOptions::mtp`]), in shared passes like a draft model; not with one.
+    pub mtp: bool,
 }
 
 impl std::fmt::Debug for Speculation {
@@ -180,13 +185,14 @@ impl std::fmt::Debug for Speculation {
                 &self.draft_model.as_ref().map(|m| m.display_name()),
             )
             .field("draft_p_min", &self.draft_p_min)
+            .field("mtp", &self.mtp)
             .finish()
     }
 }
 
 impl Speculation {
     fn is_on(&self) -> bool {
-        self.max_draft > 0 && (self.lookup || self.draft_model.is_some())
+        self.max_draft > 0 && (self.lookup || self.draft_model.is_some() || self.mtp)
     }
 }
 
@@ -272,8 +278,8 @@ impl Scheduler {
                 "n_slots and max_queue must be > 0".into(),
             ));
         }
-        let ctx = Context::new(Arc::clone(&model), &params.context_params())?;
-        let drafter = Self::draft_context(&ctx, &params)?;
+        let mut ctx = Context::new(Arc::clone(&model), &params.context_params())?;
+        let drafter = Self::drafter(&mut ctx, &params)?;
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
         let worker_stats = Arc::clone(&stats);
@@ -299,13 +305,27 @@ impl Scheduler {
         })
     }
 
-    /// The draft model's drafter, with a sequence per slot as long as the target's.
-    fn draft_context(
-        target: &Context,
+    /// The model drafting for the slots: the draft model, with a sequence per slot as long as
+    /// the target's, or the target's own block.
+    fn drafter(
+        target: &mut Context,
         params: &SchedulerParams,
-    ) -> Result<Option<SharedDrafter>, ModelError> {
+    ) -> Result<Option<ModelDrafts>, ModelError> {
         let spec = &params.speculation;
-        let Some(draft) = spec.draft_model.as_ref().filter(|_| spec.is_on()) else {
+        if !spec.is_on() {
+            return Ok(None);
+        }
+        if spec.mtp {
+            if spec.draft_model.is_some() {
+                return Err(ModelError::InvalidArgument(
+                    "the multi-token-prediction block drafts instead of a draft model, not \
+                     beside one"
+                        .into(),
+                ));
+            }
+            return MtpSequences::new(target).map(|b| Some(ModelDrafts::Mtp(b)));
+        }
+        let Some(draft) = spec.draft_model.as_ref() else {
             return Ok(None);
         };
         let trained = draft.hparams.n_ctx_train;
@@ -317,7 +337,8 @@ impl Scheduler {
             )));
         }
         let ctx = Context::new(Arc::clone(draft), &params.context_params())?;
-        SharedDrafter::new(target, ctx, spec.draft_p_min).map(Some)
+        SharedDrafter::new(target, ctx, spec.draft_p_min)
+            .map(|d| Some(ModelDrafts::Draft(Box::new(d))))
     }
 
     pub fn model(&self) -> &Arc<Model> {

@@ -5,6 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use super::drafting::{draft_all, BatchPlaces, ModelDrafts};
 use super::logprobs::{LogprobQueue, TokenLogprob};
 use super::slot_files;
 use super::stats::Stats;
@@ -13,31 +14,29 @@ use super::thinking::BudgetState;
 use super::{Completion, Event, Failure, FinishReason, Message, Queued, Request};
 use crate::model::{BatchToken, Context};
 use crate::sampling::Sampler;
-use crate::speculative::{
-    DraftPolicy, DraftRequest, DraftSource, Drafter, LookupDrafter, NgramPool, SharedDrafter,
-};
+use crate::speculative::{DraftPolicy, DraftSource, LookupDrafter, NgramPool};
 use crate::tokenizer::{StreamDecoder, TokenId, Tokenizer};
 
 /// One sequence of the context (whose tokens `ctx.seq_tokens(slot)` holds) and the request
 /// it serves, if any.
-struct Slot<'t> {
+pub(super) struct Slot<'t> {
     /// When it last served a request: among equal prefixes the least recently used is reused.
     last_used: Option<Instant>,
-    job: Option<Job<'t>>,
+    pub job: Option<Job<'t>>,
 }
 
 /// A request being served.
-struct Job<'t> {
+pub(super) struct Job<'t> {
     req: Request,
     submitted: Instant,
     sampler: Sampler,
     /// Prompt tokens still to evaluate.
     pending: Vec<TokenId>,
     /// The sampled token to evaluate next (generation phase).
-    next: Option<TokenId>,
+    pub next: Option<TokenId>,
     /// Most tokens to generate (the request's, limited by the context).
-    max_tokens: usize,
-    generated: Vec<TokenId>,
+    pub max_tokens: usize,
+    pub generated: Vec<TokenId>,
     cached_tokens: usize,
     admitted: Instant,
     first_token: Option<Instant>,
@@ -46,9 +45,9 @@ struct Job<'t> {
     /// With a thinking budget: how much the reply has thought, and the close being forced.
     budget: Option<BudgetState>,
     /// How this request speculates, when the scheduler does.
-    spec: Option<JobSpec>,
+    pub spec: Option<JobSpec>,
     /// Tokens drafted to follow `next` in the current step.
-    drafts: Vec<TokenId>,
+    pub drafts: Vec<TokenId>,
     /// Log-probabilities waiting for their text (requests with `logprobs`).
     logprobs: LogprobQueue,
     /// A further choice of a group: the slot whose prompt it waits to copy.
@@ -59,11 +58,11 @@ struct Job<'t> {
 
 /// A request's speculation: its prompt-lookup drafter (with lookup on) and how many tokens
 /// drafting pays for it.
-struct JobSpec {
-    lookup: Option<LookupDrafter>,
-    policy: DraftPolicy,
+pub(super) struct JobSpec {
+    pub lookup: Option<LookupDrafter>,
+    pub policy: DraftPolicy,
     /// Where the drafts being verified came from.
-    source: DraftSource,
+    pub source: DraftSource,
 }
 
 /// The scheduler's settings, as the thread runs them.
@@ -107,7 +106,7 @@ enum Outcome {
 
 pub(super) fn run(
     mut ctx: Context,
-    mut drafter: Option<SharedDrafter>,
+    mut drafter: Option<ModelDrafts>,
     queue: mpsc::Receiver<Message>,
     stats: Arc<Stats>,
     setup: Setup,
@@ -157,7 +156,7 @@ pub(super) fn run(
         // With context shift a request may generate past its slot's positions.
         let room = if shift.is_some() { usize::MAX } else { n_ctx };
         admit(
-            &mut ctx,
+            (&mut ctx, &mut drafter),
             &mut slots,
             &mut waiting,
             tokenizer,
@@ -169,6 +168,7 @@ pub(super) fn run(
         }
         // After admission: a slot action sees every request sent before it in its slot.
         for task in slot_tasks.drain(..) {
+            ModelDrafts::replaced(&mut drafter, task.slot);
             run_slot_task(&mut ctx, &slots, task);
         }
         for slot in slots.iter_mut() {
@@ -180,10 +180,10 @@ pub(super) fn run(
         }
         end_orphans(&mut slots, &stats);
         let stepped = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            step(&mut ctx, drafter.as_mut(), &mut slots, tokenizer, &stats)
+            step(&mut ctx, &mut drafter, &mut slots, tokenizer, &stats)
         }));
         if stepped.is_err() {
-            drafter.as_mut().map(SharedDrafter::reset);
+            ModelDrafts::reset(&mut drafter, ctx.n_seq());
             recover_from_panic(&mut ctx, &mut slots, &stats);
         }
     }
@@ -254,7 +254,7 @@ fn drop_abandoned_waiting(waiting: &mut VecDeque<Queued>, stats: &Stats) {
 /// Moves waiting requests into free slots, in arrival order, each into the free slot whose
 /// cache shares the longest prefix with its prompt.
 fn admit<'t>(
-    ctx: &mut Context,
+    (ctx, drafter): (&mut Context, &mut Option<ModelDrafts>),
     slots: &mut [Slot<'t>],
     waiting: &mut VecDeque<Queued>,
     tokenizer: &'t Tokenizer,
@@ -285,7 +285,9 @@ fn admit<'t>(
         } = waiting.pop_front().expect("not empty");
         Stats::sub(&stats.queue_depth, 1);
         // At least one prompt token is evaluated: its logits give the first generated token.
+        let held = ctx.seq_len(seq);
         let keep = ctx.truncate_seq(seq, shared.min(req.prompt.len() - 1));
+        let keep = ModelDrafts::rewound(drafter, ctx, seq, (held, keep));
         Stats::add(&stats.prompt_tokens_cached, keep as u64);
         let mut leader = new_job(req, sampler, submitted, keep, (tokenizer, room, spec));
         for (req, sampler) in followers {
@@ -299,6 +301,7 @@ fn admit<'t>(
             job.leader = Some(seq);
             leader.followers.push(f);
             ctx.truncate_seq(f, 0);
+            ModelDrafts::replaced(drafter, f);
             occupy(&mut slots[f], job, stats);
         }
         occupy(&mut slots[seq], leader, stats);
@@ -372,7 +375,7 @@ fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
 /// its prompt or is generating.
 fn step(
     ctx: &mut Context,
-    drafter: Option<&mut SharedDrafter>,
+    drafter: &mut Option<ModelDrafts>,
     slots: &mut [Slot],
     tokenizer: &Tokenizer,
     stats: &Stats,
@@ -381,12 +384,17 @@ fn step(
     let mut batch: Vec<BatchToken> = Vec::new();
     // Generating slots first: one token each keeps every stream moving; then their drafts
     // while the batch has room.
-    draft_all(ctx, drafter, slots);
+    draft_all(ctx, drafter.as_mut(), slots);
+    let mut places = BatchPlaces {
+        first_row: vec![None; slots.len()],
+        held_before: (0..slots.len()).map(|s| ctx.seq_len(s)).collect(),
+    };
     for (seq, slot) in slots.iter_mut().enumerate() {
         let Some(job) = slot.job.as_mut() else {
             continue;
         };
         let Some(token) = job.next else { continue };
+        places.first_row[seq] = Some(batch.len());
         let row = std::iter::once(token).chain(job.drafts.iter().copied());
         batch.extend(row.map(|token| BatchToken {
             token,
@@ -400,6 +408,9 @@ fn step(
         let Some(job) = &slot.job else { continue };
         let room = n_batch.saturating_sub(batch.len());
         let take = job.pending.len().min(room);
+        if take > 0 {
+            places.first_row[seq] = Some(batch.len());
+        }
         for (i, &token) in job.pending[..take].iter().enumerate() {
             batch.push(BatchToken {
                 token,
@@ -446,13 +457,31 @@ fn step(
             job.next = None;
         }
     }
+    // Prompt chunks are kept whole: the block reads them now, before a group's followers
+    // copy a finished prompt.
+    let (prompt_runs, generated): (Vec<usize>, Vec<usize>) =
+        (0..slots.len()).partition(|&seq| prompt_taken[seq] > 0);
+    let runs = |seqs: &[usize], ctx: &Context| -> Vec<_> {
+        (seqs.iter())
+            .filter_map(|&seq| places.run(ctx, seq))
+            .collect()
+    };
+    let prompt_runs = runs(&prompt_runs, ctx);
+    ModelDrafts::caught_up(drafter, ctx, &prompt_runs);
     let n_vocab = ctx.model().hparams.n_vocab;
     let rows: Vec<&[f32]> = logits.chunks(n_vocab).collect();
     let mut first_row = 0;
     let mut seqs: Vec<usize> = batch.iter().filter(|b| b.logits).map(|b| b.seq).collect();
     seqs.dedup();
     for seq in seqs {
-        start_followers(ctx, slots, seq, rows[first_row], tokenizer, stats);
+        start_followers(
+            (ctx, drafter),
+            slots,
+            seq,
+            rows[first_row],
+            tokenizer,
+            stats,
+        );
         let slot = &mut slots[seq];
         let Some(job) = &mut slot.job else { continue };
         let n_rows = 1 + job.drafts.len();
@@ -469,13 +498,16 @@ fn step(
             end_job(slot, outcome, stats);
         }
     }
+    // The generating slots' pending tokens and accepted drafts, as verification kept them.
+    let generated = runs(&generated, ctx);
+    ModelDrafts::caught_up(drafter, ctx, &generated);
 }
 
 /// When a group's leader has just evaluated its prompt (`row` is its last prompt token's
 /// logits), each waiting follower copies the prompt's cache and samples its first token from
 /// the same row with its own sampler.
 fn start_followers(
-    ctx: &mut Context,
+    (ctx, drafter): (&mut Context, &mut Option<ModelDrafts>),
     slots: &mut [Slot],
     leader: usize,
     row: &[f32],
@@ -495,6 +527,7 @@ fn start_followers(
         };
         follower.leader = None;
         ctx.copy_seq(leader, f);
+        ModelDrafts::copied(drafter, leader, f);
         let outcome = sample_next(follower, row, None, tokenizer);
         if !matches!(outcome, Outcome::Continue) {
             end_job(slot, outcome, stats);
@@ -522,83 +555,6 @@ fn end_orphans(slots: &mut [Slot], stats: &Stats) {
             let outcome = Outcome::Abandoned((!closed).then_some(why));
             end_job(&mut slots[f], outcome, stats);
         }
-    }
-}
-
-/// Drafts for every generating slot that speculates, within the positions and tokens left to
-/// it and the batch's room: by prompt lookup first, then, where lookup finds nothing, by the
-/// draft model, in passes the slots share.
-fn draft_all(ctx: &Context, drafter: Option<&mut SharedDrafter>, slots: &mut [Slot]) {
-    let n_generating = (slots.iter())
-        .filter(|s| s.job.as_ref().is_some_and(|j| j.next.is_some()))
-        .count();
-    let mut room = ctx.n_batch().saturating_sub(n_generating);
-    let mut asks: Vec<DraftRequest> = Vec::new();
-    for (seq, slot) in slots.iter_mut().enumerate() {
-        let Some(job) = slot.job.as_mut() else {
-            continue;
-        };
-        job.drafts.clear();
-        let (Some(spec), Some(next)) = (&mut job.spec, job.next) else {
-            continue;
-        };
-        let held = ctx.seq_tokens(seq);
-        // Positions left, and drafts a rejection can rewind exactly (with the pending token).
-        let positions =
-            (ctx.n_ctx().saturating_sub(held.len() + 1)).min(ctx.rewind_depth().saturating_sub(1));
-        // The token sampled after the drafts counts too.
-        let tokens_left = job.max_tokens.saturating_sub(job.generated.len() + 1);
-        // Each source drafts as long as its own acceptance pays for.
-        let mut want = |on: bool, source| match on {
-            true => (spec.policy.draft_len_from(source, n_generating))
-                .min(positions)
-                .min(tokens_left)
-                .min(room),
-            false => 0,
-        };
-        let lookup_want = want(spec.lookup.is_some(), DraftSource::Lookup);
-        let model_want = want(drafter.is_some(), DraftSource::Model);
-        if lookup_want == 0 && model_want == 0 {
-            continue;
-        }
-        let mut history = Vec::with_capacity(held.len() + 1);
-        history.extend_from_slice(held);
-        history.push(next);
-        spec.source = DraftSource::Lookup;
-        if let Some(lookup) = spec.lookup.as_mut().filter(|_| lookup_want > 0) {
-            job.drafts = lookup.draft(&history, lookup_want).unwrap_or_default();
-            job.drafts.truncate(lookup_want);
-        }
-        if job.drafts.is_empty() && model_want > 0 {
-            // Room is held for the model's drafts until they are known.
-            spec.source = DraftSource::Model;
-            room -= model_want;
-            asks.push(DraftRequest {
-                seq,
-                history,
-                max: model_want,
-                drafts: Vec::new(),
-            });
-        } else {
-            room -= job.drafts.len();
-        }
-    }
-    let Some(drafter) = drafter.filter(|_| !asks.is_empty()) else {
-        return;
-    };
-    // A draft that fails (it cannot, short of a bug) only costs this step its drafts.
-    if drafter.draft(&mut asks).is_err() {
-        return;
-    }
-    let (passes, secs) = drafter.last_timing();
-    for ask in asks {
-        let Some(job) = slots[ask.seq].job.as_mut() else {
-            continue;
-        };
-        if let Some(spec) = &mut job.spec {
-            spec.policy.drafted(passes, secs);
-        }
-        job.drafts = ask.drafts;
     }
 }
 

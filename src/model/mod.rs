@@ -27,7 +27,9 @@ pub use arch::{
     Activation, Arch, Architecture, FfnRecipe, Gating, MoeRecipe, QkNorm, Recipe, RecurrentMixer,
     RopeStyle,
 };
-pub use context::{AbortCallback, BatchToken, Context, ContextParams, Logits, MtpOutput};
+pub use context::{
+    AbortCallback, BatchToken, Context, ContextParams, Logits, MtpNeed, MtpOutput, MtpToken,
+};
 pub use error::ModelError;
 pub use hparams::{HParams, MixerKind, MoeParams};
 pub use kv_cache::KvType;

@@ -33,16 +33,17 @@ pub trait Drafter {
         false
     }
 
-    /// Up to `max` tokens guessed to follow `pending`, which sequence `seq` of `target` does
-    /// not hold yet ([`Drafter::on_target`] drafters).
+    /// Drafts to follow `history`, whose last token sequence `seq` of `target` does not hold
+    /// yet ([`Drafter::on_target`] drafters): up to `lookup_max` tokens from prompt lookup,
+    /// `model_max` from the model; returns the drafts and where they came from.
     fn draft_on_target(
         &mut self,
         _target: &mut Context,
         _seq: usize,
-        _pending: TokenId,
-        _max: usize,
-    ) -> Result<Vec<TokenId>, ModelError> {
-        Ok(Vec::new())
+        _history: &[TokenId],
+        _max: (usize, usize),
+    ) -> Result<(Vec<TokenId>, DraftSource), ModelError> {
+        Ok((Vec::new(), DraftSource::Model))
     }
 
     /// After a verification pass of `target` (its hidden states kept): sequence `seq` now

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 pub use drafter::{check_draft_model, Drafter, LookupThenModel, ModelDrafter};
 pub use lookup::{LookupDrafter, NgramPool};
-pub use mtp::MtpDrafter;
+pub use mtp::{MtpDrafter, MtpRun, MtpSequences};
 pub use policy::{DraftPolicy, DraftSource};
 pub use shared_draft::{DraftRequest, SharedDrafter};
 
@@ -129,11 +129,9 @@ impl Speculator {
             history.extend_from_slice(target.seq_tokens(seq));
             history.push(pending);
             let t = Instant::now();
+            let max = (lookup_len, model_len);
             (drafts, source) = match drafter.on_target() {
-                true => (
-                    drafter.draft_on_target(target, seq, pending, model_len)?,
-                    DraftSource::Model,
-                ),
+                true => drafter.draft_on_target(target, seq, &history, max)?,
                 false => drafter.draft_from(&history, lookup_len, model_len)?,
             };
             drafts.truncate(match source {

@@ -1,30 +1,50 @@
-//! Drafting with the target's own multi-token-prediction block ([`Context::mtp_pass`]), as
+//! Drafting with the target's own multi-token-prediction block ([`Context::mtp_batch`]), as
 //! llama.cpp's `draft-mtp` does: the block reads the next token and the trunk's hidden state
 //! of the token before it, and predicts the token after; chained on its own hidden state it
-//! drafts several. Its KV rows sit at the sequence's positions in the target's cache:
-//! drafting writes them past the sequence's end, and after each verification they are
-//! written again from the kept tokens and the target's hidden states (teacher-forced), so the
+//! drafts several. Its KV rows sit at the sequences' positions in the target's cache:
+//! drafting writes them past a sequence's end, and after each pass of the target they are
+//! written again from the tokens kept and the target's hidden states (teacher-forced), so the
 //! block always reads what llama.cpp's reads.
+//!
+//! [`MtpSequences`] keeps that state for every sequence of a context and drafts for many at
+//! once (a server's slots: each draft step is one pass of the block over every sequence still
+//! drafting); [`MtpDrafter`] is the one-sequence [`Drafter`] of `kolibri run`.
 
-use super::Drafter;
-use crate::model::{Context, ModelError};
+use std::time::Instant;
+
+use super::{DraftRequest, DraftSource, Drafter, LookupDrafter};
+use crate::model::{Context, ModelError, MtpNeed, MtpToken};
 use crate::sampling::argmax;
 use crate::tokenizer::TokenId;
 
-/// Prompt tokens the block catches up on per pass.
+/// Tokens the block catches up on per pass.
 const CATCH_UP_CHUNK: usize = 512;
 
-pub struct MtpDrafter {
-    /// The trunk's hidden state of the last token the target holds: what the pending token
-    /// pairs with. Zeros before any.
-    pending_hidden: Vec<f32>,
-    passes: usize,
+/// Tokens a sequence holds from `first_pos` on (`len` of them) that the target's last decode
+/// evaluated, as rows `row..row + len` of [`Context::last_hidden`].
+#[derive(Clone, Copy, Debug)]
+pub struct MtpRun {
+    pub seq: usize,
+    pub first_pos: usize,
+    pub len: usize,
+    pub row: usize,
 }
 
-impl MtpDrafter {
-    /// For `target`, whose model was loaded with its block
-    /// ([`crate::model::LoadOptions::mtp`]); keeps its hidden states from now on.
-    pub fn new(target: &mut Context) -> Result<MtpDrafter, ModelError> {
+/// The block's drafting state for every sequence of a target context: the trunk's hidden
+/// state of each sequence's last token, which the next token pairs with.
+pub struct MtpSequences {
+    /// Per sequence; `None` when unknown (its cache was rewound or replaced): the next run's
+    /// first token then only provides its hidden state, its block row is left as it was.
+    last_hidden: Vec<Option<Vec<f32>>>,
+    n_embd: usize,
+    /// Passes of the last [`MtpSequences::draft`] and their seconds.
+    timed: (usize, f64),
+}
+
+impl MtpSequences {
+    /// For every sequence of `target`, whose model was loaded with its block
+    /// ([`crate::model::LoadOptions::mtp`]); the target keeps its hidden states from now on.
+    pub fn new(target: &mut Context) -> Result<MtpSequences, ModelError> {
         let model = target.model();
         if model.weights.mtp.is_none() {
             return Err(ModelError::InvalidArgument(
@@ -33,42 +53,170 @@ impl MtpDrafter {
         }
         let n_embd = model.hparams.n_embd;
         target.keep_hidden(true);
+        Ok(MtpSequences {
+            last_hidden: vec![None; target.n_seq()],
+            n_embd,
+            timed: (0, 0.0),
+        })
+    }
+
+    /// Sequence `seq`'s cache was rewound or replaced: its last token's hidden state is
+    /// unknown until a pass evaluates a token of it again.
+    pub fn forget(&mut self, seq: usize) {
+        if let Some(h) = self.last_hidden.get_mut(seq) {
+            *h = None;
+        }
+    }
+
+    /// Whether the hidden state of `seq`'s last token is known (it can draft).
+    pub fn knows(&self, seq: usize) -> bool {
+        self.last_hidden.get(seq).is_some_and(Option::is_some)
+    }
+
+    /// Sequence `dst` became a copy of `src`.
+    pub fn copy(&mut self, src: usize, dst: usize) {
+        if src < self.last_hidden.len() && dst < self.last_hidden.len() {
+            self.last_hidden[dst] = self.last_hidden[src].clone();
+        }
+    }
+
+    /// The passes of the last [`MtpSequences::draft`] and their seconds.
+    pub fn last_timing(&self) -> (usize, f64) {
+        self.timed
+    }
+
+    /// Writes the block's rows of `runs` (tokens the target's last decode evaluated), token t
+    /// paired with the hidden state of the token before it; each run's last hidden state
+    /// becomes its sequence's. A run from position 0 pairs its first token with zeros. On
+    /// error the runs' sequences forget their hidden state.
+    pub fn catch_up(&mut self, target: &mut Context, runs: &[MtpRun]) -> Result<(), ModelError> {
+        let e = self.n_embd;
+        let evaluated = target.last_hidden();
+        let (mut places, mut paired) = (Vec::new(), Vec::new());
+        let mut last = Vec::with_capacity(runs.len());
+        for run in runs.iter().filter(|r| r.len > 0) {
+            let (rows, end) = (
+                run.row * e..(run.row + run.len) * e,
+                run.first_pos + run.len,
+            );
+            let tokens = target.seq_tokens(run.seq).get(run.first_pos..end);
+            let (Some(tokens), Some(hidden)) = (tokens, evaluated.get(rows)) else {
+                return Err(ModelError::InvalidArgument(format!(
+                    "sequence {} positions {}..{end} are not rows {}.. of the last pass",
+                    run.seq, run.first_pos, run.row
+                )));
+            };
+            let before = match (run.first_pos, self.last_hidden[run.seq].take()) {
+                (0, _) => Some(vec![0.0; e]),
+                (_, known) => known,
+            };
+            // Token t reads the hidden state of token t - 1.
+            let skip = usize::from(before.is_none());
+            if let Some(before) = before {
+                paired.extend_from_slice(&before);
+            }
+            paired.extend_from_slice(&hidden[..(run.len - 1) * e]);
+            places.extend((skip..run.len).map(|t| MtpToken {
+                token: tokens[t],
+                seq: run.seq,
+                pos: run.first_pos + t,
+            }));
+            last.push((run.seq, hidden[(run.len - 1) * e..].to_vec()));
+        }
+        for (chunk, rows) in places
+            .chunks(CATCH_UP_CHUNK)
+            .zip(paired.chunks(CATCH_UP_CHUNK * e))
+        {
+            target.mtp_batch(chunk, rows, MtpNeed::CacheRows)?;
+        }
+        for (seq, hidden) in last {
+            self.last_hidden[seq] = Some(hidden);
+        }
+        Ok(())
+    }
+
+    /// Drafts up to `max` tokens for every request (its history's last token is the one its
+    /// sequence does not hold yet), each draft step one pass over the sequences still
+    /// drafting. A sequence whose hidden state is unknown drafts nothing.
+    pub fn draft(
+        &mut self,
+        target: &mut Context,
+        requests: &mut [DraftRequest],
+    ) -> Result<(), ModelError> {
+        self.timed = (0, 0.0);
+        let started = Instant::now();
+        let n_ctx = target.n_ctx();
+        // Per drafting request: (request, next position, token, hidden state it pairs with).
+        let mut active: Vec<(usize, usize, TokenId, Vec<f32>)> = Vec::new();
+        for (i, r) in requests.iter_mut().enumerate() {
+            r.drafts.clear();
+            let (Some(&pending), Some(Some(hidden))) =
+                (r.history.last(), self.last_hidden.get(r.seq))
+            else {
+                continue;
+            };
+            let pos = target.seq_len(r.seq);
+            if r.max > 0 && pos < n_ctx {
+                active.push((i, pos, pending, hidden.clone()));
+            }
+        }
+        let n_vocab = target.model().hparams.n_vocab;
+        while !active.is_empty() {
+            let places: Vec<MtpToken> = (active.iter())
+                .map(|&(i, pos, token, _)| MtpToken {
+                    token,
+                    seq: requests[i].seq,
+                    pos,
+                })
+                .collect();
+            let hidden: Vec<f32> = active.iter().flat_map(|a| a.3.iter().copied()).collect();
+            let out = target.mtp_batch(&places, &hidden, MtpNeed::Drafts);
+            let out = out.inspect_err(|_| requests.iter_mut().for_each(|r| r.drafts.clear()))?;
+            self.timed.0 += 1;
+            let mut next = Vec::with_capacity(active.len());
+            let rows = out
+                .logits
+                .chunks(n_vocab)
+                .zip(out.hidden.chunks(self.n_embd));
+            for ((logits, h), (i, pos, _, _)) in rows.zip(active) {
+                let r = &mut requests[i];
+                let token = argmax(logits);
+                r.drafts.push(token);
+                let more = r.drafts.len() < r.max && pos + 1 < n_ctx;
+                if more && !target.model().tokenizer.is_eog(token) {
+                    next.push((i, pos + 1, token, h.to_vec()));
+                }
+            }
+            active = next;
+        }
+        self.timed.1 = started.elapsed().as_secs_f64();
+        Ok(())
+    }
+}
+
+/// The one-sequence drafter over [`MtpSequences`], with prompt lookup first when given one
+/// (what lookup finds costs nothing to draft).
+pub struct MtpDrafter {
+    block: MtpSequences,
+    lookup: Option<LookupDrafter>,
+    passes: usize,
+}
+
+impl MtpDrafter {
+    /// For `target`, whose model was loaded with its block
+    /// ([`crate::model::LoadOptions::mtp`]); keeps its hidden states from now on.
+    pub fn new(target: &mut Context) -> Result<MtpDrafter, ModelError> {
         Ok(MtpDrafter {
-            pending_hidden: vec![0.0; n_embd],
+            block: MtpSequences::new(target)?,
+            lookup: None,
             passes: 0,
         })
     }
 
-    /// The block over `tokens`, which `seq` holds from `first_pos` and the last decode
-    /// evaluated (the rows of [`Context::last_hidden`]), token t with the hidden state of the
-    /// token before it; the last token's hidden state becomes the pending one.
-    fn catch_up(
-        &mut self,
-        target: &mut Context,
-        seq: usize,
-        first_pos: usize,
-        tokens: &[TokenId],
-    ) -> Result<(), ModelError> {
-        let e = self.pending_hidden.len();
-        let evaluated = target.last_hidden();
-        if evaluated.len() < tokens.len() * e {
-            return Err(ModelError::InvalidArgument(format!(
-                "the drafter needs the hidden states of {} tokens; the last pass kept {}",
-                tokens.len(),
-                evaluated.len() / e.max(1)
-            )));
-        }
-        // Row t: the hidden state of token t - 1.
-        let mut paired = Vec::with_capacity(tokens.len() * e);
-        paired.extend_from_slice(&self.pending_hidden);
-        paired.extend_from_slice(&evaluated[..(tokens.len() - 1) * e]);
-        self.pending_hidden = evaluated[(tokens.len() - 1) * e..tokens.len() * e].to_vec();
-        for (i, chunk) in tokens.chunks(CATCH_UP_CHUNK).enumerate() {
-            let start = i * CATCH_UP_CHUNK;
-            let rows = &paired[start * e..(start + chunk.len()) * e];
-            target.mtp_pass(seq, first_pos + start, chunk, rows)?;
-        }
-        Ok(())
+    /// Drafts by prompt lookup where it finds a match, by the block elsewhere.
+    pub fn with_lookup(mut self, lookup: LookupDrafter) -> MtpDrafter {
+        self.lookup = Some(lookup);
+        self
     }
 }
 
@@ -83,39 +231,53 @@ impl Drafter for MtpDrafter {
         true
     }
 
+    fn looks_up(&self) -> bool {
+        self.lookup.is_some()
+    }
+
+    fn runs_model(&self) -> bool {
+        true
+    }
+
     fn last_passes(&self) -> usize {
         self.passes
     }
 
     fn prepare_on_target(&mut self, target: &mut Context, seq: usize) -> Result<(), ModelError> {
-        let tokens = target.seq_tokens(seq).to_vec();
-        self.pending_hidden.iter_mut().for_each(|h| *h = 0.0);
-        self.catch_up(target, seq, 0, &tokens)
+        let len = target.seq_len(seq);
+        let run = MtpRun {
+            seq,
+            first_pos: 0,
+            len,
+            row: 0,
+        };
+        self.block.catch_up(target, &[run])
     }
 
     fn draft_on_target(
         &mut self,
         target: &mut Context,
         seq: usize,
-        pending: TokenId,
-        max: usize,
-    ) -> Result<Vec<TokenId>, ModelError> {
-        let first_pos = target.seq_len(seq);
-        let (mut token, mut hidden) = (pending, self.pending_hidden.clone());
-        let mut drafts = Vec::with_capacity(max);
+        history: &[TokenId],
+        (lookup_max, model_max): (usize, usize),
+    ) -> Result<(Vec<TokenId>, DraftSource), ModelError> {
         self.passes = 0;
-        let model = std::sync::Arc::clone(target.model());
-        for i in 0..max {
-            let out = target.mtp_pass(seq, first_pos + i, &[token], &hidden)?;
-            self.passes += 1;
-            token = argmax(&out.logits);
-            drafts.push(token);
-            if model.tokenizer.is_eog(token) {
-                break;
+        if let Some(lookup) = self.lookup.as_mut().filter(|_| lookup_max > 0) {
+            let found = lookup.draft(history, lookup_max)?;
+            if !found.is_empty() {
+                return Ok((found, DraftSource::Lookup));
             }
-            hidden = out.hidden;
         }
-        Ok(drafts)
+        let mut request = [DraftRequest {
+            seq,
+            history: history.to_vec(),
+            max: model_max,
+            drafts: Vec::new(),
+        }];
+        self.block.draft(target, &mut request)?;
+        self.passes = self.block.last_timing().0;
+        let [request] = request;
+        Ok((request.drafts, DraftSource::Model))
     }
 
     fn verified(
@@ -125,6 +287,12 @@ impl Drafter for MtpDrafter {
         first_pos: usize,
         kept: &[TokenId],
     ) -> Result<(), ModelError> {
-        self.catch_up(target, seq, first_pos, kept)
+        let run = MtpRun {
+            seq,
+            first_pos,
+            len: kept.len(),
+            row: 0,
+        };
+        self.block.catch_up(target, &[run])
     }
 }

@@ -1211,6 +1211,45 @@ def speculation(binary, target, draft, other_vocab):
             assert why in str(e), str(e)
 
 
+def synthetic_model(name):
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts",
+                          "make-synthetic-models.py")
+    return subprocess.run([sys.executable, script, "--path", name], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@check("speculation: --spec mtp drafts for 4 slots and keeps greedy output; no block, refused")
+def mtp_speculation(binary):
+    """Qwen3.5 files with a multi-token-prediction block served with 4 slots plainly, with
+    --spec mtp and with --lookup too: the same greedy text for four requests at once. The
+    agreeing file's block drafts right 9 times in 10, so most drafts are accepted; the random
+    file's mostly are not (its slots rewind almost every step). A file without a block is
+    refused at start."""
+    prompts = ["Once upon a time", "The capital of France is", "fn main() {",
+               "One, two, three, four, five"]
+    for name in ["qwen35-mtp-tiny", "qwen35-mtp-agree-tiny"]:
+        path, texts = synthetic_model(name), {}
+        for kind, extra in [("plain", []), ("mtp", ["--spec", "mtp"]),
+                            ("mtp+lookup", ["--spec", "mtp", "--lookup"])]:
+            s = Server(binary, path, "--parallel", "4", "-c", "256", *extra, key=KEY)
+            try:
+                texts[kind] = greedy_texts(s, prompts, 32)
+                drafted = s.metric("drafted_tokens_total")
+                accepted = s.metric("accepted_tokens_total")
+                assert (drafted > 0) == (kind != "plain"), (name, kind, drafted)
+                if name.endswith("agree-tiny") and kind != "plain":
+                    assert accepted > drafted / 2, (name, kind, accepted, drafted)
+            finally:
+                assert s.stop() == 0
+            assert texts[kind] == texts["plain"], (name, kind, texts[kind], texts["plain"])
+    try:
+        Server(binary, synthetic_model("qwen35-tiny"), "--parallel", "1", "--spec", "mtp",
+               key=KEY).stop()
+        raise AssertionError("--spec mtp was accepted for a model without a block")
+    except RuntimeError as e:
+        assert "multi-token" in str(e), str(e)
+
+
 @check("split model: served from any part, the single file's text and log-probabilities")
 def split_model(binary, model):
     """The model cut in three parts by `kolibri quantize COPY --split-max-size`, served from its
@@ -1264,6 +1303,7 @@ def main():
     reasoning_harmony(binary, chat_model)
     continuations(binary)
     speculation(binary, large_model, chat_model, plain_model)
+    mtp_speculation(binary)
     split_model(binary, large_model)
     single = Server(binary, chat_model, "--parallel", "1", key=KEY)
     try:

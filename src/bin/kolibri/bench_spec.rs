@@ -40,6 +40,7 @@ pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<()
     let tokens = model.tokenizer.encode(&prompt, true, false);
     let n_ctx = tokens.len() + n_gen + 64;
     let mode = match (&draft, a.has("--lookup")) {
+        _ if crate::speculate::wants_mtp(a)? && a.has("--lookup") => "mtp+lookup",
         _ if crate::speculate::wants_mtp(a)? => "mtp",
         (Some(_), true) => "draft+lookup",
         (Some(_), false) => "draft",

@@ -26,7 +26,7 @@ pub const SWITCHES: [&str; 1] = ["--lookup"];
 pub type Speculation = (Box<dyn Drafter + Send>, Speculator);
 
 /// Whether `--spec mtp` (or llama.cpp's `--spec-type draft-mtp`) asks for the model's own
-/// multi-token-prediction block; it drafts alone.
+/// multi-token-prediction block (with `--lookup`, where lookup finds nothing).
 pub fn wants_mtp(a: &Args) -> Result<bool, String> {
     let Some(spec) = a.get(&["--spec", "--spec-type"]) else {
         return Ok(false);
@@ -37,8 +37,8 @@ pub fn wants_mtp(a: &Args) -> Result<bool, String> {
              multi-token-prediction block; --draft MODEL and --lookup name the others)"
         ));
     }
-    if a.get(&["-md", "--draft"]).is_some() || a.has("--lookup") {
-        return Err("--spec mtp drafts alone: not with --draft or --lookup yet".into());
+    if a.get(&["-md", "--draft"]).is_some() {
+        return Err("--spec mtp drafts instead of a --draft model, not beside one".into());
     }
     if a.get(&["--prompt-cache"]).is_some() {
         return Err("--spec mtp needs the whole prompt evaluated: not with --prompt-cache".into());
@@ -70,7 +70,12 @@ pub fn build(
 ) -> Result<Option<Speculation>, String> {
     let ngram = a.parse_or(&["--lookup-ngram"], 4usize)?;
     let drafter: Box<dyn Drafter + Send> = if wants_mtp(a)? {
-        Box::new(MtpDrafter::new(target).map_err(|e| format!("--spec mtp: {e}"))?)
+        let block = MtpDrafter::new(target).map_err(|e| format!("--spec mtp: {e}"))?;
+        match a.has("--lookup") {
+            // As beside a draft model, only lookup matches of 3+ tokens beat the block.
+            true => Box::new(block.with_lookup(LookupDrafter::new(3, ngram))),
+            false => Box::new(block),
+        }
     } else if let Some(draft_model) = draft {
         let params = ContextParams {
             n_ctx: target.n_ctx(),

@@ -123,9 +123,23 @@ impl Context {
         places: &[QueryPlace],
         per_layer_inputs: Option<&[f32]>,
     ) -> Result<(), ModelError> {
+        self.mix_tokens(model, il, lw, x, batch, places)?;
+        self.mix_channels(model, il, lw, x, per_layer_inputs)
+    }
+
+    /// A layer's token mixer, attention or recurrent, added into `x` (its cache rows or state
+    /// written).
+    pub(super) fn mix_tokens(
+        &mut self,
+        model: &Model,
+        il: usize,
+        lw: &LayerWeights,
+        x: &mut [f32],
+        batch: &[BatchToken],
+        places: &[QueryPlace],
+    ) -> Result<(), ModelError> {
         let hp = &model.hparams;
         let e = hp.n_embd;
-        // --- token mixer: attention, or a recurrent mixer ---
         let mixed = {
             let inv = row_inv_rms(x, e, hp.rms_eps);
             let norm = normed(x, e, &inv, &lw.attn_norm);
@@ -137,8 +151,21 @@ impl Context {
             }
         };
         self.add_residual(x, mixed, lw.post_attn_norm.as_deref(), hp);
+        Ok(())
+    }
 
-        // --- channel mixer: the feed-forward block ---
+    /// A layer's channel mixer (the feed-forward block) added into `x`, then what follows it
+    /// (per-layer inputs, the output scale).
+    fn mix_channels(
+        &mut self,
+        model: &Model,
+        il: usize,
+        lw: &LayerWeights,
+        x: &mut Vec<f32>,
+        per_layer_inputs: Option<&[f32]>,
+    ) -> Result<(), ModelError> {
+        let hp = &model.hparams;
+        let e = hp.n_embd;
         let out = {
             let inv = row_inv_rms(x, e, hp.rms_eps);
             let norm = normed(x, e, &inv, &lw.ffn_norm);

@@ -18,7 +18,7 @@ mod ffn;
 mod moe_beside_dense;
 mod mtp;
 pub(crate) use ffn::DENSE_CHUNK_BYTES;
-pub use mtp::MtpOutput;
+pub use mtp::{MtpNeed, MtpOutput, MtpToken};
 mod forward;
 mod per_layer;
 mod shift;

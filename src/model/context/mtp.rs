@@ -19,6 +19,24 @@ use crate::model::error::ModelError;
 use crate::model::ops;
 use crate::tokenizer::TokenId;
 
+/// A token the block reads: its sequence and position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MtpToken {
+    pub token: TokenId,
+    pub seq: usize,
+    pub pos: usize,
+}
+
+/// What a pass of the block is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtpNeed {
+    /// Drafting: each token's logits and hidden state.
+    Drafts,
+    /// Catching up: only the block's KV rows (its feed-forward part and head are skipped, and
+    /// the output is empty).
+    CacheRows,
+}
+
 /// What the block gives for each token: its logits and its hidden state.
 pub struct MtpOutput {
     /// [n, n_vocab]
@@ -28,16 +46,35 @@ pub struct MtpOutput {
 }
 
 impl Context {
-    /// The block over `tokens` of sequence `seq` at positions `first_pos..`, token t paired with
-    /// row t of `hidden` ([n, n_embd]; the trunk's hidden state of the token before it, or the
-    /// block's own for a drafted one). The block's KV rows at those positions are written;
-    /// the sequence's tokens and the trunk's rows are not touched.
+    /// The block over `tokens` of sequence `seq` at positions `first_pos..` (see
+    /// [`Context::mtp_batch`]).
     pub fn mtp_pass(
         &mut self,
         seq: usize,
         first_pos: usize,
         tokens: &[TokenId],
         hidden: &[f32],
+    ) -> Result<MtpOutput, ModelError> {
+        let places: Vec<MtpToken> = (tokens.iter().enumerate())
+            .map(|(i, &token)| MtpToken {
+                token,
+                seq,
+                pos: first_pos + i,
+            })
+            .collect();
+        self.mtp_batch(&places, hidden, MtpNeed::Drafts)
+    }
+
+    /// The block over `tokens`, from any sequences, token t paired with row t of `hidden`
+    /// ([n, n_embd]; the trunk's hidden state of the token before it, or the block's own for
+    /// a drafted one). The block's KV rows at those positions are written; a sequence's
+    /// tokens come in position order and see its rows up to their own. The sequences' tokens
+    /// and the trunk's rows are not touched.
+    pub fn mtp_batch(
+        &mut self,
+        tokens: &[MtpToken],
+        hidden: &[f32],
+        need: MtpNeed,
     ) -> Result<MtpOutput, ModelError> {
         let model = Arc::clone(&self.model);
         let (hp, w, gguf) = (&model.hparams, &model.weights, &model.gguf);
@@ -54,15 +91,16 @@ impl Context {
                 hidden.len()
             )));
         }
-        if seq >= self.tokens.len() || first_pos + n > self.n_ctx() {
+        let n_ctx = self.n_ctx();
+        if let Some(t) = (tokens.iter()).find(|t| t.seq >= self.tokens.len() || t.pos >= n_ctx) {
             return Err(ModelError::InvalidArgument(format!(
-                "positions {first_pos}..{} of sequence {seq} are outside the context",
-                first_pos + n
+                "position {} of sequence {} is outside the context",
+                t.pos, t.seq
             )));
         }
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= hp.n_vocab) {
+        if let Some(t) = tokens.iter().find(|t| t.token as usize >= hp.n_vocab) {
             return Err(ModelError::InvalidToken {
-                token: t,
+                token: t.token,
                 n_vocab: hp.n_vocab,
             });
         }
@@ -71,7 +109,7 @@ impl Context {
         let mut joined = vec![0f32; n * 2 * e];
         for (t, row) in joined.chunks_exact_mut(2 * e).enumerate() {
             let (emb, h) = row.split_at_mut(e);
-            embed.dequantize_row_into(gguf, tokens[t] as usize, emb);
+            embed.dequantize_row_into(gguf, tokens[t].token as usize, emb);
             ops::rms_norm_rows_inplace(emb, &mtp.enorm, hp.rms_eps);
             h.copy_from_slice(&hidden[t * e..(t + 1) * e]);
             ops::rms_norm_rows_inplace(h, &mtp.hnorm, hp.rms_eps);
@@ -79,21 +117,30 @@ impl Context {
         let src = ActSource::Rows(&joined);
         let [mut x] = project(gguf, src, n, 2 * e, [&mtp.eh_proj], &mut self.scratch)?;
 
-        let seq_row0 = self.kv.row(seq, 0);
-        let places: Vec<QueryPlace> = (0..n)
+        let places: Vec<QueryPlace> = (tokens.iter())
             .map(|t| QueryPlace {
-                seq_row0,
-                pos: first_pos + t,
+                seq_row0: self.kv.row(t.seq, 0),
+                pos: t.pos,
             })
             .collect();
         let batch: Vec<BatchToken> = (tokens.iter())
-            .map(|&token| BatchToken {
-                token,
-                seq,
+            .map(|t| BatchToken {
+                token: t.token,
+                seq: t.seq,
                 logits: true,
             })
             .collect();
         let pool = Arc::clone(&self.pool);
+        if need == MtpNeed::CacheRows {
+            pool.install(|| {
+                self.mix_tokens(&model, hp.n_layer, &mtp.block, &mut x, &batch, &places)
+            })?;
+            self.scratch.give([x]);
+            return Ok(MtpOutput {
+                logits: Vec::new(),
+                hidden: Vec::new(),
+            });
+        }
         pool.install(|| {
             self.decoder_layer(
                 &model, hp.n_layer, &mtp.block, &mut x, &batch, &places, None,

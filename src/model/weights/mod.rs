@@ -133,8 +133,7 @@ impl Weights {
         let (mut token_embd, mut layers) = (token_embd, layers);
         let mut per_layer = PerLayerEmbeddings::load(&l, hp)?;
         let rank_head = RankHead::load(&l, arch.name, e)?;
-        // Read in place (not repacked: the repack cache holds one layout per file).
-        let mtp = match hp.mtp_block_loaded() {
+        let mut mtp = match hp.mtp_block_loaded() {
             true => Some(MtpWeights::load(&l, arch, hp)?),
             false => None,
         };
@@ -193,7 +192,18 @@ impl Weights {
                 }
             }
         }
+        let mut done: usize = targets.iter().map(|l| l.len).sum();
         drop(targets);
+        if let Some(block) = mtp.as_mut().filter(|_| !paged) {
+            // Repacked here, never cached: the cache holds one layout per file, the one
+            // without the block (loaded only when asked for).
+            for lin in block.matrices_mut() {
+                let repacks = MatmulPlan::would_repack(lin.ty, lin.k);
+                if repacks && repack_reporting(lin, gguf, done, progress)? {
+                    done += lin.len;
+                }
+            }
+        }
         if tied {
             output = token_embd.clone();
         }

@@ -39,4 +39,12 @@ impl MtpWeights {
             block: LayerWeights::load(l, arch, hp, il)?,
         })
     }
+
+    /// Its matrices (an own embedding is only looked up, as the model's is).
+    pub(super) fn matrices_mut(&mut self) -> Vec<&mut Linear> {
+        let mut m = vec![&mut self.eh_proj];
+        m.extend(self.head.as_mut());
+        m.extend(self.block.matrices_mut());
+        m
+    }
 }

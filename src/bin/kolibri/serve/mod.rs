@@ -21,7 +21,7 @@ pub const USAGE: &str =
               [--reasoning-format auto|none] [--reasoning-budget N]
               [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
-              [--lookup] [--draft MODEL] [--draft-max 16] [--draft-p-min 0.5]
+              [--lookup] [--draft MODEL | --spec mtp] [--draft-max 16] [--draft-p-min 0.5]
               [--models-max 1] [--idle-unload 300] [-v] [--log-format text|json] [--log-disable]
               (a line per request on stderr: client, method, path, status, time, and a
               generation's prompt, cached and generated tokens, time to first token and
@@ -34,9 +34,10 @@ pub const USAGE: &str =
               older half of what follows its first N tokens each time the slot is full;
               --slot-save-path enables POST /slots/ID?action=save|restore|erase with
               {\"filename\": NAME}: a slot's tokens and KV cache to DIR/NAME and back;
-              --lookup and --draft make each slot draft tokens, from its own and earlier
-              requests' text and from a small model of the same vocabulary, that the shared
-              forward pass checks: greedy output stays the same, only faster)
+              --lookup, --draft and --spec mtp make each slot draft tokens, from its own and
+              earlier requests' text, from a small model of the same vocabulary, or from the
+              model's own multi-token-prediction block, that the shared forward pass checks:
+              greedy output stays the same, only faster)
 ";
 
 /// The request log's settings: `-v` (`--verbose`) for the user agent and the body, `--log-format
@@ -83,6 +84,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--draft-p-min",
             "-md",
             "--draft",
+            "--spec",
+            "--spec-type",
             "--slot-save-path",
             "--conn-timeout",
             "--max-connections",
@@ -291,12 +294,11 @@ fn engine(path: &str, model_id: String, a: &Args) -> Result<Engine, String> {
 
 /// Without `-m`: the models of the local store, each loaded when a request names it.
 fn on_demand(a: &Arc<Args>) -> Result<(ModelPool, String), String> {
-    if a.get(&["--draft", "-md"]).is_some() || a.get(&["--alias"]).is_some() {
-        return Err(
-            "--draft and --alias go with -m (one model); without it, models load \
-                    on demand by name"
-                .into(),
-        );
+    let one_model = ["--draft", "-md", "--alias", "--spec", "--spec-type"];
+    if let Some(flag) = one_model.iter().find(|f| a.get(&[f]).is_some()) {
+        return Err(format!(
+            "{flag} goes with -m (one model); without it, models load on demand by name"
+        ));
     }
     let models_max: usize = a.parse_or(&["--models-max"], 1)?;
     if models_max == 0 {
@@ -338,7 +340,6 @@ async fn unload_idle(app: Arc<AppState>) {
     }
 }
 
-/// `--lookup`, `--draft MODEL`, `--draft-max N`, `--draft-p-min P`.
 /// `--reasoning-format`, `--chat-template-kwargs` and `--reasoning-budget`, checked as a
 /// request's own fields are.
 fn thinking_options(a: &Args) -> Result<ThinkingOptions, String> {
@@ -357,9 +358,11 @@ fn thinking_options(a: &Args) -> Result<ThinkingOptions, String> {
         .map_err(|e| e.message.replace("reasoning_format", "--reasoning-format"))
 }
 
+/// `--lookup`, `--draft MODEL` or `--spec mtp`, `--draft-max N`, `--draft-p-min P`.
 fn speculation(a: &crate::args::Args) -> Result<Speculation, String> {
     let draft_model = crate::speculate::load_draft(a)?;
-    if !a.has("--lookup") && draft_model.is_none() {
+    let mtp = crate::speculate::wants_mtp(a)?;
+    if !a.has("--lookup") && draft_model.is_none() && !mtp {
         return Ok(Speculation::default());
     }
     let max_draft = match a.parse_or(&["--draft-max"], 16usize)? {
@@ -375,5 +378,6 @@ fn speculation(a: &crate::args::Args) -> Result<Speculation, String> {
         lookup: a.has("--lookup"),
         draft_model,
         draft_p_min,
+        mtp,
     })
 }
