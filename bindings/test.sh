@@ -9,7 +9,8 @@
 # MODEL is Qwen2.5-Coder-0.5B-Instruct (q4_k_m) GGUF: the tests check its greedy output and
 # chat template. The optional third model, one without a chat template (gemma-3-270m), adds
 # the NOT_FOUND checks. KOLIBRI_TEST_MODEL_LARGE, if set (Qwen2.5-Coder-1.5B-Instruct), adds the
-# speculators' draft-model checks (the 0.5B drafting for it). Swift is built and tested only
+# speculators' draft-model checks (the 0.5B drafting for it); KOLIBRI_TEST_MODEL_MTP (a Qwen3.5
+# file with a multi-token-prediction block) the block's. Swift is built and tested only
 # where a Swift toolchain exists.
 set -euo pipefail
 

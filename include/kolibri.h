@@ -223,6 +223,14 @@ typedef struct kolibri_model_params {
      * `use_mmap` and not `use_mlock` (INVALID_ARGUMENT otherwise). Default false.
      */
     bool paged_weights;
+    /**
+     * Multi-token-prediction blocks to load (appended in 0.3; older callers get the
+     * default): 0, or 1 for the model's first block (`nextn_predict_layers`, Qwen3.5 / 3.6),
+     * which kolibri_speculator_new_mtp drafts with. It adds its weights and a KV cache layer
+     * to every context. A model without a block fails with INVALID_ARGUMENT; not with
+     * `paged_weights`. Default 0.
+     */
+    size_t n_mtp_blocks;
 } kolibri_model_params;
 
 /**
@@ -1048,6 +1056,27 @@ kolibri_status kolibri_speculator_new(const struct kolibri_context *target,
                                       struct kolibri_speculator **out_speculator);
 
 /**
+ * Creates a speculator for `target`'s sequence that drafts with the target model's own
+ * multi-token-prediction block (a model loaded with `n_mtp_blocks` 1), and with `lookup`,
+ * by prompt lookup first (the block where lookup finds nothing). From now on `target` keeps
+ * the hidden states the block reads. Pass NULL as `draft` to kolibri_speculator_step and
+ * kolibri_speculator_prepare. `params->draft_p_min` is not used.
+ *
+ * **Ownership:** `*out_speculator` is the caller's; free it with kolibri_speculator_free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument, a model loaded without its block, a param
+ * out of range), INVALID_STATE (the context in use by another thread).
+ * **Thread safety:** any thread; the context must not be in use elsewhere during the call.
+ *
+ * # Safety
+ * `target` is NULL or live; `params` is NULL or a params struct from
+ * kolibri_speculator_params_init; `out_speculator` is NULL or writable.
+ */
+kolibri_status kolibri_speculator_new_mtp(const struct kolibri_context *target,
+                                          const struct kolibri_speculator_params *params,
+                                          bool lookup,
+                                          struct kolibri_speculator **out_speculator);
+
+/**
  * One speculative step after `pending`, the token last sampled (by kolibri_sampler_sample
  * or an earlier step) and not yet evaluated. Drafts, checks the drafts in one pass of
  * `target`, and writes the tokens generated to `out_tokens` (at least one, at most
@@ -1081,7 +1110,10 @@ kolibri_status kolibri_speculator_step(struct kolibri_speculator *speculator,
  * Brings the draft context up to what `target`'s sequence holds (the prompt just
  * evaluated), so that the draft model reads the prompt when the caller chooses (as prompt
  * processing) and the first step drafts at once. Optional: without it the first step reads
- * the prompt itself. A prompt-lookup speculator has nothing to do.
+ * the prompt itself. A prompt-lookup speculator has nothing to do. A speculator drafting
+ * with the model's own block reads what the last kolibri_context_decode of `target`
+ * evaluated: call it after each decode of the prompt (without it, the block drafts from
+ * the first step on what it has read, and its drafts are worse until then).
  *
  * **Ownership:** nothing to free.
  * **Errors:** INVALID_ARGUMENT (a NULL argument; other contexts than at creation), CANCELLED

@@ -12,6 +12,10 @@ models="${KOLIBRI_MODEL_DIR:-$HOME/.cache/kolibri/models}"
 model="$models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 plain_model="$models/gemma-3-270m-q4_k_m.gguf" # has no chat template
 large_model="$models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+synthetic() { python3 scripts/make-synthetic-models.py --path "$1"; }
+mtp_model="$(synthetic qwen35-mtp-tiny)"
+mtp_agreeing="$(synthetic qwen35-mtp-agree-tiny)"
+no_block="$(synthetic qwen35-tiny)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
@@ -53,6 +57,7 @@ sed 's/^/       | /' "$work/chat-out.txt"
 check "misuse: documented statuses and messages" "$work/shared/misuse" "$model" "$plain_model"
 check "state: saved, loaded, continued bit-identically; bad states refused" "$work/shared/state" "$model" "$work/prompt.state"
 check "speculative: lookup and a draft model give greedy's tokens; bad drafts refused" "$work/shared/speculative" "$model" "$large_model" "$plain_model"
+check "mtp: the model's own block gives greedy's tokens, with lookup too; misuse refused" "$work/shared/mtp" "$mtp_model" "$no_block" "$mtp_agreeing"
 check "structured: a JSON schema constraint gives JSON of that shape; bad ones refused" sh -c "'$work/shared/structured' '$model' > '$work/structured.json' && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert set(d)=={\"city\",\"population\",\"capital\"} and isinstance(d[\"population\"],int) and isinstance(d[\"capital\"],bool), d' '$work/structured.json'"
 sed 's/^/       | /' "$work/structured.json" 2>/dev/null || true
 
@@ -74,11 +79,12 @@ check "asan: misuse" "$work/asan/misuse" "$model" "$plain_model"
 check "asan: state" "$work/asan/state" "$model" "$work/asan.state"
 check "asan: speculative (prompt lookup)" "$work/asan/speculative" "$model"
 check "asan: structured" "$work/asan/structured" "$model"
+check "asan: mtp" "$work/asan/mtp" "$mtp_model" "$no_block"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== bindings"
 # The 1.5B as a target lets the speculator tests draft with the 0.5B.
-check "Go and C# bindings" env KOLIBRI_TEST_MODEL_LARGE="$large_model" bindings/test.sh "$prefix" "$model"
+check "Go and C# bindings" env KOLIBRI_TEST_MODEL_LARGE="$large_model" KOLIBRI_TEST_MODEL_MTP="$mtp_agreeing" bindings/test.sh "$prefix" "$model"
 
 echo "== ThreadSanitizer: the threading contract (tests/capi_threads.rs: two contexts on one"
 echo "   model, a context entered by two threads); std rebuilt instrumented (-Zbuild-std)"

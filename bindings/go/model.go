@@ -47,6 +47,9 @@ type ModelOptions struct {
 	// PagedWeights leaves the weights in the mapped file and streams them layer by layer, for a
 	// model larger than the memory available (slower; cannot be combined with NoMmap or Mlock).
 	PagedWeights bool
+	// MTPBlocks is how many multi-token-prediction blocks to load: 0, or 1 for the model's
+	// first (Qwen3.5 / 3.6 files carry one), which NewMTPSpeculator drafts with.
+	MTPBlocks uint
 	// Progress, if set, is called on the loading goroutine with the fraction done in [0, 1];
 	// returning false cancels the load (LoadModel then fails with StatusCancelled).
 	Progress func(progress float32) bool
@@ -90,6 +93,7 @@ func LoadModel(path string, opts *ModelOptions) (*Model, error) {
 		params.use_mmap = C.bool(!opts.NoMmap)
 		params.use_mlock = C.bool(opts.Mlock)
 		params.paged_weights = C.bool(opts.PagedWeights)
+		params.n_mtp_blocks = C.size_t(opts.MTPBlocks)
 		if opts.Progress != nil {
 			state = &progressState{fn: opts.Progress}
 			handle = cgo.NewHandle(state)

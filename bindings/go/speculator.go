@@ -43,14 +43,15 @@ type SpeculatorStats struct {
 // one it chose next. Greedy output is exactly plain decoding's; sampled output keeps the
 // target's distribution.
 //
-// It drafts with a draft context (a smaller model with the target's vocabulary) or, without
-// one, by prompt lookup (matching the last tokens against the sequence so far). The
-// speculator references both contexts and passes them to every step; they stay the caller's
-// to close. Use a Speculator, its contexts and the sampler from one goroutine at a time.
+// It drafts with a draft context (a smaller model with the target's vocabulary), with the
+// target model's own multi-token-prediction block (NewMTPSpeculator), or by prompt lookup
+// (matching the last tokens against the sequence so far). The speculator references its
+// contexts and passes them to every step; they stay the caller's to close. Use a Speculator,
+// its contexts and the sampler from one goroutine at a time.
 type Speculator struct {
 	ptr    *C.kolibri_speculator
 	target *Context
-	draft  *Context // nil: prompt lookup
+	draft  *Context // nil: prompt lookup, or the model's own block
 	// maxDraft is the params' max_draft: a step returns at most maxDraft + 1 tokens.
 	maxDraft int
 }
@@ -73,13 +74,7 @@ func NewSpeculator(target, draft *Context, params *SpeculatorParams) (*Speculato
 			return nil, &Error{Status: StatusInvalidArgument, Message: "draft context is closed"}
 		}
 	}
-	var p C.kolibri_speculator_params
-	C.kolibri_speculator_params_init(&p, C.size_t(unsafe.Sizeof(p)))
-	if params != nil {
-		p.max_draft = C.uint32_t(params.MaxDraft)
-		p.draft_p_min = C.float(params.DraftPMin)
-		p.lookup_ngram = C.uint32_t(params.LookupNgram)
-	}
+	p := cSpeculatorParams(params)
 	var ptr *C.kolibri_speculator
 	err = call(func() C.kolibri_status { return C.kolibri_speculator_new(tp, dp, &p, &ptr) })
 	runtime.KeepAlive(target)
@@ -90,6 +85,64 @@ func NewSpeculator(target, draft *Context, params *SpeculatorParams) (*Speculato
 	s := &Speculator{ptr: ptr, target: target, draft: draft, maxDraft: int(p.max_draft)}
 	runtime.SetFinalizer(s, (*Speculator).Close)
 	return s, nil
+}
+
+// NewMTPSpeculator creates a speculator for target's sequence that drafts with the target
+// model's own multi-token-prediction block (a model loaded with ModelOptions.MTPBlocks 1;
+// StatusInvalidArgument otherwise) and, with lookup, by prompt lookup first. From now on
+// target keeps the hidden states the block reads. Call Prepare after each Eval of the prompt.
+// params may be nil for DefaultSpeculatorParams (DraftPMin is not used).
+func NewMTPSpeculator(target *Context, params *SpeculatorParams, lookup bool) (*Speculator, error) {
+	tp, err := target.handle()
+	if err != nil {
+		return nil, err
+	}
+	p := cSpeculatorParams(params)
+	var ptr *C.kolibri_speculator
+	err = call(func() C.kolibri_status { return C.kolibri_speculator_new_mtp(tp, &p, C.bool(lookup), &ptr) })
+	runtime.KeepAlive(target)
+	if err != nil {
+		return nil, err
+	}
+	s := &Speculator{ptr: ptr, target: target, maxDraft: int(p.max_draft)}
+	runtime.SetFinalizer(s, (*Speculator).Close)
+	return s, nil
+}
+
+// cSpeculatorParams is params (nil: the defaults) as the C API takes them.
+func cSpeculatorParams(params *SpeculatorParams) C.kolibri_speculator_params {
+	var p C.kolibri_speculator_params
+	C.kolibri_speculator_params_init(&p, C.size_t(unsafe.Sizeof(p)))
+	if params != nil {
+		p.max_draft = C.uint32_t(params.MaxDraft)
+		p.draft_p_min = C.float(params.DraftPMin)
+		p.lookup_ngram = C.uint32_t(params.LookupNgram)
+	}
+	return p
+}
+
+// Prepare brings the drafter up to what the target holds: a draft context reads the prompt
+// now (as prompt processing) rather than in the first Step; the model's own block reads what
+// the target's last Eval evaluated (call it after each Eval of the prompt). Prompt lookup has
+// nothing to do.
+func (s *Speculator) Prepare() error {
+	p, err := s.handle()
+	if err != nil {
+		return err
+	}
+	tp, err := s.target.handle()
+	if err != nil {
+		return &Error{Status: StatusInvalidArgument, Message: "the speculator's target context is closed"}
+	}
+	var dp *C.kolibri_context
+	if s.draft != nil {
+		if dp, err = s.draft.handle(); err != nil {
+			return &Error{Status: StatusInvalidArgument, Message: "the speculator's draft context is closed"}
+		}
+	}
+	err = call(func() C.kolibri_status { return C.kolibri_speculator_prepare(p, tp, dp) })
+	runtime.KeepAlive(s)
+	return err
 }
 
 // Close frees the speculator (its contexts stay the caller's). Calling Close again does
@@ -114,7 +167,7 @@ func (s *Speculator) handle() (*C.kolibri_speculator, error) {
 // Target returns the context the speculator decodes on.
 func (s *Speculator) Target() *Context { return s.target }
 
-// Draft returns the draft context, or nil for prompt lookup.
+// Draft returns the draft context, or nil (prompt lookup, the model's own block).
 func (s *Speculator) Draft() *Context { return s.draft }
 
 // Step runs one speculative step after pending, the token last sampled (by Sampler.Sample or

@@ -401,3 +401,77 @@ func TestSpeculatorErrors(t *testing.T) {
 	}
 	spec.Close()
 }
+
+// The model's own multi-token-prediction block: KOLIBRI_TEST_MODEL_MTP (a Qwen3.5 file with
+// one, e.g. the synthetic qwen35-mtp-agree-tiny) loaded with its block drafts, alone and after
+// prompt lookup, and greedy output stays plain greedy's; without the block it is refused.
+func TestSpeculatorMTP(t *testing.T) {
+	path := os.Getenv("KOLIBRI_TEST_MODEL_MTP")
+	if path == "" {
+		t.Skip("KOLIBRI_TEST_MODEL_MTP is not set")
+	}
+	m, err := LoadModel(path, &ModelOptions{MTPBlocks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt, err := m.Tokenize("Once upon a time, in a small village", true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 32
+	want := plainGreedy(t, m, prompt, n)
+	for _, lookup := range []bool{false, true} {
+		ctx, err := NewContext(m, &ContextOptions{NCtx: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := NewMTPSpeculator(ctx, &SpeculatorParams{MaxDraft: 4, DraftPMin: 0.5, LookupNgram: 4}, lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := greedySampler(t)
+		if err := ctx.Eval(prompt); err != nil {
+			t.Fatal(err)
+		}
+		if err := spec.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		pending, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []Token{pending}
+		for len(got) < n {
+			toks, err := spec.Step(s, pending)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, toks...)
+			pending = toks[len(toks)-1]
+		}
+		if !equalTokens(got[:n], want[:n]) {
+			t.Errorf("lookup %v: speculative greedy %v\nplain greedy %v", lookup, got[:n], want)
+		}
+		st, err := spec.Stats()
+		if err != nil || st.Drafted == 0 {
+			t.Errorf("lookup %v: stats %+v (%v): the block drafted nothing", lookup, st, err)
+		}
+		spec.Close()
+		s.Close()
+		ctx.Close()
+	}
+
+	plain, err := LoadModel(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ctx, err := NewContext(plain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	_, err = NewMTPSpeculator(ctx, nil, false)
+	wantStatus(t, err, StatusInvalidArgument)
+}

@@ -84,6 +84,12 @@ pub struct kolibri_model_params {
     /// pages arrive. Repacked copies are used only when `repack_cache_dir` holds them. Needs
     /// `use_mmap` and not `use_mlock` (INVALID_ARGUMENT otherwise). Default false.
     pub paged_weights: bool,
+    /// Multi-token-prediction blocks to load (appended in 0.3; older callers get the
+    /// default): 0, or 1 for the model's first block (`nextn_predict_layers`, Qwen3.5 / 3.6),
+    /// which kolibri_speculator_new_mtp drafts with. It adds its weights and a KV cache layer
+    /// to every context. A model without a block fails with INVALID_ARGUMENT; not with
+    /// `paged_weights`. Default 0.
+    pub n_mtp_blocks: usize,
 }
 
 // SAFETY: repr(C), starts with `struct_size: usize`, every bool field listed.
@@ -97,6 +103,7 @@ unsafe impl VersionedParams for kolibri_model_params {
     const OLDER_SIZES: &'static [usize] = &[
         offset_of!(kolibri_model_params, repack_cache_dir),
         offset_of!(kolibri_model_params, paged_weights),
+        offset_of!(kolibri_model_params, n_mtp_blocks),
     ];
     fn defaults() -> Self {
         kolibri_model_params {
@@ -108,6 +115,7 @@ unsafe impl VersionedParams for kolibri_model_params {
             progress_user_data: std::ptr::null_mut(),
             repack_cache_dir: std::ptr::null(),
             paged_weights: false,
+            n_mtp_blocks: 0,
         }
     }
 }
@@ -177,7 +185,15 @@ pub unsafe extern "C" fn kolibri_model_load(
             progress: Some(&mut report),
             repack_cache,
             paged: p.paged_weights,
-            mtp: false,
+            mtp: match p.n_mtp_blocks {
+                0 => false,
+                1 => true,
+                n => {
+                    return Err(Failure::invalid(format!(
+                        "n_mtp_blocks is {n}: 0 or 1 (the first block drafts)"
+                    )))
+                }
+            },
         };
         let model = Model::load_with(&path, &mut opts)?;
         let default_threads = match p.n_threads {

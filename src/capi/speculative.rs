@@ -1,5 +1,6 @@
 //! `kolibri_speculator`: speculative decoding over a target context, drafting with a draft
-//! context (a small model of the same vocabulary) or, without one, by prompt lookup.
+//! context (a small model of the same vocabulary), with the target model's own
+//! multi-token-prediction block, or by prompt lookup.
 //!
 //! Each step drafts a few tokens, checks them all in one pass of the target and returns the
 //! tokens the target agrees with plus the one it chose next: greedy output is exactly plain
@@ -15,7 +16,7 @@ use super::params::{init_params, read_params, VersionedParams};
 use super::sampler::kolibri_sampler;
 use super::status::*;
 use crate::model::{Context, Model};
-use crate::speculative::{Drafter, LookupDrafter, ModelDrafter, Speculator};
+use crate::speculative::{Drafter, LookupDrafter, ModelDrafter, MtpDrafter, Speculator};
 
 /// What a speculator has learnt about drafting, and how it drafts.
 ///
@@ -40,6 +41,9 @@ enum Drafting {
         p_min: f32,
         n_vocab: usize,
     },
+    /// The target model's own block (with prompt lookup first, where asked), drafting on the
+    /// target context it was created with.
+    Mtp(Box<MtpDrafter>),
 }
 
 /// How to speculate. Initialise with kolibri_speculator_params_init, then change fields.
@@ -129,24 +133,7 @@ pub unsafe extern "C" fn kolibri_speculator_new(
         let t = unsafe { handle(target, "target") }?;
         // SAFETY: per this function's contract.
         let p = unsafe { read_params(params) }?;
-        if !(1..=32).contains(&p.max_draft) {
-            return Err(Failure::invalid(format!(
-                "max_draft {} is not in 1..=32",
-                p.max_draft
-            )));
-        }
-        if !(1..=16).contains(&p.lookup_ngram) {
-            return Err(Failure::invalid(format!(
-                "lookup_ngram {} is not in 1..=16",
-                p.lookup_ngram
-            )));
-        }
-        if !(0.0..=1.0).contains(&p.draft_p_min) {
-            return Err(Failure::invalid(format!(
-                "draft_p_min {} is not in 0..=1",
-                p.draft_p_min
-            )));
-        }
+        check_params(&p)?;
         let target_state = t.inner.lock("target context")?;
         let max_draft = p.max_draft as usize;
         let (how, speculator) = if draft.is_null() {
@@ -181,6 +168,79 @@ pub unsafe extern "C" fn kolibri_speculator_new(
         unsafe { write(out, into_raw(handle)) };
         Ok(())
     })
+}
+
+/// Creates a speculator for `target`'s sequence that drafts with the target model's own
+/// multi-token-prediction block (a model loaded with `n_mtp_blocks` 1), and with `lookup`,
+/// by prompt lookup first (the block where lookup finds nothing). From now on `target` keeps
+/// the hidden states the block reads. Pass NULL as `draft` to kolibri_speculator_step and
+/// kolibri_speculator_prepare. `params->draft_p_min` is not used.
+///
+/// **Ownership:** `*out_speculator` is the caller's; free it with kolibri_speculator_free.
+/// **Errors:** INVALID_ARGUMENT (a NULL argument, a model loaded without its block, a param
+/// out of range), INVALID_STATE (the context in use by another thread).
+/// **Thread safety:** any thread; the context must not be in use elsewhere during the call.
+///
+/// # Safety
+/// `target` is NULL or live; `params` is NULL or a params struct from
+/// kolibri_speculator_params_init; `out_speculator` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_speculator_new_mtp(
+    target: *const kolibri_context,
+    params: *const kolibri_speculator_params,
+    lookup: bool,
+    out_speculator: *mut *mut kolibri_speculator,
+) -> kolibri_status {
+    guard(|| {
+        let out = out_ptr(out_speculator, "out_speculator")?;
+        // SAFETY: per this function's contract.
+        let t = unsafe { handle(target, "target") }?;
+        // SAFETY: per this function's contract.
+        let p = unsafe { read_params(params) }?;
+        check_params(&p)?;
+        let mut target_state = t.inner.lock("target context")?;
+        let mut drafter = MtpDrafter::new(&mut target_state.ctx)?;
+        if lookup {
+            // As beside a draft model, only lookup matches of 3+ tokens beat the block.
+            drafter = drafter.with_lookup(LookupDrafter::new(3, p.lookup_ngram as usize));
+        }
+        let max_draft = p.max_draft as usize;
+        let state = SpeculatorState {
+            speculator: Speculator::new(&drafter, max_draft),
+            how: Drafting::Mtp(Box::new(drafter)),
+            target: Arc::clone(target_state.ctx.model()),
+            max_draft,
+        };
+        let handle = kolibri_speculator {
+            inner: Exclusive::new(state),
+        };
+        // SAFETY: `out` checked above.
+        unsafe { write(out, into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// Refuses params out of range.
+fn check_params(p: &kolibri_speculator_params) -> Result<(), Failure> {
+    if !(1..=32).contains(&p.max_draft) {
+        return Err(Failure::invalid(format!(
+            "max_draft {} is not in 1..=32",
+            p.max_draft
+        )));
+    }
+    if !(1..=16).contains(&p.lookup_ngram) {
+        return Err(Failure::invalid(format!(
+            "lookup_ngram {} is not in 1..=16",
+            p.lookup_ngram
+        )));
+    }
+    if !(0.0..=1.0).contains(&p.draft_p_min) {
+        return Err(Failure::invalid(format!(
+            "draft_p_min {} is not in 0..=1",
+            p.draft_p_min
+        )));
+    }
+    Ok(())
 }
 
 /// One speculative step after `pending`, the token last sampled (by kolibri_sampler_sample
@@ -249,6 +309,16 @@ pub unsafe extern "C" fn kolibri_speculator_step(
             Drafting::Lookup(lookup) => {
                 spec.step(lookup, &mut target_state.ctx, 0, pending, &mut sampler)?
             }
+            Drafting::Mtp(block) => {
+                no_draft(draft)?;
+                spec.step(
+                    &mut **block,
+                    &mut target_state.ctx,
+                    0,
+                    pending,
+                    &mut sampler,
+                )?
+            }
             Drafting::Model {
                 model,
                 p_min,
@@ -279,7 +349,10 @@ pub unsafe extern "C" fn kolibri_speculator_step(
 /// Brings the draft context up to what `target`'s sequence holds (the prompt just
 /// evaluated), so that the draft model reads the prompt when the caller chooses (as prompt
 /// processing) and the first step drafts at once. Optional: without it the first step reads
-/// the prompt itself. A prompt-lookup speculator has nothing to do.
+/// the prompt itself. A prompt-lookup speculator has nothing to do. A speculator drafting
+/// with the model's own block reads what the last kolibri_context_decode of `target`
+/// evaluated: call it after each decode of the prompt (without it, the block drafts from
+/// the first step on what it has read, and its drafts are worse until then).
 ///
 /// **Ownership:** nothing to free.
 /// **Errors:** INVALID_ARGUMENT (a NULL argument; other contexts than at creation), CANCELLED
@@ -300,9 +373,13 @@ pub unsafe extern "C" fn kolibri_speculator_prepare(
         let s = unsafe { handle(speculator.cast_const(), "speculator") }?;
         // SAFETY: per this function's contract.
         let t = unsafe { handle(target, "target") }?;
-        let state = s.inner.lock("speculator")?;
-        let target_state = t.inner.lock("target context")?;
+        let mut state = s.inner.lock("speculator")?;
+        let mut target_state = t.inner.lock("target context")?;
         check_target(&state, &target_state.ctx)?;
+        if let Drafting::Mtp(block) = &mut state.how {
+            no_draft(draft)?;
+            return Ok(block.prepare_on_target(&mut target_state.ctx, 0)?);
+        }
         let Drafting::Model {
             model,
             p_min,
@@ -319,6 +396,16 @@ pub unsafe extern "C" fn kolibri_speculator_prepare(
             })
         }
     })
+}
+
+/// Refuses a draft context for a speculator that drafts without one.
+fn no_draft(draft: *const kolibri_context) -> Result<(), Failure> {
+    match draft.is_null() {
+        true => Ok(()),
+        false => Err(Failure::invalid(
+            "draft must be NULL: the speculator drafts with the target model's own block",
+        )),
+    }
 }
 
 /// Refuses a target context of another model than the one the speculator was created for.

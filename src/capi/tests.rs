@@ -119,8 +119,11 @@ fn params_versions_are_checked() {
         older.current.struct_size = size;
         older.current.use_mlock = true;
         older.current.paged_weights = true;
+        older.current.n_mtp_blocks = 1;
         let p = read(&older).unwrap_or_else(|e| panic!("size {size} refused: {}", e.message));
-        assert!(p.use_mlock && !p.paged_weights, "size {size}");
+        let has_paged = size > std::mem::offset_of!(kolibri_model_params, paged_weights);
+        assert!(p.use_mlock && p.paged_weights == has_paged, "size {size}");
+        assert_eq!(p.n_mtp_blocks, 0, "size {size}");
     }
     future.current.struct_size = kolibri_model_params::OLDER_SIZES[0] - 8;
     assert!(read(&future).is_err(), "a size between versions");

@@ -243,11 +243,14 @@ impl Drafter for MtpDrafter {
         self.passes
     }
 
+    /// Reads what the target's last decode evaluated of `seq` (its last tokens; all of them
+    /// after a whole prompt's decode).
     fn prepare_on_target(&mut self, target: &mut Context, seq: usize) -> Result<(), ModelError> {
-        let len = target.seq_len(seq);
+        let held = target.seq_len(seq);
+        let len = (target.last_hidden().len() / self.block.n_embd).min(held);
         let run = MtpRun {
             seq,
-            first_pos: 0,
+            first_pos: held - len,
             len,
             row: 0,
         };

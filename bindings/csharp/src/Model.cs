@@ -17,6 +17,9 @@ namespace Kolibri
         /// <summary>Leave the weights in the mapped file and stream them layer by layer, for a
         /// model larger than the memory available (slower; needs UseMmap, not UseMlock).</summary>
         public bool PagedWeights { get; set; }
+        /// <summary>Multi-token-prediction blocks to load: 0, or 1 for the model's first
+        /// (Qwen3.5 / 3.6 files carry one), which <see cref="Speculator.WithMtp"/> drafts with.</summary>
+        public uint MtpBlocks { get; set; }
         /// <summary>Called on the loading thread with the fraction done; return false to
         /// cancel (Load then throws with <see cref="Status.Cancelled"/>).</summary>
         public Func<float, bool> Progress { get; set; }
@@ -87,6 +90,7 @@ namespace Kolibri
                 p.UseMmap = options.UseMmap;
                 p.UseMlock = options.UseMlock;
                 p.PagedWeights = options.PagedWeights;
+                p.NMtpBlocks = new UIntPtr(options.MtpBlocks);
                 if (options.Progress != null)
                 {
                     state = new ProgressState { Fn = options.Progress };

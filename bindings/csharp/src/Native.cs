@@ -188,7 +188,7 @@ namespace Kolibri
     }
 
     /// <summary>kolibri_model_params; internal because the callback fields are managed by Model.Load.
-    /// The struct's third version (repack_cache_dir and paged_weights appended).</summary>
+    /// The struct's fourth version (repack_cache_dir, paged_weights and n_mtp_blocks appended).</summary>
     [StructLayout(LayoutKind.Sequential)]
     internal struct ModelParams
     {
@@ -200,6 +200,7 @@ namespace Kolibri
         public IntPtr ProgressUserData;
         public IntPtr RepackCacheDir;   // NULL: no repack cache
         [MarshalAs(UnmanagedType.I1)] public bool PagedWeights;
+        public UIntPtr NMtpBlocks;      // size_t
     }
 
     /// <summary>kolibri_chat_message: two NUL-terminated UTF-8 strings in unmanaged memory.</summary>
@@ -283,6 +284,13 @@ namespace Kolibri
         [DllImport(Lib, EntryPoint = "kolibri_speculator_new")]
         internal static extern Status kolibri_speculator_new_lookup(ContextHandle target, IntPtr draft, ref SpeculatorParams p,
             out SpeculatorHandle speculator);
+        [DllImport(Lib)]
+        internal static extern Status kolibri_speculator_new_mtp(ContextHandle target, ref SpeculatorParams p,
+            [MarshalAs(UnmanagedType.I1)] bool lookup, out SpeculatorHandle speculator);
+        [DllImport(Lib)]
+        internal static extern Status kolibri_speculator_prepare(SpeculatorHandle s, ContextHandle target, ContextHandle draft);
+        [DllImport(Lib, EntryPoint = "kolibri_speculator_prepare")]
+        internal static extern Status kolibri_speculator_prepare_nodraft(SpeculatorHandle s, ContextHandle target, IntPtr draft);
         [DllImport(Lib)] internal static extern void kolibri_speculator_free(IntPtr speculator);
         [DllImport(Lib)]
         internal static extern Status kolibri_speculator_step(SpeculatorHandle s, ContextHandle target, ContextHandle draft,

@@ -9,8 +9,9 @@ namespace Kolibri
     /// keeps the target's distribution.
     /// </summary>
     /// <remarks>
-    /// Drafts come from a draft context (a smaller model with the target's vocabulary) or,
-    /// without one, from prompt lookup (the last tokens matched against the sequence so far).
+    /// Drafts come from a draft context (a smaller model with the target's vocabulary), from
+    /// the target model's own multi-token-prediction block (<see cref="WithMtp"/>), or from
+    /// prompt lookup (the last tokens matched against the sequence so far).
     /// The speculator references both contexts and passes them to every step; they stay the
     /// caller's to dispose. Use a speculator, its contexts and the sampler from one thread at a
     /// time (<see cref="Status.InvalidState"/> otherwise).
@@ -23,7 +24,7 @@ namespace Kolibri
         /// <summary>The context the speculator decodes on.</summary>
         public Context Target { get; private set; }
 
-        /// <summary>The draft context, or null for prompt lookup.</summary>
+        /// <summary>The draft context, or null (prompt lookup, the model's own block).</summary>
         public Context Draft { get; private set; }
 
         /// <summary>Most tokens drafted per step; a step returns at most MaxDraft + 1 tokens.</summary>
@@ -51,6 +52,47 @@ namespace Kolibri
             Target = target;
             Draft = draft;
             MaxDraft = (int)p.MaxDraft;
+        }
+
+        Speculator(SpeculatorHandle handle, Context target, int maxDraft)
+        {
+            Handle = handle;
+            Target = target;
+            MaxDraft = maxDraft;
+        }
+
+        /// <summary>A speculator for <paramref name="target"/>'s sequence that drafts with the
+        /// target model's own multi-token-prediction block (a model loaded with
+        /// <see cref="ModelOptions.MtpBlocks"/> 1) and, with <paramref name="lookup"/>, by
+        /// prompt lookup first. From now on the target keeps the hidden states the block reads;
+        /// call <see cref="Prepare"/> after each <see cref="Context.Eval"/> of the prompt.</summary>
+        /// <exception cref="KolibriException">InvalidArgument for a model loaded without its
+        /// block or a parameter out of range.</exception>
+        public static Speculator WithMtp(Context target, SpeculatorParams? parameters = null, bool lookup = false)
+        {
+            if (target == null) throw new ArgumentNullException("target");
+            ThrowIfDisposed(target.Handle, "target");
+            var p = parameters ?? SpeculatorParams.Default();
+            SpeculatorHandle handle;
+            Native.Check(Native.kolibri_speculator_new_mtp(target.Handle, ref p, lookup, out handle));
+            return new Speculator(handle, target, (int)p.MaxDraft);
+        }
+
+        /// <summary>Brings the drafter up to what the target holds: a draft context reads the
+        /// prompt now (as prompt processing) rather than in the first step; the model's own
+        /// block reads what the target's last evaluation evaluated. Prompt lookup has nothing
+        /// to do.</summary>
+        public void Prepare()
+        {
+            ThrowIfDisposed(Handle, "speculator");
+            ThrowIfDisposed(Target.Handle, "target");
+            if (Draft == null)
+                Native.Check(Native.kolibri_speculator_prepare_nodraft(Handle, Target.Handle, IntPtr.Zero));
+            else
+            {
+                ThrowIfDisposed(Draft.Handle, "draft");
+                Native.Check(Native.kolibri_speculator_prepare(Handle, Target.Handle, Draft.Handle));
+            }
         }
 
         /// <summary>Frees the speculator (its contexts stay the caller's). Idempotent.</summary>

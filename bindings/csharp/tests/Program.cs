@@ -226,6 +226,54 @@ static class Program
         }
     }
 
+    /// <summary>The model's own multi-token-prediction block, as Go's TestSpeculatorMTP:
+    /// KOLIBRI_TEST_MODEL_MTP loaded with its block drafts, alone and after prompt lookup, and
+    /// greedy output stays plain greedy's; without the block it is refused.</summary>
+    static void CheckMtp()
+    {
+        var path = Environment.GetEnvironmentVariable("KOLIBRI_TEST_MODEL_MTP");
+        if (string.IsNullOrEmpty(path))
+        {
+            Console.WriteLine("# skipped the MTP check: KOLIBRI_TEST_MODEL_MTP is not set");
+            return;
+        }
+        const int n = 32;
+        using (var model = Model.Load(path, new ModelOptions { MtpBlocks = 1 }))
+        {
+            var prompt = model.Tokenize("Once upon a time, in a small village", true, false);
+            var want = PlainGreedy(model, prompt, n);
+            foreach (var lookup in new[] { false, true })
+            {
+                var cp = ContextParams.Default();
+                cp.NCtx = 256;
+                var p = SpeculatorParams.Default();
+                p.MaxDraft = 4;
+                using (var ctx = new Context(model, cp))
+                using (var sampler = Sampler.Greedy())
+                using (var spec = Speculator.WithMtp(ctx, p, lookup))
+                {
+                    ctx.Eval(prompt);
+                    spec.Prepare();
+                    int pending = sampler.Sample(ctx);
+                    var got = new System.Collections.Generic.List<int> { pending };
+                    while (got.Count < n)
+                    {
+                        var toks = spec.Step(sampler, pending);
+                        got.AddRange(toks);
+                        pending = toks[toks.Length - 1];
+                    }
+                    var what = lookup ? "MTP after lookup" : "MTP";
+                    Check(what + ": greedy tokens are plain greedy's", SameTokens(got.GetRange(0, n).ToArray(), want));
+                    Check(what + ": the block drafted", spec.Stats.Drafted > 0, spec.Stats.ToString());
+                }
+            }
+        }
+        using (var plain = Model.Load(path))
+        using (var ctx = new Context(plain, ContextParams.Default()))
+            ExpectStatus("the block's speculator on a model loaded without it", Status.InvalidArgument, "multi-token",
+                () => Speculator.WithMtp(ctx));
+    }
+
     /// <summary>Speculative decoding, as Go's TestSpeculator*: greedy output through prompt
     /// lookup (and a draft model where KOLIBRI_TEST_MODEL_LARGE names a larger model of the
     /// same vocabulary) is plain greedy decoding's; misuse throws with a message.</summary>
@@ -490,6 +538,7 @@ static class Program
 
             CheckSavedState(model);
             CheckSpeculator(model, plainPath);
+            CheckMtp();
 
             // Two contexts on one model, on two threads, give the same greedy text.
             var outs = new string[2];

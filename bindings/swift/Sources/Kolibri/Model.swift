@@ -50,6 +50,9 @@ public struct ModelOptions {
     /// Leave the weights in the mapped file and stream them layer by layer, for a model larger
     /// than the memory available (slower; needs `useMmap` and not `useMlock`).
     public var pagedWeights = false
+    /// Multi-token-prediction blocks to load: 0, or 1 for the model's first (Qwen3.5 / 3.6
+    /// files carry one), which `Speculator(mtp:)` drafts with.
+    public var mtpBlocks = 0
     /// Called on the loading thread with the fraction done; return false to cancel (the load
     /// then throws `Status.cancelled`).
     public var progress: ((Float) -> Bool)?
@@ -78,6 +81,7 @@ public final class Model: @unchecked Sendable {
         params.use_mmap = options.useMmap
         params.use_mlock = options.useMlock
         params.paged_weights = options.pagedWeights
+        params.n_mtp_blocks = options.mtpBlocks
         var box: ProgressBox?
         if let fn = options.progress {
             let b = ProgressBox(fn)

@@ -37,16 +37,17 @@ public struct SpeculatorStats: Equatable {
 /// chose next. Greedy output is exactly plain decoding's; sampled output keeps the target's
 /// distribution.
 ///
-/// Drafts come from a draft context (a smaller model with the target's vocabulary) or,
-/// without one, from prompt lookup (the last tokens matched against the sequence so far). The
-/// speculator holds strong references to both contexts and passes them to every step, so it
+/// Drafts come from a draft context (a smaller model with the target's vocabulary), from the
+/// target model's own multi-token-prediction block (`init(mtp:)`), or from prompt lookup (the
+/// last tokens matched against the sequence so far). The speculator holds strong references
+/// to its contexts and passes them to every step, so it
 /// is freed before them. Use a speculator, its contexts and the sampler from one thread at a
 /// time (`Status.invalidState` otherwise).
 public final class Speculator {
     let ptr: OpaquePointer
     /// The context the speculator decodes on.
     public let target: Context
-    /// The draft context, or nil for prompt lookup.
+    /// The draft context, or nil (prompt lookup, the model's own block).
     public let draft: Context?
     /// Most tokens drafted per step: a step returns at most `maxDraft + 1` tokens.
     public let maxDraft: Int
@@ -72,7 +73,33 @@ public final class Speculator {
         maxDraft = Int(p.max_draft)
     }
 
+    /// Creates a speculator for `target`'s sequence that drafts with the target model's own
+    /// multi-token-prediction block (a model loaded with `ModelOptions.mtpBlocks` 1) and, with
+    /// `lookup`, by prompt lookup first. From now on the target keeps the hidden states the
+    /// block reads: call `prepare()` after each `eval` of the prompt. Throws
+    /// `Status.invalidArgument` for a model loaded without its block.
+    public init(mtp target: Context, params: SpeculatorParams = SpeculatorParams(), lookup: Bool = false) throws {
+        var p = kolibri_speculator_params()
+        try check(kolibri_speculator_params_init(&p, MemoryLayout<kolibri_speculator_params>.size))
+        p.max_draft = params.maxDraft
+        p.draft_p_min = params.draftPMin
+        p.lookup_ngram = params.lookupNgram
+        var out: OpaquePointer?
+        try check(kolibri_speculator_new_mtp(target.ptr, &p, lookup, &out))
+        ptr = out!
+        self.target = target
+        self.draft = nil
+        maxDraft = Int(p.max_draft)
+    }
+
     deinit { kolibri_speculator_free(ptr) }
+
+    /// Brings the drafter up to what the target holds: a draft context reads the prompt now
+    /// (as prompt processing) rather than in the first step; the model's own block reads what
+    /// the target's last evaluation evaluated. Prompt lookup has nothing to do.
+    public func prepare() throws {
+        try check(kolibri_speculator_prepare(ptr, target.ptr, draft?.ptr))
+    }
 
     /// One speculative step after `pending`, the token last sampled (by `Sampler.sample` or an
     /// earlier step) and not yet evaluated. Returns the tokens generated: at least one, at most

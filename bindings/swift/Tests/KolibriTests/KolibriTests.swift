@@ -175,6 +175,51 @@ final class KolibriTests: XCTestCase {
         }
     }
 
+    /// The model's own multi-token-prediction block (KOLIBRI_TEST_MODEL_MTP, a Qwen3.5 file
+    /// with one): greedy output stays plain greedy's, alone and after prompt lookup; without
+    /// the block the speculator is refused.
+    func testSpeculatorMTP() throws {
+        guard let path = ProcessInfo.processInfo.environment["KOLIBRI_TEST_MODEL_MTP"] else {
+            throw XCTSkip("KOLIBRI_TEST_MODEL_MTP is not set")
+        }
+        var options = ModelOptions()
+        options.mtpBlocks = 1
+        let m = try Model(path: path, options: options)
+        let prompt = try m.tokenize("Once upon a time, in a small village", addSpecial: true, parseSpecial: false)
+        let n = 32
+        let plain = try Context(model: m, options: ContextOptions(nCtx: 256))
+        let plainSampler = try Sampler(params: .greedy)
+        try plain.eval(prompt)
+        var want: [Token] = []
+        while want.count < n {
+            let token = try plainSampler.sample(plain)
+            want.append(token)
+            try plain.eval([token])
+        }
+        for lookup in [false, true] {
+            let ctx = try Context(model: m, options: ContextOptions(nCtx: 256))
+            let sampler = try Sampler(params: .greedy)
+            var params = SpeculatorParams()
+            params.maxDraft = 4
+            let spec = try Speculator(mtp: ctx, params: params, lookup: lookup)
+            try ctx.eval(prompt)
+            try spec.prepare()
+            var pending = try sampler.sample(ctx)
+            var got = [pending]
+            while got.count < n {
+                let tokens = try spec.step(sampler, pending: pending)
+                got += tokens
+                pending = tokens.last!
+            }
+            XCTAssertEqual(Array(got.prefix(n)), want, "lookup \(lookup)")
+            XCTAssertGreaterThan(try spec.stats().drafted, 0)
+        }
+        let withoutBlock = try Context(model: try Model(path: path), options: ContextOptions(nCtx: 64))
+        XCTAssertThrowsError(try Speculator(mtp: withoutBlock)) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .invalidArgument)
+        }
+    }
+
     func testSpeculatorErrors() throws {
         let m = try model()
         let ctx = try Context(model: m, options: ContextOptions(nCtx: 64))
