@@ -214,6 +214,15 @@ MODELS = {
                                   extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
                                          "rope_dims": 16, "rope_sections": [3, 3, 2, 0],
                                          "mtp": 1, "agree": 0.9}),
+    # The same with the right token's logit at 5 ("agree_logit"), not 12: at temperature 0.8 the
+    # target's likeliest token (what the block drafts) has about a third of the probability,
+    # so sampled drafts are kept and rejected alike (the chi-square check).
+    "qwen35-mtp-agree-warm-tiny": Spec("qwen35", "vocab:llama-spm", n_embd=128, n_layer=4,
+                                       n_head=4, n_head_kv=2, head_dim=32, n_ff=384, seed=25,
+                                       rope_base=10_000_000.0,
+                                       extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
+                                              "rope_dims": 16, "rope_sections": [3, 3, 2, 0],
+                                              "mtp": 1, "agree": 0.9, "agree_logit": 5.0}),
     "qwen35-mtp-agree-bench": Spec("qwen35", "vocab:llama-spm", n_embd=2048, n_layer=24,
                                    n_head=16, n_head_kv=4, head_dim=128, n_ff=6144, seed=24,
                                    rope_base=10_000_000.0, default=False, fast_weights=True,
@@ -435,13 +444,13 @@ def add_linear(w, s: Spec, name: str, rows: int, k: int, out_std: float = 1.0) -
 class Agreement:
     """An agreeing model's heads (see `qwen35-mtp-agree-tiny`): the target's maps token t to
     pi(t), the block's maps x to pi(tau(x)); rows scaled so the right token's logit is about
-    12 and the others' about N(0, 12 / sqrt(n_embd))."""
+    `agree_logit` (12) and the others' about N(0, that / sqrt(n_embd))."""
 
     def __init__(self, s: Spec, embd: np.ndarray, ordinary: np.ndarray):
         rng = np.random.default_rng(s.seed)
         pi = rng.permutation(ordinary)
         self.head = np.zeros_like(embd)
-        self.head[pi] = embd[ordinary] * (12.0 / s.n_embd)
+        self.head[pi] = embd[ordinary] * (s.extra.get("agree_logit", 12.0) / s.n_embd)
         # tau swaps pairs of 1 - rate of the ordinary tokens: those drafts are wrong.
         n_swapped = int(round((1.0 - s.extra["agree"]) * len(ordinary))) // 2 * 2
         swapped = rng.choice(len(ordinary), n_swapped, replace=False)

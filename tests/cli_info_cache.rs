@@ -44,6 +44,7 @@ fn info_leads_with_the_models_facts() {
     let text = common::succeeded(&kolibri(&["info", mtp.to_str().unwrap()], off));
     assert!(
         text.contains("4 layers (1 attention, 3 gated delta net) + 1 multi-token-prediction")
+            && text.contains("which adds 0.5 MiB of weights and 0.2 KiB of KV cache per token")
             && text.contains("capabilities   completion, mtp"),
         "{text}"
     );

@@ -116,6 +116,20 @@ fn the_mtp_block_matches_llama_cpp() {
             logits(&model),
             "loading the block changed the trunk"
         );
+        // A memory budget counts the block's weights and KV rows only where it is loaded.
+        use kolibri::model::budget::{fit, BudgetRequest};
+        let req = BudgetRequest {
+            budget: 1 << 30,
+            n_seq: 1,
+            n_batch: 64,
+            n_ctx: Some(256),
+            types: None,
+        };
+        let (with, without) = (fit(&model, &req).unwrap(), fit(&plain, &req).unwrap());
+        let block = kolibri::model::mtp_block_bytes(&model.gguf);
+        assert!(block > 0);
+        assert_eq!(with.fixed_bytes - without.fixed_bytes, block);
+        assert!(with.kv_bytes > without.kv_bytes, "{with:?} {without:?}");
         let mut ctx = Context::new(Arc::clone(&plain), &params).unwrap();
         let err = ctx.mtp_pass(0, 0, &prompt, &vec![0.0; prompt.len() * e]);
         assert!(err.is_err_and(|e| e.to_string().contains("without its multi-token")));

@@ -288,6 +288,88 @@ fn verified_tokens_keep_the_target_distribution() {
     );
 }
 
+/// The model's own multi-token-prediction block at temperature 0.8, on a Qwen3.5 file whose
+/// block drafts the target's likeliest token, which has about 0.7 of its probability: the
+/// first token a step returns, checked against the block's draft, follows the target's
+/// distribution, as plain sampling does; over the seeds the draft is kept and rejected alike.
+#[test]
+fn verified_tokens_keep_the_target_distribution_with_the_models_own_block() {
+    use kolibri::model::LoadOptions;
+    use kolibri::speculative::MtpDrafter;
+
+    let path = common::synthetic::synthetic_path("qwen35-mtp-agree-warm-tiny");
+    let mut options = LoadOptions {
+        mtp: true,
+        ..Default::default()
+    };
+    let model = Arc::new(Model::load_with(&path, &mut options).unwrap());
+    // The 40 likeliest tokens, none cut by top-p or min-p: the draft has about 0.7 of it.
+    let params = |seed| SamplerParams {
+        temperature: 0.8,
+        top_p: 1.0,
+        min_p: 0.0,
+        seed,
+        ..SamplerParams::default()
+    };
+    // A prompt whose next token is one the block drafts right (9 in 10 are): its draft is
+    // then the target's likeliest token.
+    let block_draft = |prompt: &[u32], pending: u32| {
+        let mut ctx = context(&model);
+        let mut drafter = MtpDrafter::new(&mut ctx).unwrap();
+        ctx.eval(prompt, Logits::Last).unwrap();
+        drafter.prepare_on_target(&mut ctx, 0).unwrap();
+        let history: Vec<u32> = prompt.iter().copied().chain([pending]).collect();
+        let (drafts, _) = drafter
+            .draft_on_target(&mut ctx, 0, &history, (0, 1))
+            .unwrap();
+        drafts[0]
+    };
+    let words = [
+        "time", "village", "river", "king", "story", "night", "garden", "road",
+    ];
+    let (prompt, pending, logits) = (words.iter())
+        .find_map(|word| {
+            let text = format!("Once upon a {word}");
+            let prompt = model.tokenizer.encode(&text, true, true);
+            let mut ctx = context(&model);
+            let first = ctx.eval(&prompt, Logits::Last).unwrap();
+            let pending = kolibri::sampling::argmax(&first);
+            let logits = ctx.eval(&[pending], Logits::Last).unwrap();
+            let top = kolibri::sampling::argmax(&logits);
+            (block_draft(&prompt, pending) == top).then_some((prompt, pending, logits))
+        })
+        .expect("a prompt whose next token the block drafts right");
+    let cands = Sampler::new(params(0))
+        .unwrap()
+        .candidates(&logits)
+        .to_vec();
+    let ids: Vec<u32> = cands.iter().map(|c| c.id).collect();
+    let p: Vec<f64> = cands.iter().map(|c| c.p as f64).collect();
+    assert!(ids.len() >= 3, "too few candidates to test: {}", ids.len());
+
+    let n_seeds = 3000u64;
+    let (mut counts, mut drafted, mut accepted) = (vec![0u64; ids.len()], 0, 0);
+    for seed in 0..n_seeds {
+        let mut ctx = context(&model);
+        let mut drafter = MtpDrafter::new(&mut ctx).unwrap();
+        ctx.eval(&prompt, Logits::Last).unwrap();
+        drafter.prepare_on_target(&mut ctx, 0).unwrap();
+        let mut speculator = Speculator::new(&drafter, 4);
+        let mut sampler = Sampler::new(params(seed)).unwrap();
+        let out = (speculator.step(&mut drafter, &mut ctx, 0, pending, &mut sampler)).unwrap();
+        let bin = ids.iter().position(|&i| i == out[0]).expect("a candidate");
+        counts[bin] += 1;
+        let st = speculator.stats();
+        (drafted, accepted) = (drafted + st.drafted, accepted + st.accepted);
+    }
+    let (stat, df) = chi_square(&counts, &p);
+    assert!(stat < critical(df), "chi2 {stat} df {df}");
+    assert!(
+        drafted >= n_seeds && accepted > 0 && accepted < drafted,
+        "{accepted} of {drafted} drafts kept"
+    );
+}
+
 /// A context of `n_seq` sequences evaluating at most 32 tokens per pass.
 fn small_batch_context(model: &Arc<Model>, n_seq: usize) -> Context {
     let params = ContextParams {

@@ -190,12 +190,14 @@ pub fn fit_with_draft(
     }
 }
 
-/// The weights a model keeps in memory: its file, or paged, two layers (one running, one read
-/// ahead) and the output head.
+/// The weights a model keeps in memory: its file (without a multi-token-prediction block not
+/// loaded, which is never read), or paged, two layers (one running, one read ahead) and the
+/// output head.
 fn resident_weights(model: &Model) -> u64 {
     match &model.paging {
         Some(p) => (2 * p.largest_layer_bytes() + p.output_bytes()) as u64,
-        None => model.gguf.file_bytes().len() as u64,
+        None if model.hparams.mtp_block_loaded() => model.gguf.file_bytes().len() as u64,
+        None => model.gguf.file_bytes().len() as u64 - super::load::mtp_block_bytes(&model.gguf),
     }
 }
 

@@ -110,7 +110,7 @@ pub(super) fn open_gguf(
             // Nothing is brought in: the forward pass streams the weights.
             return Ok((gguf, len, set));
         }
-        for r in in_place_ranges(&gguf) {
+        for r in in_place_ranges(&gguf, opts.mtp) {
             for start in r.clone().step_by(CHUNK) {
                 let end = (start + CHUNK).min(r.end);
                 populate(&gguf.file_bytes()[start..end]);
@@ -166,11 +166,20 @@ fn lock(bytes: &[u8]) -> std::io::Result<()> {
 
 /// Byte ranges of the data sections read in place: all but the data of tensors whose type is
 /// repacked at load (sorted, merged).
-fn in_place_ranges(gguf: &GgufFile) -> Vec<std::ops::Range<usize>> {
+fn in_place_ranges(gguf: &GgufFile, mtp: bool) -> Vec<std::ops::Range<usize>> {
+    // A multi-token-prediction block not asked for is never read: its pages stay out.
+    let unused = if mtp {
+        Vec::new()
+    } else {
+        mtp_block_prefixes(gguf)
+    };
     let mut skip: Vec<std::ops::Range<usize>> = gguf
         .tensors()
         .iter()
-        .filter(|t| t.dims.len() == 2 && kernels::repacks(t.ggml_type))
+        .filter(|t| {
+            let repacked = t.dims.len() == 2 && kernels::repacks(t.ggml_type);
+            repacked || unused.iter().any(|p| t.name.starts_with(p.as_str()))
+        })
         .map(|t| {
             let start = gguf.tensor_start(t);
             start..start + t.size as usize
@@ -191,6 +200,26 @@ fn in_place_ranges(gguf: &GgufFile) -> Vec<std::ops::Range<usize>> {
         }
     }
     ranges
+}
+
+/// The bytes of the file's multi-token-prediction blocks (their tensors, all of them).
+pub fn mtp_block_bytes(gguf: &GgufFile) -> u64 {
+    let prefixes = mtp_block_prefixes(gguf);
+    (gguf.tensors().iter())
+        .filter(|t| prefixes.iter().any(|p| t.name.starts_with(p.as_str())))
+        .map(|t| t.size)
+        .sum()
+}
+
+/// `blk.N.` for each multi-token-prediction block the file stores after its trunk (the last
+/// `nextn_predict_layers` of `block_count`).
+fn mtp_block_prefixes(gguf: &GgufFile) -> Vec<String> {
+    let arch = gguf.get_str("general.architecture").unwrap_or_default();
+    let count = |key: &str| gguf.get_u64(&format!("{arch}.{key}")).unwrap_or(0);
+    let (blocks, mtp) = (count("block_count"), count("nextn_predict_layers"));
+    (blocks.saturating_sub(mtp)..blocks)
+        .map(|il| format!("blk.{il}."))
+        .collect()
 }
 
 /// Drops a mapped file's header pages: the metadata and tensor index are parsed into owned

@@ -33,7 +33,7 @@ pub use context::{
 pub use error::ModelError;
 pub use hparams::{HParams, MixerKind, MoeParams};
 pub use kv_cache::KvType;
-pub use load::LoadOptions;
+pub use load::{mtp_block_bytes, LoadOptions};
 pub use pooling::Pooling;
 pub use weights::{
     AttentionWeights, DeltaNetWeights, Experts, Ffn, LayerWeights, Linear, RankHead, SharedExpert,

@@ -105,9 +105,17 @@ fn layers(gguf: &GgufFile) -> String {
     .collect();
     let mut text = format!(", {} layers ({})", hp.n_layer, kinds.join(", "));
     if hp.n_mtp_layers > 0 {
+        // What --spec mtp adds: the block's weights and its KV rows (f16), nothing otherwise.
+        let mut with_block = hp.clone();
+        with_block.add_mtp_block();
+        let heads = with_block.heads(hp.n_layer);
+        let kv_per_token = (heads.k_dim() + heads.v_dim()) * 2;
         text += &format!(
-            " + {} multi-token-prediction block (drafts with --spec mtp)",
-            hp.n_mtp_layers
+            " + {} multi-token-prediction block (drafts with --spec mtp, which adds {:.1} MiB \
+             of weights and {:.1} KiB of KV cache per token)",
+            hp.n_mtp_layers,
+            kolibri::model::mtp_block_bytes(gguf) as f64 / 1048576.0,
+            kv_per_token as f64 / 1024.0
         );
     }
     let state: usize = (0..hp.n_layer)
