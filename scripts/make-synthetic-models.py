@@ -237,6 +237,14 @@ MODELS = {
                            extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
                                   "rope_dims": 16, "rope_sections": [3, 3, 2, 0],
                                   "shared_ff": 96, "gate_up_fused": True}),
+    # Qwen3.5-MoE with its multi-token-prediction block: a full-attention layer whose FFN is
+    # the trunk's mixture (8 experts, top 2, and the shared expert).
+    "qwen35moe-mtp-tiny": Spec("qwen35moe", "vocab:qwen35", n_embd=128, n_layer=4, n_head=4,
+                               n_head_kv=2, head_dim=32, n_ff=384, seed=26,
+                               rope_base=10_000_000.0, n_expert=8, n_expert_used=2, n_ff_exp=64,
+                               extra={"delta": (4, 2, 4, 32), "full_attn_interval": 4,
+                                      "rope_dims": 16, "rope_sections": [3, 3, 2, 0],
+                                      "shared_ff": 96, "gate_up_fused": True, "mtp": 1}),
     # gpt-oss: even layers on an 8-token window (the longer prompts cross it), odd ones over
     # the whole context; 48-wide heads (query width 192 != n_embd), Q/K/V/O biases, a sink
     # logit per head near the scores (some heads give it much of their weight, some little);

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = ["qwen35-mtp-tiny"]
+MODELS = ["qwen35-mtp-tiny", "qwen35moe-mtp-tiny"]
 
 
 def _load(name: str, file: str):

@@ -151,11 +151,16 @@ fn the_mtp_block_matches_llama_cpp() {
 /// draft is the fresh pass's top token.
 #[test]
 fn drafting_keeps_the_block_teacher_forced() {
+    drafting_keeps_the_block_teacher_forced_on("qwen35-mtp-tiny");
+    drafting_keeps_the_block_teacher_forced_on("qwen35moe-mtp-tiny");
+}
+
+fn drafting_keeps_the_block_teacher_forced_on(name: &str) {
     use kolibri::model::Logits;
     use kolibri::sampling::{Sampler, SamplerParams};
     use kolibri::speculative::{Drafter, MtpDrafter, Speculator};
 
-    let path = common::synthetic::synthetic_path("qwen35-mtp-tiny");
+    let path = common::synthetic::synthetic_path(name);
     let model = Arc::new(load(&path, true).unwrap());
     let e = model.hparams.n_embd;
     let params = ContextParams {
@@ -206,7 +211,7 @@ fn drafting_keeps_the_block_teacher_forced() {
         assert_eq!(
             live,
             [first],
-            "the block's state after {} tokens",
+            "{name}: the block's state after {} tokens",
             held.len()
         );
         got.extend(
@@ -216,7 +221,10 @@ fn drafting_keeps_the_block_teacher_forced() {
         );
     }
     got.truncate(want.len());
-    assert_eq!(got, want, "greedy with the block is not plain greedy");
+    assert_eq!(
+        got, want,
+        "{name}: greedy with the block is not plain greedy"
+    );
     assert!(speculator.stats().drafted > 0);
 }
 
