@@ -155,17 +155,9 @@ pub unsafe extern "C" fn kolibri_speculator_new(
             };
             (how, speculator)
         };
-        let state = SpeculatorState {
-            speculator,
-            how,
-            target: Arc::clone(target_state.ctx.model()),
-            max_draft,
-        };
-        let handle = kolibri_speculator {
-            inner: Exclusive::new(state),
-        };
+        let target = Arc::clone(target_state.ctx.model());
         // SAFETY: `out` checked above.
-        unsafe { write(out, into_raw(handle)) };
+        unsafe { publish(out, (speculator, how), target, max_draft) };
         Ok(())
     })
 }
@@ -205,19 +197,36 @@ pub unsafe extern "C" fn kolibri_speculator_new_mtp(
             drafter = drafter.with_lookup(LookupDrafter::new(3, p.lookup_ngram as usize));
         }
         let max_draft = p.max_draft as usize;
-        let state = SpeculatorState {
-            speculator: Speculator::new(&drafter, max_draft),
-            how: Drafting::Mtp(Box::new(drafter)),
-            target: Arc::clone(target_state.ctx.model()),
-            max_draft,
-        };
-        let handle = kolibri_speculator {
-            inner: Exclusive::new(state),
-        };
+        let speculator = Speculator::new(&drafter, max_draft);
+        let target = Arc::clone(target_state.ctx.model());
+        let how = Drafting::Mtp(Box::new(drafter));
         // SAFETY: `out` checked above.
-        unsafe { write(out, into_raw(handle)) };
+        unsafe { publish(out, (speculator, how), target, max_draft) };
         Ok(())
     })
+}
+
+/// Writes a new speculator handle to `out`.
+///
+/// # Safety
+/// `out` is writable.
+unsafe fn publish(
+    out: *mut *mut kolibri_speculator,
+    (speculator, how): (Speculator, Drafting),
+    target: Arc<Model>,
+    max_draft: usize,
+) {
+    let state = SpeculatorState {
+        speculator,
+        how,
+        target,
+        max_draft,
+    };
+    let handle = kolibri_speculator {
+        inner: Exclusive::new(state),
+    };
+    // SAFETY: per this function's contract.
+    unsafe { write(out, into_raw(handle)) };
 }
 
 /// Refuses params out of range.

@@ -10,6 +10,16 @@ public struct SpeculatorParams {
     /// Prompt lookup matches the last 1...lookupNgram tokens, 1...16.
     public var lookupNgram: UInt32
 
+    /// These params as the C API takes them.
+    func native() throws -> kolibri_speculator_params {
+        var p = kolibri_speculator_params()
+        try check(kolibri_speculator_params_init(&p, MemoryLayout<kolibri_speculator_params>.size))
+        p.max_draft = maxDraft
+        p.draft_p_min = draftPMin
+        p.lookup_ngram = lookupNgram
+        return p
+    }
+
     /// The library's defaults (kolibri_speculator_params_init).
     public init() {
         var p = kolibri_speculator_params()
@@ -60,11 +70,7 @@ public final class Speculator {
         if let draft = draft, draft === target {
             throw KolibriError(status: .invalidArgument, message: "the draft context is the target context")
         }
-        var p = kolibri_speculator_params()
-        try check(kolibri_speculator_params_init(&p, MemoryLayout<kolibri_speculator_params>.size))
-        p.max_draft = params.maxDraft
-        p.draft_p_min = params.draftPMin
-        p.lookup_ngram = params.lookupNgram
+        var p = try params.native()
         var out: OpaquePointer?
         try check(kolibri_speculator_new(target.ptr, draft?.ptr, &p, &out)) // NULL draft: prompt lookup
         ptr = out!
@@ -79,11 +85,7 @@ public final class Speculator {
     /// block reads: call `prepare()` after each `eval` of the prompt. Throws
     /// `Status.invalidArgument` for a model loaded without its block.
     public init(mtp target: Context, params: SpeculatorParams = SpeculatorParams(), lookup: Bool = false) throws {
-        var p = kolibri_speculator_params()
-        try check(kolibri_speculator_params_init(&p, MemoryLayout<kolibri_speculator_params>.size))
-        p.max_draft = params.maxDraft
-        p.draft_p_min = params.draftPMin
-        p.lookup_ngram = params.lookupNgram
+        var p = try params.native()
         var out: OpaquePointer?
         try check(kolibri_speculator_new_mtp(target.ptr, &p, lookup, &out))
         ptr = out!
