@@ -309,6 +309,69 @@ fn multi_token_prediction_layer_counts() {
     );
 }
 
+/// A multi-token-prediction block with a tensor missing or mis-shaped: asked for (`--spec mtp`),
+/// the load names the tensor; not asked for, the block is never read and the target loads and
+/// runs as before.
+#[test]
+fn a_broken_multi_token_prediction_block_is_named_and_the_target_still_runs() {
+    use kolibri::model::{Context, ContextParams, LoadOptions, Logits};
+    use std::sync::Arc;
+
+    let mtp = synthetic("qwen35-mtp-tiny");
+    let dropped =
+        |tensor: &'static str| rewrite(&mtp, None, move |n, d| (n != tensor).then_some(d));
+    let reshaped = |tensor: &'static str| {
+        rewrite(&mtp, None, move |n, d| {
+            Some(if n == tensor { vec![d[0] + 1, d[1]] } else { d })
+        })
+    };
+    let cases = [
+        (
+            "blk.4.nextn.eh_proj.weight",
+            dropped("blk.4.nextn.eh_proj.weight"),
+            "missing tensor",
+        ),
+        (
+            "blk.4.nextn.enorm.weight",
+            dropped("blk.4.nextn.enorm.weight"),
+            "missing tensor",
+        ),
+        (
+            "blk.4.attn_q.weight",
+            dropped("blk.4.attn_q.weight"),
+            "missing tensor",
+        ),
+        (
+            "blk.4.nextn.eh_proj.weight",
+            reshaped("blk.4.nextn.eh_proj.weight"),
+            "shape",
+        ),
+    ];
+    for (i, (tensor, bytes, words)) in cases.into_iter().enumerate() {
+        let name = format!("kolibri-mtp-broken-{i}-{}.gguf", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut asked = LoadOptions {
+            mtp: true,
+            ..Default::default()
+        };
+        let refused = Model::load_with(&path, &mut asked)
+            .err()
+            .map(|e| e.to_string());
+        let plain = Model::load(&path);
+        std::fs::remove_file(&path).ok();
+        let msg = refused.unwrap_or_else(|| panic!("{tensor}: a broken block loaded"));
+        assert!(
+            msg.contains(tensor) && msg.contains(words),
+            "{tensor}: {msg}"
+        );
+        let model = Arc::new(plain.unwrap_or_else(|e| panic!("{tensor}: the target: {e}")));
+        let mut ctx = Context::new(model, &ContextParams::default()).unwrap();
+        let logits = ctx.eval(&[1, 2, 3], Logits::Last).unwrap();
+        assert!(logits.iter().all(|l| l.is_finite()), "{tensor}");
+    }
+}
+
 #[test]
 fn broken_gpt_oss_files_are_named() {
     let oss = synthetic("gpt-oss-tiny");

@@ -595,8 +595,9 @@ fn an_unusable_draft_model_is_refused_at_start() {
 /// random Qwen3.5 file its drafts are mostly rejected, so the hybrid model's recurrent states
 /// are rewound at almost every step; on the agreeing file (each draft right with probability
 /// 0.9) most are accepted. Greedy output is what the scheduler gives without speculation, in a
-/// first round and in a second that reuses the slots' cached prompts (rewound by one token, so
-/// the block has the hidden state it pairs the next token with); with lookup too.
+/// first round and in a second that reuses the slots' cached prompts as far as without the
+/// block (a recurrent state rewinds only to checkpoints: the block must not ask for one token
+/// more); with lookup too.
 #[test]
 fn the_models_own_block_drafts_for_every_slot() {
     let texts = [
@@ -631,6 +632,10 @@ fn the_models_own_block_drafts_for_every_slot() {
             {
                 assert_eq!(got.1.tokens, want.1.tokens, "{name}, lookup {lookup}");
                 assert_eq!(got.0, want.0);
+                assert_eq!(
+                    got.1.cached_tokens, want.1.cached_tokens,
+                    "{name}: prefix reuse"
+                );
             }
             assert!(drafted > 0, "{name}: nothing drafted");
             if agrees {

@@ -34,7 +34,10 @@ impl ModelDrafts {
 
     /// Sequence `seq` was rewound from `held` tokens to `keep` for a new request; returns
     /// what it keeps now. The block pairs the next token with the hidden state of the last
-    /// one kept, which a rewind loses: one more token is given back, to be evaluated again.
+    /// one kept, which a rewind loses. Where a cache rewinds to any position (attention only),
+    /// one more token is given back, to be evaluated again; a recurrent state rewinds only to
+    /// its checkpoints, and one token back would be a checkpoint back (hundreds of tokens), so
+    /// there the first new token's block row is left as it was (its drafts may be worse).
     pub fn rewound(
         this: &mut Option<ModelDrafts>,
         ctx: &mut Context,
@@ -47,7 +50,8 @@ impl ModelDrafts {
         if keep < held {
             block.forget(seq);
         }
-        match keep > 0 && !block.knows(seq) {
+        let exact_anywhere = ctx.rewind_depth() == usize::MAX;
+        match keep > 0 && !block.knows(seq) && exact_anywhere {
             true => ctx.truncate_seq(seq, keep - 1),
             false => keep,
         }
