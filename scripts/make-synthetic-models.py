@@ -361,6 +361,18 @@ MODELS = {
 }
 
 
+# Gemma 4 "assistant" drafters (`gemma4-assistant`, issue 49), each for a target of MODELS: a
+# small stack of Q-only layers reading the target's last full and sliding KV layers, fed
+# [target embedding * sqrt(B); target hidden] through pre_projection, its own head, and
+# post_projection back to the target's width for the next chained draft (llama.cpp's layout:
+# ../shared/notes/gemma4-assistant.md). Layer types, head sizes and KV heads follow the target's.
+ASSISTANTS = {
+    # For gemma4-tiny (B 128): width 64, one sliding and one full layer, FFN 128.
+    "gemma4-assistant-tiny": dict(target="gemma4-tiny", n_embd=64, pattern=[True, False],
+                                  n_ff=128, seed=27),
+}
+
+
 def model_dir() -> Path:
     d = os.environ.get("KOLIBRI_MODEL_DIR")
     base = Path(d) if d else Path.home() / ".cache" / "kolibri" / "models"
@@ -915,6 +927,79 @@ def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
     tmp.rename(out)
 
 
+def build_assistant(name: str, out: Path) -> None:
+    """Writes the assistant drafter `name` of ASSISTANTS for its target's shapes."""
+    spec = ASSISTANTS[name]
+    t = MODELS[spec["target"]]
+    d, b, pattern = spec["n_embd"], t.n_embd, spec["pattern"]
+    # The target's weights' conventions (uniform(), norms) with the assistant's own seed.
+    s = Spec(t.arch, t.tokenizer_from, n_embd=d, n_layer=len(pattern), n_head=t.n_head,
+             n_head_kv=t.n_head_kv, head_dim=t.head_dim, n_ff=spec["n_ff"], seed=spec["seed"],
+             rope_base=t.rope_base, extra={"head_dim_swa": t.extra.get("head_dim_swa")})
+    a = "gemma4-assistant"
+    tmp = out.with_suffix(".partial")
+    w = gguf.GGUFWriter(tmp, a)
+    w.add_string("general.name", "kolibri synthetic gemma4-assistant")
+    w.add_uint32(f"{a}.context_length", t.n_ctx_train)
+    w.add_uint32(f"{a}.embedding_length", d)
+    w.add_uint32(f"{a}.embedding_length_out", b)
+    w.add_uint32(f"{a}.block_count", len(pattern))
+    w.add_uint32(f"{a}.nextn_predict_layers", len(pattern))
+    w.add_uint32(f"{a}.feed_forward_length", s.n_ff)
+    w.add_uint32(f"{a}.attention.head_count", s.n_head)
+    w.add_array(f"{a}.attention.head_count_kv", [s.n_head_kv] * len(pattern))
+    swa_dim = t.extra.get("head_dim_swa", t.head_dim)
+    for key, value in (("key_length", t.head_dim), ("value_length", t.head_dim),
+                       ("key_length_swa", swa_dim), ("value_length_swa", swa_dim),
+                       ("sliding_window", t.extra["sliding_window"])):
+        w.add_uint32(f"{a}.attention.{key}", value)
+    w.add_array(f"{a}.attention.sliding_window_pattern", pattern)
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", t.rms_eps)
+    w.add_float32(f"{a}.rope.freq_base", t.rope_base)
+    w.add_float32(f"{a}.rope.freq_base_swa", t.extra["rope_base_swa"])
+    w.add_uint32(f"{a}.rope.dimension_count", t.head_dim)
+    w.add_uint32(f"{a}.rope.dimension_count_swa", swa_dim)
+    n_vocab = copy_tokenizer(w, tokenizer_source(t))
+    # The head: logits of a few nat for unit-rms inputs.
+    add_linear(w, s, "token_embd.weight", n_vocab, d, out_std=4.0)
+    add_norm(w, s, "output_norm.weight", d)
+    add_linear(w, s, "nextn.pre_projection.weight", d, 2 * b)
+    add_linear(w, s, "nextn.post_projection.weight", b, d)
+    pairs = t.head_dim // 2
+    freqs = [1.0] * (pairs // 4) + [4.0] * (pairs // 4) + [1e30] * (pairs - pairs // 2)
+    w.add_tensor("rope_freqs.weight", np.array(freqs, dtype=np.float32))
+    for il, sliding in enumerate(pattern):
+        hd = swa_dim if sliding else t.head_dim
+        n = lambda x: f"blk.{il}.{x}"  # noqa: E731
+        add_norm(w, s, n("attn_norm.weight"), d)
+        add_linear(w, s, n("attn_q.weight"), s.n_head * hd, d)
+        add_norm(w, s, n("attn_q_norm.weight"), hd, t.extra.get("qk_norm_scale", 1.0))
+        add_linear(w, s, n("attn_output.weight"), d, s.n_head * hd)
+        add_norm(w, s, n("post_attention_norm.weight"), d)
+        add_norm(w, s, n("ffn_norm.weight"), d)
+        add_linear(w, s, n("ffn_gate.weight"), s.n_ff, d)
+        add_linear(w, s, n("ffn_up.weight"), s.n_ff, d)
+        add_linear(w, s, n("ffn_down.weight"), d, s.n_ff, out_std=2.0)
+        add_norm(w, s, n("post_ffw_norm.weight"), d)
+        name = n("layer_output_scale.weight")
+        w.add_tensor(name, (0.8 + uniform(s, name, (1,), 0.1)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.rename(out)
+
+
+def assistant_path_of(name: str) -> Path:
+    """The assistant drafter `name`'s file; built if missing."""
+    out = model_dir() / file_name(name)
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        print(f"building {out.name}...", file=sys.stderr)
+        build_assistant(name, out)
+    return out
+
+
 # Written in parts too, by gguf-py's own split writer (what convert_hf_to_gguf.py --split-max-*
 # uses): tests/split_gguf.rs loads them and compares with the single file.
 SPLIT_MODELS = {"qwen3-tiny": 12}
@@ -959,6 +1044,9 @@ def main() -> None:
     if args.list:
         for name, s in MODELS.items():
             print(f"{name}\t{s.arch}\t{'test' if s.default else 'on request'}")
+        return
+    if args.path in ASSISTANTS:
+        print(assistant_path_of(args.path))
         return
     for name, reference in ((args.path, False), (args.reference_path, True)):
         if name:
