@@ -15,7 +15,7 @@ pub(super) enum ModelDrafts {
 }
 
 impl ModelDrafts {
-    /// Whether the target keeps its hidden states for the block ([`ModelDrafts::caught_up`]).
+    /// The block, when it is what drafts.
     fn mtp(this: &mut Option<ModelDrafts>) -> Option<&mut MtpSequences> {
         match this {
             Some(ModelDrafts::Mtp(block)) => Some(block),

@@ -9,7 +9,7 @@
 
 use super::kv_cache::KvShape;
 use super::recurrent;
-use super::{KvType, Model, ModelError};
+use super::{HParams, KvType, Model, ModelError};
 
 /// Bytes beside weights, KV and activations: the tokenizer's tables, thread stacks, the binary
 /// and the allocator's slack (measured 40-60 MiB on Qwen2.5's 152k vocabulary, rounded up).
@@ -188,6 +188,13 @@ pub fn fit_with_draft(
             }
         ))),
     }
+}
+
+/// Bytes one position of one sequence takes in the KV cache of `hp`'s layers.
+pub fn kv_bytes_per_position(hp: &HParams, (type_k, type_v): (KvType, KvType)) -> usize {
+    KvShape::of(hp, 1, 1, type_k, type_v)
+        .bytes()
+        .unwrap_or(usize::MAX)
 }
 
 /// The weights a model keeps in memory: its file (without a multi-token-prediction block not

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use kolibri::gguf::GgufFile;
 use kolibri::kernels::{self, types::REGISTRY, CpuPath};
-use kolibri::model::{recurrent, Architecture, HParams, MixerKind, Model};
+use kolibri::model::{recurrent, Architecture, HParams, KvType, MixerKind, Model};
 use kolibri::store::{capabilities, parameter_size, ModelFacts};
 use kolibri::tokenizer::Tokenizer;
 
@@ -108,8 +108,9 @@ fn layers(gguf: &GgufFile) -> String {
         // What --spec mtp adds: the block's weights and its KV rows (f16), nothing otherwise.
         let mut with_block = hp.clone();
         with_block.add_mtp_block();
-        let heads = with_block.heads(hp.n_layer);
-        let kv_per_token = (heads.k_dim() + heads.v_dim()) * 2;
+        let f16 = (KvType::F16, KvType::F16);
+        let per_position = |hp| kolibri::model::budget::kv_bytes_per_position(hp, f16);
+        let kv_per_token = per_position(&with_block) - per_position(&hp);
         text += &format!(
             " + {} multi-token-prediction block (drafts with --spec mtp, which adds {:.1} MiB \
              of weights and {:.1} KiB of KV cache per token)",
