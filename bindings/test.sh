@@ -10,7 +10,8 @@
 # chat template. The optional third model, one without a chat template (gemma-3-270m), adds
 # the NOT_FOUND checks. KOLIBRI_TEST_MODEL_LARGE, if set (Qwen2.5-Coder-1.5B-Instruct), adds the
 # speculators' draft-model checks (the 0.5B drafting for it); KOLIBRI_TEST_MODEL_MTP (a Qwen3.5
-# file with a multi-token-prediction block) the block's. Swift is built and tested only
+# file with a multi-token-prediction block) the block's; KOLIBRI_TEST_MODEL_GEMMA4 and
+# KOLIBRI_TEST_ASSISTANT (a Gemma 4 file and its assistant) the assistant's. Swift is built and tested only
 # where a Swift toolchain exists.
 set -euo pipefail
 

@@ -1,11 +1,14 @@
 /* mtp.c: drafting with a model's own multi-token-prediction block through the C API
- * (kolibri_model_params.n_mtp_blocks, kolibri_speculator_new_mtp) gives plain greedy decoding's
- * tokens, alone and with prompt lookup first; on a block that agrees with its model most drafts
- * are accepted; misuse gets its documented status.
+ * (kolibri_model_params.n_mtp_blocks, kolibri_speculator_new_mtp), or with a Gemma 4 model's
+ * assistant (kolibri_assistant_load, kolibri_speculator_new_assistant), gives plain greedy
+ * decoding's tokens, alone and with prompt lookup first; on a block that agrees with its model
+ * most drafts are accepted; misuse gets its documented status.
  *
  *   mtp MTP_MODEL.gguf NO_BLOCK.gguf [AGREEING.gguf]
+ *   mtp --assistant GEMMA4.gguf ASSISTANT.gguf OTHER.gguf
  *
  * MTP_MODEL and AGREEING carry a block (Qwen3.5 `nextn_predict_layers`); NO_BLOCK does not.
+ * ASSISTANT is GEMMA4's assistant; OTHER is a model it does not belong to.
  *
  * Prints one "ok"/"FAIL" line per check; exits 0 only if every check passed. */
 #include <kolibri.h>
@@ -58,6 +61,15 @@ static kolibri_sampler *greedy_sampler(void) {
 
 static const char *PROMPT = "Once upon a time, in a small village, there lived an old";
 
+/* Set in --assistant mode: the speculators draft with it instead of the block. */
+static kolibri_assistant *g_assistant = NULL;
+
+static kolibri_status new_speculator(kolibri_context *c, const kolibri_speculator_params *p,
+                                     bool lookup, kolibri_speculator **spec) {
+    return g_assistant ? kolibri_speculator_new_assistant(c, g_assistant, p, lookup, spec)
+                       : kolibri_speculator_new_mtp(c, p, lookup, spec);
+}
+
 /* Greedy tokens after the prompt: plainly (speculate 0), or with the block (1), or with prompt
  * lookup first (2). The prompt is evaluated in two decodes, the speculator prepared after each.
  * Returns how many were written to out. */
@@ -73,7 +85,7 @@ static size_t generate(const kolibri_model *m, int speculate, int32_t *out,
         kolibri_speculator_params p;
         kolibri_speculator_params_init(&p, sizeof p);
         p.max_draft = MAX_DRAFT;
-        expect("create the speculator", kolibri_speculator_new_mtp(c, &p, speculate == 2, &spec),
+        expect("create the speculator", new_speculator(c, &p, speculate == 2, &spec),
                KOLIBRI_STATUS_OK);
     }
     int32_t tok;
@@ -118,15 +130,11 @@ done:
     return n;
 }
 
-/* Plain greedy and both speculators on the model at path: the same tokens; returns the block's
- * stats (alone). */
-static kolibri_speculator_stats same_tokens(const char *path) {
+/* Plain greedy and both speculators on model m (from path): the same tokens; returns the
+ * drafter's stats (alone). */
+static kolibri_speculator_stats same_tokens_of(const kolibri_model *m, const char *path) {
     kolibri_speculator_stats st, with_lookup;
     memset(&st, 0, sizeof st);
-    kolibri_status status;
-    kolibri_model *m = load(path, 1, &status);
-    expect("load with the block", status, KOLIBRI_STATUS_OK);
-    if (!m) return st;
     int32_t plain[N_NEW], fast[N_NEW];
     size_t n_plain = generate(m, 0, plain, &st);
     check("plain greedy generates", n_plain == N_NEW);
@@ -139,13 +147,82 @@ static kolibri_speculator_stats same_tokens(const char *path) {
     printf("       (%s: drafted %llu, accepted %llu, %llu target passes for %llu tokens)\n", path,
            (unsigned long long)st.drafted, (unsigned long long)st.accepted,
            (unsigned long long)st.target_passes, (unsigned long long)st.generated);
+    return st;
+}
+
+/* same_tokens_of the model at path, loaded with its block. */
+static kolibri_speculator_stats same_tokens(const char *path) {
+    kolibri_speculator_stats st;
+    memset(&st, 0, sizeof st);
+    kolibri_status status;
+    kolibri_model *m = load(path, 1, &status);
+    expect("load with the block", status, KOLIBRI_STATUS_OK);
+    if (!m) return st;
+    st = same_tokens_of(m, path);
     kolibri_model_free(m);
     return st;
 }
 
+/* --assistant mode: the assistant's speculators give greedy's tokens; it is refused for
+ * another model, and a model file is refused as an assistant. */
+static int assistant_checks(const char *target_path, const char *path, const char *other_path) {
+    kolibri_status status;
+    kolibri_model *target = load(target_path, 0, &status);
+    kolibri_model *other = load(other_path, 0, &status);
+    if (!target || !other) {
+        check("load the models", 0);
+        return 1;
+    }
+    kolibri_assistant *wrong = NULL;
+    expect("an assistant for another model", kolibri_assistant_load(other, path, &wrong),
+           KOLIBRI_STATUS_INVALID_ARGUMENT);
+    expect("a model file as an assistant", kolibri_assistant_load(target, target_path, &wrong),
+           KOLIBRI_STATUS_INVALID_ARGUMENT);
+    expect("NULL target", kolibri_assistant_load(NULL, path, &wrong),
+           KOLIBRI_STATUS_INVALID_ARGUMENT);
+    check("  and no assistant was made", wrong == NULL);
+    expect("load the assistant", kolibri_assistant_load(target, path, &g_assistant),
+           KOLIBRI_STATUS_OK);
+    if (g_assistant) {
+        same_tokens_of(target, target_path);
+        kolibri_context *c = new_context(other);
+        kolibri_speculator *spec = NULL;
+        expect("the assistant on another model's context",
+               kolibri_speculator_new_assistant(c, g_assistant, NULL, false, &spec),
+               KOLIBRI_STATUS_INVALID_ARGUMENT);
+        kolibri_context_free(c);
+        /* A speculator keeps what it needs of the assistant. */
+        c = new_context(target);
+        expect("a speculator", kolibri_speculator_new_assistant(c, g_assistant, NULL, false, &spec),
+               KOLIBRI_STATUS_OK);
+        kolibri_assistant_free(g_assistant);
+        g_assistant = NULL;
+        kolibri_sampler *s = greedy_sampler();
+        int32_t prompt[4] = {2, 818, 5279, 529}, step[17], tok = 0;
+        size_t got = 0;
+        kolibri_context_eval(c, prompt, 4);
+        kolibri_speculator_prepare(spec, c, NULL);
+        kolibri_sampler_sample(s, c, &tok);
+        expect("a step after the assistant was freed",
+               kolibri_speculator_step(spec, c, NULL, s, tok, step, 17, &got), KOLIBRI_STATUS_OK);
+        kolibri_sampler_free(s);
+        kolibri_speculator_free(spec);
+        kolibri_context_free(c);
+    }
+    kolibri_model_free(other);
+    kolibri_model_free(target);
+    printf("%s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--assistant"))
+        return assistant_checks(argv[2], argv[3], argv[4]);
     if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: %s MTP_MODEL.gguf NO_BLOCK.gguf [AGREEING.gguf]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s MTP_MODEL.gguf NO_BLOCK.gguf [AGREEING.gguf]\n"
+                "       %s --assistant GEMMA4.gguf ASSISTANT.gguf OTHER.gguf\n",
+                argv[0], argv[0]);
         return 2;
     }
     same_tokens(argv[1]);

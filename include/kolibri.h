@@ -63,6 +63,13 @@
 #define KOLIBRI_VERSION_PATCH 0
 
 /**
+ * An assistant drafter, bound to the model it was loaded for. Immutable once loaded.
+ *
+ * Thread safety: a `const kolibri_assistant*` may be used from any number of threads at once.
+ */
+typedef struct kolibri_assistant kolibri_assistant;
+
+/**
  * A sequence being evaluated: KV cache, worker threads and the last logits.
  *
  * Thread safety: a context is used by one thread at a time (any thread, not only its
@@ -493,6 +500,37 @@ typedef struct kolibri_speculator_stats {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Loads the assistant file at `path` for `target`, checking that it belongs to it (a Gemma 4
+ * target, the same vocabulary, its input as wide as the target's hidden state, head sizes
+ * that match the target's cache). It keeps no KV cache: it reads the target context's.
+ *
+ * **Ownership:** `*out_assistant` is the caller's; free it with kolibri_assistant_free
+ * (speculators created from it keep what they need).
+ * **Errors:** INVALID_ARGUMENT (a NULL argument, a file that is not an assistant, an
+ * assistant for another model), IO, INVALID_MODEL (corrupt file, missing tensors or keys).
+ * **Thread safety:** any thread.
+ *
+ * # Safety
+ * `target` is NULL or live; `path` is NULL or a NUL-terminated string; `out_assistant` is
+ * NULL or writable.
+ */
+kolibri_status kolibri_assistant_load(const struct kolibri_model *target,
+                                      const char *path,
+                                      struct kolibri_assistant **out_assistant);
+
+/**
+ * Frees an assistant. NULL is a no-op. Speculators created from it stay usable.
+ *
+ * **Ownership:** `assistant` is invalid after this call.
+ * **Errors:** none; freeing the same handle twice is undefined behaviour.
+ * **Thread safety:** no other thread may be using this handle.
+ *
+ * # Safety
+ * `assistant` is NULL or a live handle from kolibri_assistant_load, not freed before.
+ */
+void kolibri_assistant_free(struct kolibri_assistant *assistant);
 
 /**
  * Renders `messages` through a Jinja chat template, as Hugging Face's apply_chat_template
@@ -1075,6 +1113,29 @@ kolibri_status kolibri_speculator_new_mtp(const struct kolibri_context *target,
                                           const struct kolibri_speculator_params *params,
                                           bool lookup,
                                           struct kolibri_speculator **out_speculator);
+
+/**
+ * Creates a speculator for `target`'s sequence that drafts with `assistant` (loaded for the
+ * target's model by kolibri_assistant_load), and with `lookup`, by prompt lookup first (the
+ * assistant where lookup finds nothing). From now on `target` keeps the hidden states the
+ * assistant reads. Pass NULL as `draft` to kolibri_speculator_step and
+ * kolibri_speculator_prepare. `params->draft_p_min` is not used. The speculator keeps what it
+ * needs of `assistant`, which may be freed.
+ *
+ * **Ownership:** `*out_speculator` is the caller's; free it with kolibri_speculator_free.
+ * **Errors:** INVALID_ARGUMENT (a NULL argument, an assistant loaded for another model, a
+ * param out of range), INVALID_STATE (the context in use by another thread).
+ * **Thread safety:** any thread; the context must not be in use elsewhere during the call.
+ *
+ * # Safety
+ * `target` and `assistant` are NULL or live; `params` is NULL or a params struct from
+ * kolibri_speculator_params_init; `out_speculator` is NULL or writable.
+ */
+kolibri_status kolibri_speculator_new_assistant(const struct kolibri_context *target,
+                                                const struct kolibri_assistant *assistant,
+                                                const struct kolibri_speculator_params *params,
+                                                bool lookup,
+                                                struct kolibri_speculator **out_speculator);
 
 /**
  * One speculative step after `pending`, the token last sampled (by kolibri_sampler_sample

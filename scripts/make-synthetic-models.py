@@ -1044,6 +1044,8 @@ def main() -> None:
     if args.list:
         for name, s in MODELS.items():
             print(f"{name}\t{s.arch}\t{'test' if s.default else 'on request'}")
+        for name in ASSISTANTS:
+            print(f"{name}\tgemma4-assistant\tassistant drafter")
         return
     if args.path in ASSISTANTS:
         print(assistant_path_of(args.path))
@@ -1061,12 +1063,17 @@ def main() -> None:
         return
     names = args.only.split(",") if args.only else [n for n, s in MODELS.items() if s.default]
     for name in names:
+        if name in ASSISTANTS:
+            print(assistant_path_of(name))
+            continue
         if name not in MODELS:
             sys.exit(f"unknown synthetic model {name!r}; --list shows them")
         print(path_of(name))
     if not args.only:
         for name in SPLIT_MODELS:
             print(split_path_of(name))
+        for name in ASSISTANTS:
+            print(assistant_path_of(name))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ synthetic() { python3 scripts/make-synthetic-models.py --path "$1"; }
 mtp_model="$(synthetic qwen35-mtp-tiny)"
 mtp_agreeing="$(synthetic qwen35-mtp-agree-tiny)"
 no_block="$(synthetic qwen35-tiny)"
+gemma4="$(synthetic gemma4-tiny)"
+assistant="$(synthetic gemma4-assistant-tiny)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
@@ -58,6 +60,7 @@ check "misuse: documented statuses and messages" "$work/shared/misuse" "$model" 
 check "state: saved, loaded, continued bit-identically; bad states refused" "$work/shared/state" "$model" "$work/prompt.state"
 check "speculative: lookup and a draft model give greedy's tokens; bad drafts refused" "$work/shared/speculative" "$model" "$large_model" "$plain_model"
 check "mtp: the model's own block gives greedy's tokens, with lookup too; misuse refused" "$work/shared/mtp" "$mtp_model" "$no_block" "$mtp_agreeing"
+check "assistant: Gemma 4's assistant gives greedy's tokens, with lookup too; misuse refused" "$work/shared/mtp" --assistant "$gemma4" "$assistant" "$no_block"
 check "structured: a JSON schema constraint gives JSON of that shape; bad ones refused" sh -c "'$work/shared/structured' '$model' > '$work/structured.json' && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert set(d)=={\"city\",\"population\",\"capital\"} and isinstance(d[\"population\"],int) and isinstance(d[\"capital\"],bool), d' '$work/structured.json'"
 sed 's/^/       | /' "$work/structured.json" 2>/dev/null || true
 
@@ -80,11 +83,12 @@ check "asan: state" "$work/asan/state" "$model" "$work/asan.state"
 check "asan: speculative (prompt lookup)" "$work/asan/speculative" "$model"
 check "asan: structured" "$work/asan/structured" "$model"
 check "asan: mtp" "$work/asan/mtp" "$mtp_model" "$no_block"
+check "asan: assistant" "$work/asan/mtp" --assistant "$gemma4" "$assistant" "$no_block"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== bindings"
 # The 1.5B as a target lets the speculator tests draft with the 0.5B.
-check "Go and C# bindings" env KOLIBRI_TEST_MODEL_LARGE="$large_model" KOLIBRI_TEST_MODEL_MTP="$mtp_agreeing" bindings/test.sh "$prefix" "$model"
+check "Go and C# bindings" env KOLIBRI_TEST_MODEL_LARGE="$large_model" KOLIBRI_TEST_MODEL_MTP="$mtp_agreeing" KOLIBRI_TEST_MODEL_GEMMA4="$gemma4" KOLIBRI_TEST_ASSISTANT="$assistant" bindings/test.sh "$prefix" "$model"
 
 echo "== ThreadSanitizer: the threading contract (tests/capi_threads.rs: two contexts on one"
 echo "   model, a context entered by two threads); std rebuilt instrumented (-Zbuild-std)"

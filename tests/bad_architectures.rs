@@ -372,6 +372,58 @@ fn a_broken_multi_token_prediction_block_is_named_and_the_target_still_runs() {
     }
 }
 
+/// A broken or foreign Gemma 4 assistant is refused at load with what is wrong, and its target
+/// keeps working.
+#[test]
+fn broken_assistants_are_named() {
+    use kolibri::model::{Assistant, Context, ContextParams, LoadOptions, Logits};
+    use std::sync::Arc;
+    let target = Model::load(common::synthetic::synthetic_path("gemma4-tiny")).unwrap();
+    let assistant = synthetic("gemma4-assistant-tiny");
+    let dropped =
+        |tensor: &'static str| rewrite(&assistant, None, move |n, d| (n != tensor).then_some(d));
+    let key = |k: &'static str, v: Option<Value>| rewrite(&assistant, Some((k, v)), |_, d| Some(d));
+    let cases = [
+        (
+            dropped("nextn.pre_projection.weight"),
+            "nextn.pre_projection.weight",
+        ),
+        (dropped("blk.1.attn_q.weight"), "blk.1.attn_q.weight"),
+        (
+            key(
+                "gemma4-assistant.embedding_length_out",
+                Some(Value::U32(96)),
+            ),
+            "another model",
+        ),
+        (
+            key(
+                "gemma4-assistant.attention.key_length",
+                Some(Value::U32(32)),
+            ),
+            "value_length",
+        ),
+        (key("gemma4-assistant.block_count", None), "block_count"),
+        (
+            key("general.architecture", Some(Value::String("gemma4".into()))),
+            "not an assistant",
+        ),
+    ];
+    for (i, (bytes, words)) in cases.into_iter().enumerate() {
+        let name = format!("kolibri-assistant-broken-{i}-{}.gguf", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let refused = Assistant::load(&path, &target, &mut LoadOptions::default());
+        std::fs::remove_file(&path).ok();
+        let msg = refused.err().map(|e| e.to_string());
+        let msg = msg.unwrap_or_else(|| panic!("{words}: a broken assistant loaded"));
+        assert!(msg.contains(words), "{words}: {msg}");
+    }
+    let mut ctx = Context::new(Arc::new(target), &ContextParams::default()).unwrap();
+    let logits = ctx.eval(&[2, 3, 4], Logits::Last).unwrap();
+    assert!(logits.iter().all(|l| l.is_finite()));
+}
+
 #[test]
 fn broken_gpt_oss_files_are_named() {
     let oss = synthetic("gpt-oss-tiny");

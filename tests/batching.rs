@@ -688,7 +688,7 @@ fn spec_params(n_slots: usize, draft_model: Option<Arc<Model>>, lookup: bool) ->
             lookup,
             draft_model,
             draft_p_min: 0.3,
-            mtp: false,
+            ..Speculation::default()
         },
     }
 }

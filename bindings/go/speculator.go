@@ -44,14 +44,15 @@ type SpeculatorStats struct {
 // target's distribution.
 //
 // It drafts with a draft context (a smaller model with the target's vocabulary), with the
-// target model's own multi-token-prediction block (NewMTPSpeculator), or by prompt lookup
+// target model's own multi-token-prediction block (NewMTPSpeculator) or its assistant
+// (NewAssistantSpeculator), or by prompt lookup
 // (matching the last tokens against the sequence so far). The speculator references its
 // contexts and passes them to every step; they stay the caller's to close. Use a Speculator,
 // its contexts and the sampler from one goroutine at a time.
 type Speculator struct {
 	ptr    *C.kolibri_speculator
 	target *Context
-	draft  *Context // nil: prompt lookup, or the model's own block
+	draft  *Context // nil: prompt lookup, or the model's own drafter
 	// maxDraft is the params' max_draft: a step returns at most maxDraft + 1 tokens.
 	maxDraft int
 }
@@ -93,13 +94,37 @@ func NewSpeculator(target, draft *Context, params *SpeculatorParams) (*Speculato
 // target keeps the hidden states the block reads. Call Prepare after each Eval of the prompt.
 // params may be nil for DefaultSpeculatorParams (DraftPMin is not used).
 func NewMTPSpeculator(target *Context, params *SpeculatorParams, lookup bool) (*Speculator, error) {
+	return newOwnSpeculator(target, params, func(tp *C.kolibri_context, p *C.kolibri_speculator_params, out **C.kolibri_speculator) C.kolibri_status {
+		return C.kolibri_speculator_new_mtp(tp, p, C.bool(lookup), out)
+	})
+}
+
+// NewAssistantSpeculator creates a speculator for target's sequence that drafts with
+// assistant (loaded for target's model; StatusInvalidArgument otherwise) and, with lookup, by
+// prompt lookup first. From now on target keeps the hidden states the assistant reads. Call
+// Prepare after each Eval of the prompt. params may be nil for DefaultSpeculatorParams
+// (DraftPMin is not used). The speculator keeps what it needs: assistant may be closed.
+func NewAssistantSpeculator(target *Context, assistant *Assistant, params *SpeculatorParams, lookup bool) (*Speculator, error) {
+	ap, err := assistant.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(assistant)
+	return newOwnSpeculator(target, params, func(tp *C.kolibri_context, p *C.kolibri_speculator_params, out **C.kolibri_speculator) C.kolibri_status {
+		return C.kolibri_speculator_new_assistant(tp, ap, p, C.bool(lookup), out)
+	})
+}
+
+// newOwnSpeculator creates a speculator drafting with the target model's own drafter, made by
+// create.
+func newOwnSpeculator(target *Context, params *SpeculatorParams, create func(*C.kolibri_context, *C.kolibri_speculator_params, **C.kolibri_speculator) C.kolibri_status) (*Speculator, error) {
 	tp, err := target.handle()
 	if err != nil {
 		return nil, err
 	}
 	p := cSpeculatorParams(params)
 	var ptr *C.kolibri_speculator
-	err = call(func() C.kolibri_status { return C.kolibri_speculator_new_mtp(tp, &p, C.bool(lookup), &ptr) })
+	err = call(func() C.kolibri_status { return create(tp, &p, &ptr) })
 	runtime.KeepAlive(target)
 	if err != nil {
 		return nil, err

@@ -415,6 +415,62 @@ func TestSpeculatorMTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	ownDrafterKeepsGreedy(t, m, func(ctx *Context, p *SpeculatorParams, lookup bool) (*Speculator, error) {
+		return NewMTPSpeculator(ctx, p, lookup)
+	})
+
+	plain, err := LoadModel(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ctx, err := NewContext(plain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	_, err = NewMTPSpeculator(ctx, nil, false)
+	wantStatus(t, err, StatusInvalidArgument)
+}
+
+// Gemma 4's assistant: KOLIBRI_TEST_MODEL_GEMMA4 and KOLIBRI_TEST_ASSISTANT (e.g. the synthetic
+// gemma4-tiny and gemma4-assistant-tiny) draft, alone and after prompt lookup, and greedy output
+// stays plain greedy's; the assistant is refused for another model, and a model file as one.
+func TestSpeculatorAssistant(t *testing.T) {
+	targetPath, path := os.Getenv("KOLIBRI_TEST_MODEL_GEMMA4"), os.Getenv("KOLIBRI_TEST_ASSISTANT")
+	if targetPath == "" || path == "" {
+		t.Skip("KOLIBRI_TEST_MODEL_GEMMA4 or KOLIBRI_TEST_ASSISTANT is not set")
+	}
+	m, err := LoadModel(targetPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, err := LoadAssistant(m, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownDrafterKeepsGreedy(t, m, func(ctx *Context, p *SpeculatorParams, lookup bool) (*Speculator, error) {
+		return NewAssistantSpeculator(ctx, a, p, lookup)
+	})
+	a.Close()
+	_, err = NewAssistantSpeculator(nil, a, nil, false)
+	wantStatus(t, err, StatusInvalidArgument)
+	_, err = LoadAssistant(m, targetPath)
+	wantStatus(t, err, StatusInvalidArgument)
+	other, err := LoadModel(os.Getenv("KOLIBRI_TEST_MODEL"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_, err = LoadAssistant(other, path)
+	wantStatus(t, err, StatusInvalidArgument)
+}
+
+// ownDrafterKeepsGreedy checks that speculators made by newSpec on m, alone and after prompt
+// lookup, draft and give plain greedy's tokens.
+func ownDrafterKeepsGreedy(t *testing.T, m *Model, newSpec func(*Context, *SpeculatorParams, bool) (*Speculator, error)) {
+	t.Helper()
 	prompt, err := m.Tokenize("Once upon a time, in a small village", true, false)
 	if err != nil {
 		t.Fatal(err)
@@ -426,7 +482,7 @@ func TestSpeculatorMTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, err := NewMTPSpeculator(ctx, &SpeculatorParams{MaxDraft: 4, DraftPMin: 0.5, LookupNgram: 4}, lookup)
+		spec, err := newSpec(ctx, &SpeculatorParams{MaxDraft: 4, DraftPMin: 0.5, LookupNgram: 4}, lookup)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -455,23 +511,10 @@ func TestSpeculatorMTP(t *testing.T) {
 		}
 		st, err := spec.Stats()
 		if err != nil || st.Drafted == 0 {
-			t.Errorf("lookup %v: stats %+v (%v): the block drafted nothing", lookup, st, err)
+			t.Errorf("lookup %v: stats %+v (%v): nothing drafted", lookup, st, err)
 		}
 		spec.Close()
 		s.Close()
 		ctx.Close()
 	}
-
-	plain, err := LoadModel(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	ctx, err := NewContext(plain, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctx.Close()
-	_, err = NewMTPSpeculator(ctx, nil, false)
-	wantStatus(t, err, StatusInvalidArgument)
 }

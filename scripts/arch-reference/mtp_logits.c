@@ -16,35 +16,9 @@
 #include <string.h>
 
 #include "llama.h"
+#include "top_logprobs.h"
 
 #define MAX_TOKENS 512
-
-static void quiet(enum ggml_log_level level, const char *text, void *data) {
-    (void)data;
-    if (level >= GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
-}
-
-static void print_top(const float *logits, int n_vocab, int top) {
-    double max = logits[0];
-    for (int i = 1; i < n_vocab; i++) max = logits[i] > max ? logits[i] : max;
-    double sum = 0;
-    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - max);
-    double log_z = max + log(sum);
-    int ids[64];
-    for (int k = 0; k < top; k++) ids[k] = -1;
-    for (int i = 0; i < n_vocab; i++) {
-        for (int k = 0; k < top; k++) {
-            if (ids[k] < 0 || logits[i] > logits[ids[k]]) {
-                memmove(&ids[k + 1], &ids[k], sizeof(int) * (size_t)(top - k - 1));
-                ids[k] = i;
-                break;
-            }
-        }
-    }
-    printf("step");
-    for (int k = 0; k < top; k++) printf(" %d %.6f", ids[k], (double)logits[ids[k]] - log_z);
-    printf("\n");
-}
 
 static struct llama_context *context(struct llama_model *model, int flash, int mtp) {
     struct llama_context_params cp = llama_context_default_params();

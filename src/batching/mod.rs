@@ -28,7 +28,7 @@ pub use stats::Stats;
 pub use stop::StopMatcher;
 pub use thinking::{BudgetState, ReplyMarkup, ThinkingBudget};
 
-use crate::model::{Context, ContextParams, KvType, Model, ModelError};
+use crate::model::{Assistant, Context, ContextParams, KvType, Model, ModelError};
 use crate::sampling::{Sampler, SamplerParams};
 use crate::speculative::{MtpSequences, SharedDrafter};
 use crate::tokenizer::TokenId;
@@ -173,6 +173,9 @@ pub struct Speculation {
     /// The model's own multi-token-prediction block drafts (the model loaded with it,
     /// [`crate::model::LoadOptions::mtp`]), in shared passes like a draft model; not with one.
     pub mtp: bool,
+    /// Gemma 4's assistant drafts (loaded for the target), in shared passes like the block;
+    /// instead of a draft model or the block.
+    pub assistant: Option<Arc<Assistant>>,
 }
 
 impl std::fmt::Debug for Speculation {
@@ -186,13 +189,15 @@ impl std::fmt::Debug for Speculation {
             )
             .field("draft_p_min", &self.draft_p_min)
             .field("mtp", &self.mtp)
+            .field("assistant", &self.assistant.is_some())
             .finish()
     }
 }
 
 impl Speculation {
     fn is_on(&self) -> bool {
-        self.max_draft > 0 && (self.lookup || self.draft_model.is_some() || self.mtp)
+        let model = self.draft_model.is_some() || self.mtp || self.assistant.is_some();
+        self.max_draft > 0 && (self.lookup || model)
     }
 }
 
@@ -314,6 +319,17 @@ impl Scheduler {
         let spec = &params.speculation;
         if !spec.is_on() {
             return Ok(None);
+        }
+        if let Some(assistant) = &spec.assistant {
+            if spec.draft_model.is_some() || spec.mtp {
+                return Err(ModelError::InvalidArgument(
+                    "the assistant drafts instead of a draft model or the model's own block, not \
+                     beside one"
+                        .into(),
+                ));
+            }
+            let sequences = MtpSequences::with_assistant(target, Arc::clone(assistant));
+            return sequences.map(|s| Some(ModelDrafts::Mtp(s)));
         }
         if spec.mtp {
             if spec.draft_model.is_some() {

@@ -5,7 +5,8 @@
 //! pointer checks, buffer conventions), [`library`] (version, system info), [`model`],
 //! [`text`] (tokenize / detokenize), [`chat`] (chat templates), [`context`] (evaluation),
 //! [`state`] (saving and loading a context), [`sampler`], [`constraint`] (structured output
-//! on a sampler), [`speculative`] (speculative decoding). Conventions every function follows (also in the header's preamble):
+//! on a sampler), [`speculative`] (speculative decoding), [`assistant`] (a drafter loaded for
+//! a model). Conventions every function follows (also in the header's preamble):
 //! - Fallible functions return `kolibri_status`; details of a failure are in the thread's
 //!   `kolibri_last_error()`. Outputs are written only on success (BUFFER_TOO_SMALL writes
 //!   just the size needed).
@@ -18,6 +19,7 @@
 // Types keep their C names (kolibri_model, ...), as the header spells them.
 #![allow(non_camel_case_types)]
 
+pub mod assistant;
 pub mod chat;
 pub mod constraint;
 pub mod context;

@@ -1,6 +1,6 @@
 //! `kolibri_speculator`: speculative decoding over a target context, drafting with a draft
 //! context (a small model of the same vocabulary), with the target model's own
-//! multi-token-prediction block, or by prompt lookup.
+//! multi-token-prediction block or its assistant drafter, or by prompt lookup.
 //!
 //! Each step drafts a few tokens, checks them all in one pass of the target and returns the
 //! tokens the target agrees with plus the one it chose next: greedy output is exactly plain
@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use super::assistant::kolibri_assistant;
 use super::context::kolibri_context;
 use super::exclusive::Exclusive;
 use super::guard::{free_boxed, guard, guard_void, handle, into_raw, out_ptr, write, write_array};
@@ -15,7 +16,7 @@ use super::model::checked_token;
 use super::params::{init_params, read_params, VersionedParams};
 use super::sampler::kolibri_sampler;
 use super::status::*;
-use crate::model::{Context, Model};
+use crate::model::{Assistant, Context, Model};
 use crate::speculative::{Drafter, LookupDrafter, ModelDrafter, MtpDrafter, Speculator};
 
 /// What a speculator has learnt about drafting, and how it drafts.
@@ -41,8 +42,8 @@ enum Drafting {
         p_min: f32,
         n_vocab: usize,
     },
-    /// The target model's own block (with prompt lookup first, where asked), drafting on the
-    /// target context it was created with.
+    /// The target model's own block or its assistant (with prompt lookup first, where asked),
+    /// drafting on the target context it was created with.
     Mtp(Box<MtpDrafter>),
 }
 
@@ -183,27 +184,75 @@ pub unsafe extern "C" fn kolibri_speculator_new_mtp(
     lookup: bool,
     out_speculator: *mut *mut kolibri_speculator,
 ) -> kolibri_status {
+    // SAFETY: per this function's contract.
+    guard(|| unsafe { new_own(target, params, lookup, out_speculator, None) })
+}
+
+/// Creates a speculator for `target`'s sequence that drafts with `assistant` (loaded for the
+/// target's model by kolibri_assistant_load), and with `lookup`, by prompt lookup first (the
+/// assistant where lookup finds nothing). From now on `target` keeps the hidden states the
+/// assistant reads. Pass NULL as `draft` to kolibri_speculator_step and
+/// kolibri_speculator_prepare. `params->draft_p_min` is not used. The speculator keeps what it
+/// needs of `assistant`, which may be freed.
+///
+/// **Ownership:** `*out_speculator` is the caller's; free it with kolibri_speculator_free.
+/// **Errors:** INVALID_ARGUMENT (a NULL argument, an assistant loaded for another model, a
+/// param out of range), INVALID_STATE (the context in use by another thread).
+/// **Thread safety:** any thread; the context must not be in use elsewhere during the call.
+///
+/// # Safety
+/// `target` and `assistant` are NULL or live; `params` is NULL or a params struct from
+/// kolibri_speculator_params_init; `out_speculator` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kolibri_speculator_new_assistant(
+    target: *const kolibri_context,
+    assistant: *const kolibri_assistant,
+    params: *const kolibri_speculator_params,
+    lookup: bool,
+    out_speculator: *mut *mut kolibri_speculator,
+) -> kolibri_status {
     guard(|| {
-        let out = out_ptr(out_speculator, "out_speculator")?;
         // SAFETY: per this function's contract.
-        let t = unsafe { handle(target, "target") }?;
+        let a = unsafe { handle(assistant, "assistant") }?;
+        let assistant = Some(Arc::clone(&a.assistant));
         // SAFETY: per this function's contract.
-        let p = unsafe { read_params(params) }?;
-        check_params(&p)?;
-        let mut target_state = t.inner.lock("target context")?;
-        let mut drafter = MtpDrafter::new(&mut target_state.ctx)?;
-        if lookup {
-            // As beside a draft model, only lookup matches of 3+ tokens beat the block.
-            drafter = drafter.with_lookup(LookupDrafter::new(3, p.lookup_ngram as usize));
-        }
-        let max_draft = p.max_draft as usize;
-        let speculator = Speculator::new(&drafter, max_draft);
-        let target = Arc::clone(target_state.ctx.model());
-        let how = Drafting::Mtp(Box::new(drafter));
-        // SAFETY: `out` checked above.
-        unsafe { publish(out, (speculator, how), target, max_draft) };
-        Ok(())
+        unsafe { new_own(target, params, lookup, out_speculator, assistant) }
     })
+}
+
+/// A speculator drafting with the target model's own drafter: `assistant`, or its block.
+///
+/// # Safety
+/// As kolibri_speculator_new_mtp.
+unsafe fn new_own(
+    target: *const kolibri_context,
+    params: *const kolibri_speculator_params,
+    lookup: bool,
+    out_speculator: *mut *mut kolibri_speculator,
+    assistant: Option<Arc<Assistant>>,
+) -> Result<(), Failure> {
+    let out = out_ptr(out_speculator, "out_speculator")?;
+    // SAFETY: per this function's contract.
+    let t = unsafe { handle(target, "target") }?;
+    // SAFETY: per this function's contract.
+    let p = unsafe { read_params(params) }?;
+    check_params(&p)?;
+    let mut target_state = t.inner.lock("target context")?;
+    let mut drafter = match assistant {
+        Some(a) => MtpDrafter::with_assistant(&mut target_state.ctx, a)?,
+        None => MtpDrafter::new(&mut target_state.ctx)?,
+    };
+    if lookup {
+        // As beside a draft model, only lookup matches of 3+ tokens beat the model's own.
+        drafter = drafter.with_lookup(LookupDrafter::new(3, p.lookup_ngram as usize));
+    }
+    let max_draft = p.max_draft as usize;
+    let speculator = Speculator::new(&drafter, max_draft);
+    let target = Arc::clone(target_state.ctx.model());
+    let how = Drafting::Mtp(Box::new(drafter));
+    // SAFETY: `out` checked above.
+    unsafe { publish(out, (speculator, how), target, max_draft) };
+    Ok(())
 }
 
 /// Writes a new speculator handle to `out`.
@@ -412,7 +461,7 @@ fn no_draft(draft: *const kolibri_context) -> Result<(), Failure> {
     match draft.is_null() {
         true => Ok(()),
         false => Err(Failure::invalid(
-            "draft must be NULL: the speculator drafts with the target model's own block",
+            "draft must be NULL: the speculator drafts with the target model's own drafter",
         )),
     }
 }

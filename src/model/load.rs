@@ -217,7 +217,11 @@ fn mtp_block_prefixes(gguf: &GgufFile) -> Vec<String> {
     let arch = gguf.get_str("general.architecture").unwrap_or_default();
     let count = |key: &str| gguf.get_u64(&format!("{arch}.{key}")).unwrap_or(0);
     let (blocks, mtp) = (count("block_count"), count("nextn_predict_layers"));
-    (blocks.saturating_sub(mtp)..blocks)
+    if mtp >= blocks {
+        // No trunk (Gemma 4's assistant counts all its layers so): they are what runs.
+        return Vec::new();
+    }
+    (blocks - mtp..blocks)
         .map(|il| format!("blk.{il}."))
         .collect()
 }

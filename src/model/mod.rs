@@ -4,6 +4,7 @@
 //! each [`Context`] holds one sequence's state and is used by one thread at a time.
 
 mod arch;
+mod assistant;
 mod attention;
 pub mod budget;
 mod checksum;
@@ -27,6 +28,7 @@ pub use arch::{
     Activation, Arch, Architecture, FfnRecipe, Gating, MoeRecipe, QkNorm, Recipe, RecurrentMixer,
     RopeStyle,
 };
+pub use assistant::Assistant;
 pub use context::{
     AbortCallback, BatchToken, Context, ContextParams, Logits, MtpNeed, MtpOutput, MtpToken,
 };

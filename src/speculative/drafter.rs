@@ -112,24 +112,8 @@ pub fn check_draft_model(target: &Model, draft: &Model) -> Result<(), ModelError
             target.display_name()
         )))
     };
-    if t.n_vocab() != d.n_vocab() {
-        return mismatch(format!(
-            "its vocabulary has {} tokens, the target's {}",
-            d.n_vocab(),
-            t.n_vocab()
-        ));
-    }
-    for id in 0..t.n_vocab() as TokenId {
-        if t.token_text(id) != d.token_text(id) || t.is_eog(id) != d.is_eog(id) {
-            return mismatch(format!(
-                "token {id} is {:?} in the target and {:?} in the draft",
-                t.token_text(id).unwrap_or(""),
-                d.token_text(id).unwrap_or("")
-            ));
-        }
-    }
-    if (t.bos(), t.add_bos()) != (d.bos(), d.add_bos()) {
-        return mismatch("their BOS tokens differ".into());
+    if let Some(difference) = t.drafting_difference(d) {
+        return mismatch(difference);
     }
     if draft.n_params() >= target.n_params() {
         return mismatch(format!(

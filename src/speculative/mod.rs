@@ -25,7 +25,7 @@ use std::time::Instant;
 
 pub use drafter::{check_draft_model, Drafter, LookupThenModel, ModelDrafter};
 pub use lookup::{LookupDrafter, NgramPool};
-pub use mtp::{MtpDrafter, MtpRun, MtpSequences};
+pub use mtp::{MtpDrafter, MtpRun, MtpSequences, OwnDrafter};
 pub use policy::{DraftPolicy, DraftSource};
 pub use shared_draft::{DraftRequest, SharedDrafter};
 

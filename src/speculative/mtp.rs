@@ -6,14 +6,20 @@
 //! written again from the tokens kept and the target's hidden states (teacher-forced), so the
 //! block always reads what llama.cpp's reads.
 //!
+//! Gemma 4's assistant drafts the same way from the same hidden states
+//! ([`Context::assistant_batch`]), but keeps no rows: it reads the target's own KV cache, so
+//! a catch-up only records the last hidden state, and all drafts of one step sit at the
+//! position after the sequence's end.
+//!
 //! [`MtpSequences`] keeps that state for every sequence of a context and drafts for many at
 //! once (a server's slots: each draft step is one pass of the block over every sequence still
 //! drafting); [`MtpDrafter`] is the one-sequence [`Drafter`] of `kolibri run`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::{DraftRequest, DraftSource, Drafter, LookupDrafter};
-use crate::model::{Context, ModelError, MtpNeed, MtpToken};
+use crate::model::{Assistant, Context, ModelError, MtpNeed, MtpOutput, MtpToken};
 use crate::sampling::argmax;
 use crate::tokenizer::TokenId;
 
@@ -30,9 +36,19 @@ pub struct MtpRun {
     pub row: usize,
 }
 
-/// The block's drafting state for every sequence of a target context: the trunk's hidden
+/// Which of the model's own drafters drafts.
+#[derive(Clone)]
+pub enum OwnDrafter {
+    /// The target's multi-token-prediction block, loaded with it.
+    Block,
+    /// Gemma 4's assistant, loaded beside the target ([`Assistant::load`]).
+    Assistant(Arc<Assistant>),
+}
+
+/// The own drafter's state for every sequence of a target context: the trunk's hidden
 /// state of each sequence's last token, which the next token pairs with.
 pub struct MtpSequences {
+    drafter: OwnDrafter,
     /// Per sequence; `None` when unknown (its cache was rewound or replaced): the next run's
     /// first token then only provides its hidden state, its block row is left as it was.
     last_hidden: Vec<Option<Vec<f32>>>,
@@ -51,13 +67,57 @@ impl MtpSequences {
                 "the model was loaded without its multi-token-prediction block".into(),
             ));
         }
-        let n_embd = model.hparams.n_embd;
+        Ok(Self::drafting(target, OwnDrafter::Block))
+    }
+
+    /// For every sequence of `target`, drafted by `assistant` (loaded for its model); the
+    /// target keeps its hidden states from now on.
+    pub fn with_assistant(
+        target: &mut Context,
+        assistant: Arc<Assistant>,
+    ) -> Result<MtpSequences, ModelError> {
+        if !assistant.drafts_for(target.model()) {
+            return Err(ModelError::InvalidArgument(format!(
+                "the assistant was loaded for another model than {}",
+                target.model().display_name()
+            )));
+        }
+        Ok(Self::drafting(target, OwnDrafter::Assistant(assistant)))
+    }
+
+    fn drafting(target: &mut Context, drafter: OwnDrafter) -> MtpSequences {
         target.keep_hidden(true);
-        Ok(MtpSequences {
+        MtpSequences {
+            drafter,
             last_hidden: vec![None; target.n_seq()],
-            n_embd,
+            n_embd: target.model().hparams.n_embd,
             timed: (0, 0.0),
-        })
+        }
+    }
+
+    /// One pass of the drafter over `tokens`, each paired with its row of `hidden`.
+    fn pass(
+        &self,
+        target: &mut Context,
+        tokens: &[MtpToken],
+        hidden: &[f32],
+        need: MtpNeed,
+    ) -> Result<MtpOutput, ModelError> {
+        match &self.drafter {
+            OwnDrafter::Block => target.mtp_batch(tokens, hidden, need),
+            // It keeps no rows: nothing to catch up on.
+            OwnDrafter::Assistant(_) if need == MtpNeed::CacheRows => Ok(MtpOutput {
+                logits: Vec::new(),
+                hidden: Vec::new(),
+            }),
+            OwnDrafter::Assistant(a) => target.assistant_batch(a, tokens, hidden),
+        }
+    }
+
+    /// Whether each draft of a step sits one position after the one before (the block, which
+    /// writes its rows there), or all at the position after the sequence (the assistant).
+    fn drafts_advance(&self) -> bool {
+        matches!(self.drafter, OwnDrafter::Block)
     }
 
     /// Sequence `seq`'s cache was rewound or replaced: its last token's hidden state is
@@ -127,7 +187,7 @@ impl MtpSequences {
             .chunks(CATCH_UP_CHUNK)
             .zip(paired.chunks(CATCH_UP_CHUNK * e))
         {
-            target.mtp_batch(chunk, rows, MtpNeed::CacheRows)?;
+            self.pass(target, chunk, rows, MtpNeed::CacheRows)?;
         }
         for (seq, hidden) in last {
             self.last_hidden[seq] = Some(hidden);
@@ -146,7 +206,8 @@ impl MtpSequences {
         self.timed = (0, 0.0);
         let started = Instant::now();
         let n_ctx = target.n_ctx();
-        // Per drafting request: (request, next position, token, hidden state it pairs with).
+        // Per drafting request: (request, position after its sequence, token, hidden state it
+        // pairs with).
         let mut active: Vec<(usize, usize, TokenId, Vec<f32>)> = Vec::new();
         for (i, r) in requests.iter_mut().enumerate() {
             r.drafts.clear();
@@ -161,16 +222,17 @@ impl MtpSequences {
             }
         }
         let n_vocab = target.model().hparams.n_vocab;
+        let advance = self.drafts_advance();
         while !active.is_empty() {
             let places: Vec<MtpToken> = (active.iter())
-                .map(|&(i, pos, token, _)| MtpToken {
+                .map(|&(i, end, token, _)| MtpToken {
                     token,
                     seq: requests[i].seq,
-                    pos,
+                    pos: end + if advance { requests[i].drafts.len() } else { 0 },
                 })
                 .collect();
             let hidden: Vec<f32> = active.iter().flat_map(|a| a.3.iter().copied()).collect();
-            let out = target.mtp_batch(&places, &hidden, MtpNeed::Drafts);
+            let out = self.pass(target, &places, &hidden, MtpNeed::Drafts);
             let out = out.inspect_err(|_| requests.iter_mut().for_each(|r| r.drafts.clear()))?;
             self.timed.0 += 1;
             let mut next = Vec::with_capacity(active.len());
@@ -178,13 +240,13 @@ impl MtpSequences {
                 .logits
                 .chunks(n_vocab)
                 .zip(out.hidden.chunks(self.n_embd));
-            for ((logits, h), (i, pos, _, _)) in rows.zip(active) {
+            for ((logits, h), (i, end, _, _)) in rows.zip(active) {
                 let r = &mut requests[i];
                 let token = argmax(logits);
                 r.drafts.push(token);
-                let more = r.drafts.len() < r.max && pos + 1 < n_ctx;
+                let more = r.drafts.len() < r.max && end + r.drafts.len() < n_ctx;
                 if more && !target.model().tokenizer.is_eog(token) {
-                    next.push((i, pos + 1, token, h.to_vec()));
+                    next.push((i, end, token, h.to_vec()));
                 }
             }
             active = next;
@@ -206,11 +268,23 @@ impl MtpDrafter {
     /// For `target`, whose model was loaded with its block
     /// ([`crate::model::LoadOptions::mtp`]); keeps its hidden states from now on.
     pub fn new(target: &mut Context) -> Result<MtpDrafter, ModelError> {
-        Ok(MtpDrafter {
-            block: MtpSequences::new(target)?,
+        Ok(Self::over(MtpSequences::new(target)?))
+    }
+
+    /// For `target`, drafted by `assistant` (loaded for its model).
+    pub fn with_assistant(
+        target: &mut Context,
+        assistant: Arc<Assistant>,
+    ) -> Result<MtpDrafter, ModelError> {
+        Ok(Self::over(MtpSequences::with_assistant(target, assistant)?))
+    }
+
+    fn over(block: MtpSequences) -> MtpDrafter {
+        MtpDrafter {
+            block,
             lookup: None,
             passes: 0,
-        })
+        }
     }
 
     /// Drafts by prompt lookup where it finds a match, by the block elsewhere.

@@ -245,6 +245,32 @@ impl Tokenizer {
             .is_some_and(|t| t.kind() == TokenKind::Control)
     }
 
+    /// How `other` differs from this vocabulary for drafting (a drafter must propose the same
+    /// tokens the target reads): its size, a token's text or end-of-generation flag, or the
+    /// BOS token. `None`: they agree token by token.
+    pub fn drafting_difference(&self, other: &Tokenizer) -> Option<String> {
+        if self.n_vocab() != other.n_vocab() {
+            return Some(format!(
+                "its vocabulary has {} tokens, the target's {}",
+                other.n_vocab(),
+                self.n_vocab()
+            ));
+        }
+        for id in 0..self.n_vocab() as TokenId {
+            if self.token_text(id) != other.token_text(id) || self.is_eog(id) != other.is_eog(id) {
+                return Some(format!(
+                    "token {id} is {:?} in the target and {:?} in the drafter",
+                    self.token_text(id).unwrap_or(""),
+                    other.token_text(id).unwrap_or("")
+                ));
+            }
+        }
+        if (self.bos(), self.add_bos()) != (other.bos(), other.add_bos()) {
+            return Some("their BOS tokens differ".into());
+        }
+        None
+    }
+
     /// The raw vocabulary string of a token.
     pub fn token_text(&self, id: TokenId) -> Option<&str> {
         self.vocab.token(id).map(|_| self.vocab.text(id))

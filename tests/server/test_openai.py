@@ -1250,6 +1250,36 @@ def mtp_speculation(binary):
         assert "multi-token" in str(e), str(e)
 
 
+@check("speculation: Gemma 4's assistant drafts for 4 slots and keeps greedy output; a wrong "
+       "target, refused")
+def assistant_speculation(binary):
+    """The synthetic Gemma 4 model served with 4 slots plainly, with --draft-assistant, with
+    llama.cpp's spelling (-md FILE --spec-type draft-mtp) and with --lookup too: the same
+    greedy text for four requests at once, drafts made. The assistant beside a model of
+    another architecture is refused at start."""
+    prompts = ["Once upon a time", "The capital of France is", "fn main() {",
+               "One, two, three, four, five"]
+    path, assistant, texts = synthetic_model("gemma4-tiny"), synthetic_model(
+        "gemma4-assistant-tiny"), {}
+    for kind, extra in [("plain", []), ("assistant", ["--draft-assistant", assistant]),
+                        ("-md", ["-md", assistant, "--spec-type", "draft-mtp"]),
+                        ("assistant+lookup", ["--draft-assistant", assistant, "--lookup"])]:
+        s = Server(binary, path, "--parallel", "4", "-c", "256", *extra, key=KEY)
+        try:
+            texts[kind] = greedy_texts(s, prompts, 32)
+            drafted = s.metric("drafted_tokens_total")
+            assert (drafted > 0) == (kind != "plain"), (kind, drafted)
+        finally:
+            assert s.stop() == 0
+        assert texts[kind] == texts["plain"], (kind, texts[kind], texts["plain"])
+    try:
+        Server(binary, synthetic_model("qwen3-tiny"), "--parallel", "1", "--draft-assistant",
+               assistant, key=KEY).stop()
+        raise AssertionError("an assistant was accepted for a model of another architecture")
+    except RuntimeError as e:
+        assert "Gemma 4" in str(e), str(e)
+
+
 @check("split model: served from any part, the single file's text and log-probabilities")
 def split_model(binary, model):
     """The model cut in three parts by `kolibri quantize COPY --split-max-size`, served from its
@@ -1304,6 +1334,7 @@ def main():
     continuations(binary)
     speculation(binary, large_model, chat_model, plain_model)
     mtp_speculation(binary)
+    assistant_speculation(binary)
     split_model(binary, large_model)
     single = Server(binary, chat_model, "--parallel", "1", key=KEY)
     try:

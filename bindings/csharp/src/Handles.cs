@@ -46,4 +46,15 @@ namespace Kolibri
         /// <summary>Frees the native speculator (its contexts stay the caller's).</summary>
         protected override bool ReleaseHandle() { Native.kolibri_speculator_free(handle); return true; }
     }
+
+    /// <summary>Owns a kolibri_assistant*; released with kolibri_assistant_free.</summary>
+    public sealed class AssistantHandle : SafeHandle
+    {
+        /// <summary>Creates an invalid handle (the marshaller fills it in).</summary>
+        public AssistantHandle() : base(IntPtr.Zero, true) { }
+        /// <summary>True while no native assistant is owned.</summary>
+        public override bool IsInvalid { get { return handle == IntPtr.Zero; } }
+        /// <summary>Frees the native assistant (speculators made from it keep what they need).</summary>
+        protected override bool ReleaseHandle() { Native.kolibri_assistant_free(handle); return true; }
+    }
 }

@@ -288,6 +288,12 @@ namespace Kolibri
         internal static extern Status kolibri_speculator_new_mtp(ContextHandle target, ref SpeculatorParams p,
             [MarshalAs(UnmanagedType.I1)] bool lookup, out SpeculatorHandle speculator);
         [DllImport(Lib)]
+        internal static extern Status kolibri_speculator_new_assistant(ContextHandle target, AssistantHandle assistant,
+            ref SpeculatorParams p, [MarshalAs(UnmanagedType.I1)] bool lookup, out SpeculatorHandle speculator);
+        [DllImport(Lib)]
+        internal static extern Status kolibri_assistant_load(ModelHandle target, byte[] path, out AssistantHandle assistant);
+        [DllImport(Lib)] internal static extern void kolibri_assistant_free(IntPtr assistant);
+        [DllImport(Lib)]
         internal static extern Status kolibri_speculator_prepare(SpeculatorHandle s, ContextHandle target, ContextHandle draft);
         [DllImport(Lib, EntryPoint = "kolibri_speculator_prepare")]
         internal static extern Status kolibri_speculator_prepare_nodraft(SpeculatorHandle s, ContextHandle target, IntPtr draft);

@@ -10,8 +10,8 @@ namespace Kolibri
     /// </summary>
     /// <remarks>
     /// Drafts come from a draft context (a smaller model with the target's vocabulary), from
-    /// the target model's own multi-token-prediction block (<see cref="WithMtp"/>), or from
-    /// prompt lookup (the last tokens matched against the sequence so far).
+    /// the target model's own multi-token-prediction block (<see cref="WithMtp"/>) or its
+    /// assistant (<see cref="WithAssistant"/>), or from prompt lookup (the last tokens matched against the sequence so far).
     /// The speculator references both contexts and passes them to every step; they stay the
     /// caller's to dispose. Use a speculator, its contexts and the sampler from one thread at a
     /// time (<see cref="Status.InvalidState"/> otherwise).
@@ -24,7 +24,7 @@ namespace Kolibri
         /// <summary>The context the speculator decodes on.</summary>
         public Context Target { get; private set; }
 
-        /// <summary>The draft context, or null (prompt lookup, the model's own block).</summary>
+        /// <summary>The draft context, or null (prompt lookup, the model's own drafter).</summary>
         public Context Draft { get; private set; }
 
         /// <summary>Most tokens drafted per step; a step returns at most MaxDraft + 1 tokens.</summary>
@@ -75,6 +75,28 @@ namespace Kolibri
             var p = parameters ?? SpeculatorParams.Default();
             SpeculatorHandle handle;
             Native.Check(Native.kolibri_speculator_new_mtp(target.Handle, ref p, lookup, out handle));
+            return new Speculator(handle, target, (int)p.MaxDraft);
+        }
+
+        /// <summary>A speculator for <paramref name="target"/>'s sequence that drafts with
+        /// <paramref name="assistant"/> (loaded for the target's model) and, with
+        /// <paramref name="lookup"/>, by prompt lookup first. From now on the target keeps the
+        /// hidden states the assistant reads; call <see cref="Prepare"/> after each
+        /// <see cref="Context.Eval"/> of the prompt. The speculator keeps what it needs: the
+        /// assistant may be disposed.</summary>
+        /// <exception cref="KolibriException">InvalidArgument for an assistant loaded for
+        /// another model or a parameter out of range.</exception>
+        public static Speculator WithAssistant(Context target, Assistant assistant, SpeculatorParams? parameters = null,
+            bool lookup = false)
+        {
+            if (target == null) throw new ArgumentNullException("target");
+            if (assistant == null) throw new ArgumentNullException("assistant");
+            ThrowIfDisposed(target.Handle, "target");
+            ThrowIfDisposed(assistant.Handle, "assistant");
+            var p = parameters ?? SpeculatorParams.Default();
+            SpeculatorHandle handle;
+            Native.Check(Native.kolibri_speculator_new_assistant(target.Handle, assistant.Handle, ref p, lookup,
+                out handle));
             return new Speculator(handle, target, (int)p.MaxDraft);
         }
 

@@ -237,41 +237,70 @@ static class Program
             Console.WriteLine("# skipped the MTP check: KOLIBRI_TEST_MODEL_MTP is not set");
             return;
         }
-        const int n = 32;
         using (var model = Model.Load(path, new ModelOptions { MtpBlocks = 1 }))
-        {
-            var prompt = model.Tokenize("Once upon a time, in a small village", true, false);
-            var want = PlainGreedy(model, prompt, n);
-            foreach (var lookup in new[] { false, true })
-            {
-                var cp = ContextParams.Default();
-                cp.NCtx = 256;
-                var p = SpeculatorParams.Default();
-                p.MaxDraft = 4;
-                using (var ctx = new Context(model, cp))
-                using (var sampler = Sampler.Greedy())
-                using (var spec = Speculator.WithMtp(ctx, p, lookup))
-                {
-                    ctx.Eval(prompt);
-                    spec.Prepare();
-                    int pending = sampler.Sample(ctx);
-                    var got = new System.Collections.Generic.List<int> { pending };
-                    while (got.Count < n)
-                    {
-                        var toks = spec.Step(sampler, pending);
-                        got.AddRange(toks);
-                        pending = toks[toks.Length - 1];
-                    }
-                    var what = lookup ? "MTP after lookup" : "MTP";
-                    Check(what + ": greedy tokens are plain greedy's", SameTokens(got.GetRange(0, n).ToArray(), want));
-                    Check(what + ": the block drafted", spec.Stats.Drafted > 0, spec.Stats.ToString());
-                }
-            }
-        }
+            OwnDrafterKeepsGreedy(model, "MTP", (ctx, p, lookup) => Speculator.WithMtp(ctx, p, lookup));
         using (var plain = Model.Load(path))
         using (var ctx = new Context(plain, ContextParams.Default()))
             ExpectStatus("the block's speculator on a model loaded without it", Status.InvalidArgument, "multi-token",
                 () => Speculator.WithMtp(ctx));
+    }
+
+    /// <summary>Gemma 4's assistant, as Go's TestSpeculatorAssistant: KOLIBRI_TEST_ASSISTANT
+    /// loaded for KOLIBRI_TEST_MODEL_GEMMA4 drafts, alone and after prompt lookup, and greedy
+    /// output stays plain greedy's; it is refused for another model, and a model file as one.</summary>
+    static void CheckAssistant(Model other)
+    {
+        var targetPath = Environment.GetEnvironmentVariable("KOLIBRI_TEST_MODEL_GEMMA4");
+        var path = Environment.GetEnvironmentVariable("KOLIBRI_TEST_ASSISTANT");
+        if (string.IsNullOrEmpty(targetPath) || string.IsNullOrEmpty(path))
+        {
+            Console.WriteLine("# skipped the assistant check: KOLIBRI_TEST_MODEL_GEMMA4 or KOLIBRI_TEST_ASSISTANT is not set");
+            return;
+        }
+        using (var model = Model.Load(targetPath))
+        {
+            var assistant = Assistant.Load(model, path);
+            OwnDrafterKeepsGreedy(model, "assistant", (ctx, p, lookup) => Speculator.WithAssistant(ctx, assistant, p, lookup));
+            assistant.Dispose();
+            ExpectStatus("a model file as an assistant", Status.InvalidArgument, "not an assistant",
+                () => Assistant.Load(model, targetPath));
+        }
+        ExpectStatus("an assistant for another model", Status.InvalidArgument, "Gemma 4",
+            () => Assistant.Load(other, path));
+    }
+
+    /// <summary>Speculators made by <paramref name="make"/> on <paramref name="model"/>, alone
+    /// and after prompt lookup, draft and give plain greedy's tokens.</summary>
+    static void OwnDrafterKeepsGreedy(Model model, string name, Func<Context, SpeculatorParams, bool, Speculator> make)
+    {
+        const int n = 32;
+        var prompt = model.Tokenize("Once upon a time, in a small village", true, false);
+        var want = PlainGreedy(model, prompt, n);
+        foreach (var lookup in new[] { false, true })
+        {
+            var cp = ContextParams.Default();
+            cp.NCtx = 256;
+            var p = SpeculatorParams.Default();
+            p.MaxDraft = 4;
+            using (var ctx = new Context(model, cp))
+            using (var sampler = Sampler.Greedy())
+            using (var spec = make(ctx, p, lookup))
+            {
+                ctx.Eval(prompt);
+                spec.Prepare();
+                int pending = sampler.Sample(ctx);
+                var got = new System.Collections.Generic.List<int> { pending };
+                while (got.Count < n)
+                {
+                    var toks = spec.Step(sampler, pending);
+                    got.AddRange(toks);
+                    pending = toks[toks.Length - 1];
+                }
+                var what = lookup ? name + " after lookup" : name;
+                Check(what + ": greedy tokens are plain greedy's", SameTokens(got.GetRange(0, n).ToArray(), want));
+                Check(what + ": it drafted", spec.Stats.Drafted > 0, spec.Stats.ToString());
+            }
+        }
     }
 
     /// <summary>Speculative decoding, as Go's TestSpeculator*: greedy output through prompt
@@ -539,6 +568,7 @@ static class Program
             CheckSavedState(model);
             CheckSpeculator(model, plainPath);
             CheckMtp();
+            CheckAssistant(model);
 
             // Two contexts on one model, on two threads, give the same greedy text.
             var outs = new string[2];

@@ -106,6 +106,10 @@ const HELP: &[(&str, &str)] = &[
         "mtp: draft with the model's own multi-token-prediction block",
     ),
     ("--spec-type", "llama.cpp's name for --spec (draft-mtp)"),
+    (
+        "--draft-assistant",
+        "draft with this Gemma 4 assistant file (gemma4-assistant)",
+    ),
     ("--grammar", "constrain the output to this GBNF grammar"),
     (
         "--grammar-file",

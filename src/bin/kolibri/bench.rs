@@ -134,8 +134,8 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     if !matches!(output, "md" | "json") {
         return Err(format!("-o must be md or json, not {output:?}"));
     }
-    if a.get(&["-md", "--draft"]).is_some() || a.has("--lookup") || crate::speculate::wants_mtp(&a)?
-    {
+    let drafts = ["-md", "--draft", "--draft-assistant"];
+    if a.get(&drafts).is_some() || a.has("--lookup") || crate::speculate::wants_mtp(&a)? {
         let n_gen = a.parse_or(&["-n", "--n-gen"], 128)?;
         return crate::bench_spec::main(&a, &threads, reps, n_gen);
     }

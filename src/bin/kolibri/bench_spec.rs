@@ -36,10 +36,13 @@ pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<()
         return Err("speculative bench needs -n above 0".into());
     }
     let model = Arc::new(crate::load_model(path, a)?);
-    let draft = crate::speculate::load_draft(a)?;
+    let draft = crate::speculate::load_draft(a, &model)?;
     let tokens = model.tokenizer.encode(&prompt, true, false);
     let n_ctx = tokens.len() + n_gen + 64;
+    let assistant = matches!(draft, Some(crate::speculate::DraftModel::Assistant(_)));
     let mode = match (&draft, a.has("--lookup")) {
+        _ if assistant && a.has("--lookup") => "assistant+lookup",
+        _ if assistant => "assistant",
         _ if crate::speculate::wants_mtp(a)? && a.has("--lookup") => "mtp+lookup",
         _ if crate::speculate::wants_mtp(a)? => "mtp",
         (Some(_), true) => "draft+lookup",
@@ -63,7 +66,7 @@ pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<()
             // Alternated, so drift in the machine's speed falls on both alike.
             let p = generate(&mut ctx, &tokens, n_gen, None)?;
             let drafter = crate::speculate::build(a, &mut ctx, draft.as_ref(), t)?
-                .ok_or("speculative bench needs --draft MODEL, --lookup or --spec mtp")?;
+                .ok_or("speculative bench needs --draft MODEL, --draft-assistant FILE, --lookup or --spec mtp")?;
             let s = generate(&mut ctx, &tokens, n_gen, Some(drafter))?;
             if rep > 0 {
                 plain.push(p);

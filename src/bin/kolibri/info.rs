@@ -87,6 +87,15 @@ fn print_facts(path: &str) -> Result<(), String> {
 /// runs; the memory a sequence's recurrent state takes too.
 fn layers(gguf: &GgufFile) -> String {
     let arch = gguf.get_str("general.architecture").unwrap_or("");
+    if arch == "gemma4-assistant" {
+        // What --draft-assistant adds beside its target: its weights, no KV cache.
+        let n_layer = gguf.get_u64("gemma4-assistant.block_count").unwrap_or(0);
+        return format!(
+            ", {n_layer} layers: Gemma 4's assistant drafter (drafts with --draft-assistant \
+             beside its target, to which it adds {:.1} MiB of weights and no KV cache)",
+            gguf.tensors().iter().map(|t| t.size).sum::<u64>() as f64 / 1048576.0
+        );
+    }
     let Ok(arch) = Architecture::from_name(arch) else {
         return " (an architecture Kolibri does not run)".into();
     };

@@ -32,7 +32,7 @@ USAGE:
               [--no-mmap] [--mlock] [--context-shift [--keep N]] [--mem-budget SIZE | --fit]
               [--prompt-cache FILE [--prompt-cache-ro]] [--stop TEXT]...
               [--draft MODEL] [--lookup] [--draft-max N] [--draft-p-min P] [--lookup-ngram N]
-              [--spec mtp]
+              [--spec mtp | --draft-assistant FILE]
               [--grammar GBNF | --grammar-file FILE | -j SCHEMA | --json-schema-file FILE | --json]
               (a model with a chat template answers the prompt as a user's message, unless
               --raw / -no-cnv or the prompt holds special tokens; -n -1: no limit.
@@ -42,7 +42,8 @@ USAGE:
               most precise KV type, that fit with the weights. --prompt-cache: reuse the saved
               state of a prompt that begins this one, and save this one's. --spec mtp: the
               model's own multi-token-prediction block drafts, as llama.cpp's --spec-type
-              draft-mtp)
+              draft-mtp; --draft-assistant: a Gemma 4 model's assistant file drafts from the
+              model's own cache, also given as --draft, as llama.cpp's -md takes it)
   kolibri chat [-m] MODEL [-s SYSTEM] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]
               [--seed S] [-t THREADS] [-c CTX] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--chat-template-file FILE] [--reasoning-budget N] [--hide-thinking]

@@ -77,8 +77,9 @@ pub fn main(raw: &[String]) -> Result<(), String> {
     let n_ctx_default = (tokens.len() + n_predict.min(4096))
         .max(512)
         .min(model.hparams.n_ctx_train);
-    let draft = crate::speculate::load_draft(&a)?;
-    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, draft.as_deref(), 1, 512)? {
+    let draft = crate::speculate::load_draft(&a, &model)?;
+    let draft_weights = draft.as_ref().map(crate::speculate::DraftModel::weights);
+    let (n_ctx, (type_k, type_v)) = match crate::budget_fit(&a, &model, draft_weights, 1, 512)? {
         Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
         None => (
             a.parse_or(&["-c", "--ctx-size"], n_ctx_default)?,
@@ -125,7 +126,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
         Some((drafter, _)) if drafter.on_target() => {
             drafter
                 .prepare_on_target(&mut ctx, 0)
-                .map_err(|e| format!("--spec mtp: {e}"))?;
+                .map_err(|e| format!("drafting: {e}"))?;
             Some(t_draft_prompt.elapsed().as_secs_f64())
         }
         Some((drafter, _)) if drafter.runs_model() => {

@@ -23,6 +23,7 @@ mod qwen3moe;
 
 use super::error::ModelError;
 use super::hparams::HParams;
+pub(crate) use gemma4::GEMMA4_ASSISTANT;
 
 pub struct Architecture {
     /// `general.architecture`, and the prefix of the `<arch>.*` metadata keys.
@@ -283,6 +284,13 @@ fn no_quirks(_: &mut HParams) {}
 
 impl Architecture {
     pub fn from_name(name: &str) -> Result<Arch, ModelError> {
+        if name == GEMMA4_ASSISTANT.name {
+            return Err(ModelError::InvalidArgument(
+                "a gemma4-assistant file is Gemma 4's drafter, not a model of its own: give it \
+                 beside its target (--draft-assistant)"
+                    .into(),
+            ));
+        }
         ARCHITECTURES
             .iter()
             .copied()

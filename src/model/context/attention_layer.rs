@@ -7,7 +7,7 @@ use super::Context;
 use crate::kernels::{ActSource, AttnScore};
 use crate::model::attention::{attention, AttentionShape, QueryPlace};
 use crate::model::error::ModelError;
-use crate::model::ops;
+use crate::model::ops::{self, Rope};
 use crate::model::weights::AttentionWeights;
 use crate::model::Model;
 use crate::parallel;
@@ -23,7 +23,7 @@ impl Context {
         src: ActSource,
         places: &[QueryPlace],
     ) -> Result<Vec<f32>, ModelError> {
-        let (hp, gguf) = (&model.hparams, &model.gguf);
+        let hp = &model.hparams;
         let n = places.len();
         let heads = hp.heads(il);
         let kl = hp
@@ -49,7 +49,8 @@ impl Context {
         // Gemma scales the queries before attention (llama.cpp's graph does too, and the f16
         // rounding of small query values in its attention kernel depends on it).
         let q_scale = (model.arch.recipe.scale_queries_before_attention).then_some(hp.attn_scale);
-        self.position_queries_and_keys(model, a, il, kl, q_scale, places, &mut q, &mut k);
+        let rope = self.ropes.of(hp, il);
+        self.position_queries_and_keys(model, a, (il, kl), rope, q_scale, places, &mut q, &mut k);
         let rotate_v = self.kv.rotation_v(kl);
         if let Some(n) = rotate_v {
             parallel::for_each_row(&mut v, heads.v_dim(), &mut [0f32; 0], 0, |_, v_t, _| {
@@ -82,11 +83,30 @@ impl Context {
             },
             sinks: a.sinks.as_deref(),
         };
-        let attn_dim = heads.out_dim();
+        self.scratch.give([k, v]);
+        self.attend(model, a, kl, &shape, q, places, gate)
+    }
+
+    /// Attention of the positioned queries `q` ([n, q_dim]) over cache layer `kl`, gated where
+    /// a `gate` is given, through the output projection: [n, n_embd]. `q` goes back to the
+    /// scratch buffers.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attend(
+        &mut self,
+        model: &Model,
+        a: &AttentionWeights,
+        kl: usize,
+        shape: &AttentionShape,
+        q: Vec<f32>,
+        places: &[QueryPlace],
+        gate: Option<Vec<f32>>,
+    ) -> Result<Vec<f32>, ModelError> {
+        let n = places.len();
+        let attn_dim = shape.n_head * shape.head_dim_v;
         // [n, n_head * head_dim_v]
         let mut attn = self.scratch.take(n * attn_dim);
-        attention(&shape, &q, &self.kv, kl, places, &mut attn);
-        if let Some(n) = rotate_v {
+        attention(shape, &q, &self.kv, kl, places, &mut attn);
+        if let Some(n) = self.kv.rotation_v(kl) {
             // The values were stored rotated: so is their weighted sum.
             parallel::for_each_row(&mut attn, attn_dim, &mut [0f32; 0], 0, |_, a_t, _| {
                 ops::hadamard_inplace(a_t, n)
@@ -95,9 +115,9 @@ impl Context {
         if let Some(gate) = gate {
             ops::mul_sigmoid_inplace(&mut attn, &gate);
         }
-        self.scratch.give([q, k, v]);
+        self.scratch.give([q]);
         let [mut o] = project(
-            gguf,
+            &model.gguf,
             ActSource::Rows(&attn),
             n,
             attn_dim,
@@ -165,15 +185,15 @@ fn split_query_gate(q: &mut Vec<f32>, n: usize, n_head: usize, head_dim: usize) 
 }
 
 impl Context {
-    /// QK-norm, RoPE at each token's position, the query temperature and scale, and the
-    /// cache's key basis (balance, Hadamard rotation, centering), row by row.
+    /// QK-norm, RoPE (`rope`, layer `il`'s) at each token's position, the query temperature and
+    /// scale, and the key basis of cache layer `kl` (balance, Hadamard rotation, centering), row by row.
     #[allow(clippy::too_many_arguments)]
-    fn position_queries_and_keys(
+    pub(super) fn position_queries_and_keys(
         &self,
         model: &Model,
         a: &AttentionWeights,
-        il: usize,
-        kl: usize,
+        (il, kl): (usize, usize),
+        rope: &Rope,
         q_scale: Option<f32>,
         places: &[QueryPlace],
         q: &mut [f32],
@@ -184,7 +204,6 @@ impl Context {
         let heads = hp.heads(il);
         let key_balance = self.key_balance[kl].as_ref();
         let key_center = self.key_center[kl].as_deref();
-        let rope = self.ropes.of(hp, il);
         // A layer reading another's cache has queries only: no key rows to walk.
         let k_dim = if k.is_empty() { 0 } else { heads.k_dim() };
         parallel::for_each_row(q, heads.q_dim(), k, k_dim, |t, q_t, k_t| {

@@ -156,7 +156,7 @@ impl Context {
 
     /// A layer's channel mixer (the feed-forward block) added into `x`, then what follows it
     /// (per-layer inputs, the output scale).
-    fn mix_channels(
+    pub(super) fn mix_channels(
         &mut self,
         model: &Model,
         il: usize,

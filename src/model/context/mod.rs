@@ -9,6 +9,7 @@
 //! norm → FFN (dense, or a mixture of experts) → (post-norm) → residual; final norm and the
 //! output head (see `forward.rs` and `ffn.rs`).
 
+mod assistant;
 mod attention_layer;
 mod balance;
 mod centering;
@@ -122,6 +123,41 @@ struct LayerRopes {
 }
 
 impl LayerRopes {
+    /// `model`'s tables for a context of `n_ctx` positions.
+    fn new(model: &Model, n_ctx: usize) -> LayerRopes {
+        let hp = &model.hparams;
+        let style = model.arch.recipe.rope;
+        let factors = (model.weights.rope_factors).for_context(n_ctx, hp.n_ctx_orig);
+        let rope = |base, freq_scale, n_rot, factors| RopeParams {
+            base,
+            freq_scale,
+            n_rot,
+            style,
+            factors,
+            attn_factor: hp.rope_attn_factor,
+            yarn: hp.yarn,
+        };
+        // Sliding layers with a RoPE of their own take no frequency factors (Gemma 4's
+        // `rope_freqs` belong to its global layers).
+        let own_swa_rope =
+            (model.arch.recipe.sliding_window).is_some_and(|s| s.rope == SwaRope::Own);
+        let local_factors = factors.filter(|_| !own_swa_rope);
+        LayerRopes {
+            global: Rope::new(&rope(
+                hp.rope_base,
+                hp.rope_freq_scale,
+                hp.rope_dims,
+                factors,
+            )),
+            local: Rope::new(&rope(
+                hp.rope_base_swa,
+                hp.rope_freq_scale_swa,
+                hp.rope_dims_swa,
+                local_factors,
+            )),
+        }
+    }
+
     fn of(&self, hp: &HParams, il: usize) -> &Rope {
         if hp.is_sliding(il) {
             &self.local
@@ -149,36 +185,7 @@ impl Context {
             ));
         }
         let pool = Workers::new(params.n_threads)?;
-        let style = model.arch.recipe.rope;
-        let factors = (model.weights.rope_factors).for_context(params.n_ctx, hp.n_ctx_orig);
-        let rope = |base, freq_scale, n_rot, factors| RopeParams {
-            base,
-            freq_scale,
-            n_rot,
-            style,
-            factors,
-            attn_factor: hp.rope_attn_factor,
-            yarn: hp.yarn,
-        };
-        // Sliding layers with a RoPE of their own take no frequency factors (Gemma 4's
-        // `rope_freqs` belong to its global layers).
-        let own_swa_rope =
-            (model.arch.recipe.sliding_window).is_some_and(|s| s.rope == SwaRope::Own);
-        let local_factors = factors.filter(|_| !own_swa_rope);
-        let ropes = LayerRopes {
-            global: Rope::new(&rope(
-                hp.rope_base,
-                hp.rope_freq_scale,
-                hp.rope_dims,
-                factors,
-            )),
-            local: Rope::new(&rope(
-                hp.rope_base_swa,
-                hp.rope_freq_scale_swa,
-                hp.rope_dims_swa,
-                local_factors,
-            )),
-        };
+        let ropes = LayerRopes::new(&model, params.n_ctx);
         let kv = KvCache::new(&KvShape::of(
             hp,
             params.n_ctx,

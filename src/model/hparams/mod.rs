@@ -1,5 +1,6 @@
 //! Hyperparameters read from GGUF metadata (`<arch>.*` keys).
 
+mod assistant;
 mod heads;
 mod kv_sharing;
 mod mixers;

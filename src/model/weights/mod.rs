@@ -3,6 +3,7 @@
 //! Matrices stay in their quantized blocks inside the mapping; only the small norm vectors and
 //! biases are copied out as f32.
 
+mod assistant;
 mod attention;
 mod delta_net;
 mod layer;
@@ -13,6 +14,7 @@ mod rank_head;
 mod short_conv;
 mod tensors;
 
+pub use assistant::AssistantProjections;
 pub use attention::AttentionWeights;
 pub use delta_net::DeltaNetWeights;
 pub use layer::{DenseBeside, Experts, Ffn, LayerWeights, SharedExpert, TokenMixer};

@@ -48,7 +48,8 @@ public struct SpeculatorStats: Equatable {
 /// distribution.
 ///
 /// Drafts come from a draft context (a smaller model with the target's vocabulary), from the
-/// target model's own multi-token-prediction block (`init(mtp:)`), or from prompt lookup (the
+/// target model's own multi-token-prediction block (`init(mtp:)`) or its assistant
+/// (`init(assistant:target:)`), or from prompt lookup (the
 /// last tokens matched against the sequence so far). The speculator holds strong references
 /// to its contexts and passes them to every step, so it
 /// is freed before them. Use a speculator, its contexts and the sampler from one thread at a
@@ -57,7 +58,7 @@ public final class Speculator {
     let ptr: OpaquePointer
     /// The context the speculator decodes on.
     public let target: Context
-    /// The draft context, or nil (prompt lookup, the model's own block).
+    /// The draft context, or nil (prompt lookup, the model's own drafter).
     public let draft: Context?
     /// Most tokens drafted per step: a step returns at most `maxDraft + 1` tokens.
     public let maxDraft: Int
@@ -88,6 +89,21 @@ public final class Speculator {
         var p = try params.native()
         var out: OpaquePointer?
         try check(kolibri_speculator_new_mtp(target.ptr, &p, lookup, &out))
+        ptr = out!
+        self.target = target
+        self.draft = nil
+        maxDraft = Int(p.max_draft)
+    }
+
+    /// Creates a speculator for `target`'s sequence that drafts with `assistant` (loaded for
+    /// the target's model) and, with `lookup`, by prompt lookup first. From now on the target
+    /// keeps the hidden states the assistant reads: call `prepare()` after each `eval` of the
+    /// prompt. Throws `Status.invalidArgument` for an assistant loaded for another model.
+    public init(assistant: Assistant, target: Context, params: SpeculatorParams = SpeculatorParams(),
+                lookup: Bool = false) throws {
+        var p = try params.native()
+        var out: OpaquePointer?
+        try check(kolibri_speculator_new_assistant(target.ptr, assistant.ptr, &p, lookup, &out))
         ptr = out!
         self.target = target
         self.draft = nil

@@ -185,6 +185,38 @@ final class KolibriTests: XCTestCase {
         var options = ModelOptions()
         options.mtpBlocks = 1
         let m = try Model(path: path, options: options)
+        try ownDrafterKeepsGreedy(m) { ctx, params, lookup in
+            try Speculator(mtp: ctx, params: params, lookup: lookup)
+        }
+        let withoutBlock = try Context(model: try Model(path: path), options: ContextOptions(nCtx: 64))
+        XCTAssertThrowsError(try Speculator(mtp: withoutBlock)) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .invalidArgument)
+        }
+    }
+
+    /// Gemma 4's assistant (KOLIBRI_TEST_ASSISTANT, for the KOLIBRI_TEST_MODEL_GEMMA4 file):
+    /// greedy output stays plain greedy's, alone and after prompt lookup; a model file is
+    /// refused as an assistant.
+    func testSpeculatorAssistant() throws {
+        let env = ProcessInfo.processInfo.environment
+        guard let targetPath = env["KOLIBRI_TEST_MODEL_GEMMA4"], let path = env["KOLIBRI_TEST_ASSISTANT"] else {
+            throw XCTSkip("KOLIBRI_TEST_MODEL_GEMMA4 or KOLIBRI_TEST_ASSISTANT is not set")
+        }
+        let m = try Model(path: targetPath)
+        let assistant = try Assistant(path: path, target: m)
+        try ownDrafterKeepsGreedy(m) { ctx, params, lookup in
+            try Speculator(assistant: assistant, target: ctx, params: params, lookup: lookup)
+        }
+        XCTAssertThrowsError(try Assistant(path: targetPath, target: m)) { error in
+            XCTAssertEqual((error as? KolibriError)?.status, .invalidArgument)
+        }
+    }
+
+    /// Speculators made by `make` on `m`, alone and after prompt lookup, draft and give plain
+    /// greedy's tokens.
+    private func ownDrafterKeepsGreedy(
+        _ m: Model, _ make: (Context, SpeculatorParams, Bool) throws -> Speculator
+    ) throws {
         let prompt = try m.tokenize("Once upon a time, in a small village", addSpecial: true, parseSpecial: false)
         let n = 32
         let plain = try Context(model: m, options: ContextOptions(nCtx: 256))
@@ -201,7 +233,7 @@ final class KolibriTests: XCTestCase {
             let sampler = try Sampler(params: .greedy)
             var params = SpeculatorParams()
             params.maxDraft = 4
-            let spec = try Speculator(mtp: ctx, params: params, lookup: lookup)
+            let spec = try make(ctx, params, lookup)
             try ctx.eval(prompt)
             try spec.prepare()
             var pending = try sampler.sample(ctx)
@@ -213,10 +245,6 @@ final class KolibriTests: XCTestCase {
             }
             XCTAssertEqual(Array(got.prefix(n)), want, "lookup \(lookup)")
             XCTAssertGreaterThan(try spec.stats().drafted, 0)
-        }
-        let withoutBlock = try Context(model: try Model(path: path), options: ContextOptions(nCtx: 64))
-        XCTAssertThrowsError(try Speculator(mtp: withoutBlock)) { error in
-            XCTAssertEqual((error as? KolibriError)?.status, .invalidArgument)
         }
     }
 

@@ -21,7 +21,8 @@ pub const USAGE: &str =
               [--reasoning-format auto|none] [--reasoning-budget N]
               [-ctk TYPE] [-ctv TYPE] [--no-mmap] [--mlock]
               [--context-shift [--keep N]] [--slot-save-path DIR] [--mem-budget SIZE | --fit]
-              [--lookup] [--draft MODEL | --spec mtp] [--draft-max 16] [--draft-p-min 0.5]
+              [--lookup] [--draft MODEL | --spec mtp | --draft-assistant FILE]
+              [--draft-max 16] [--draft-p-min 0.5]
               [--models-max 1] [--idle-unload 300] [-v] [--log-format text|json] [--log-disable]
               (a line per request on stderr: client, method, path, status, time, and a
               generation's prompt, cached and generated tokens, time to first token and
@@ -34,9 +35,10 @@ pub const USAGE: &str =
               older half of what follows its first N tokens each time the slot is full;
               --slot-save-path enables POST /slots/ID?action=save|restore|erase with
               {\"filename\": NAME}: a slot's tokens and KV cache to DIR/NAME and back;
-              --lookup, --draft and --spec mtp make each slot draft tokens, from its own and
-              earlier requests' text, from a small model of the same vocabulary, or from the
-              model's own multi-token-prediction block, that the shared forward pass checks:
+              --lookup, --draft, --spec mtp and --draft-assistant make each slot draft tokens,
+              from its own and earlier requests' text, from a small model of the same
+              vocabulary, from the model's own multi-token-prediction block or from a Gemma 4
+              model's assistant, that the shared forward pass checks:
               greedy output stays the same, only faster)
 ";
 
@@ -84,6 +86,7 @@ pub fn main(raw: &[String]) -> Result<(), String> {
             "--draft-p-min",
             "-md",
             "--draft",
+            "--draft-assistant",
             "--spec",
             "--spec-type",
             "--slot-save-path",
@@ -258,8 +261,9 @@ fn engine(path: &str, model_id: String, a: &Args) -> Result<Engine, String> {
     let n_slots: usize = a.parse_or(&["--parallel", "-np"], 4)?;
     let n_batch: usize = a.parse_or(&["-b", "--batch-size"], 512)?;
     let model = Arc::new(crate::load_model(path, a)?);
-    let speculation = speculation(a)?;
-    let draft = speculation.draft_model.as_deref();
+    let speculation = speculation(a, &model)?;
+    let draft =
+        (speculation.draft_model.as_deref()).or(speculation.assistant.as_ref().map(|a| &a.model));
     let (n_ctx, (type_k, type_v)) = match crate::budget_fit(a, &model, draft, n_slots, n_batch)? {
         Some(fit) => (fit.n_ctx, (fit.type_k, fit.type_v)),
         None => (
@@ -294,7 +298,14 @@ fn engine(path: &str, model_id: String, a: &Args) -> Result<Engine, String> {
 
 /// Without `-m`: the models of the local store, each loaded when a request names it.
 fn on_demand(a: &Arc<Args>) -> Result<(ModelPool, String), String> {
-    let one_model = ["--draft", "-md", "--alias", "--spec", "--spec-type"];
+    let one_model = [
+        "--draft",
+        "-md",
+        "--draft-assistant",
+        "--alias",
+        "--spec",
+        "--spec-type",
+    ];
     if let Some(flag) = one_model.iter().find(|f| a.get(&[f]).is_some()) {
         return Err(format!(
             "{flag} goes with -m (one model); without it, models load on demand by name"
@@ -358,11 +369,20 @@ fn thinking_options(a: &Args) -> Result<ThinkingOptions, String> {
         .map_err(|e| e.message.replace("reasoning_format", "--reasoning-format"))
 }
 
-/// `--lookup`, `--draft MODEL` or `--spec mtp`, `--draft-max N`, `--draft-p-min P`.
-fn speculation(a: &crate::args::Args) -> Result<Speculation, String> {
-    let draft_model = crate::speculate::load_draft(a)?;
+/// `--lookup`, `--draft MODEL`, `--draft-assistant FILE` or `--spec mtp`, `--draft-max N`,
+/// `--draft-p-min P`.
+fn speculation(
+    a: &crate::args::Args,
+    target: &kolibri::model::Model,
+) -> Result<Speculation, String> {
+    use crate::speculate::DraftModel;
+    let (draft_model, assistant) = match crate::speculate::load_draft(a, target)? {
+        Some(DraftModel::Model(m)) => (Some(m), None),
+        Some(DraftModel::Assistant(x)) => (None, Some(x)),
+        None => (None, None),
+    };
     let mtp = crate::speculate::wants_mtp(a)?;
-    if !a.has("--lookup") && draft_model.is_none() && !mtp {
+    if !a.has("--lookup") && draft_model.is_none() && assistant.is_none() && !mtp {
         return Ok(Speculation::default());
     }
     let max_draft = match a.parse_or(&["--draft-max"], 16usize)? {
@@ -379,5 +399,6 @@ fn speculation(a: &crate::args::Args) -> Result<Speculation, String> {
         draft_model,
         draft_p_min,
         mtp,
+        assistant,
     })
 }

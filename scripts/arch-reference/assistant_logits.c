@@ -1,0 +1,105 @@
+// Gemma 4's assistant drafter's log-probabilities through llama.cpp's C API, teacher-forced on
+// each prompt: the reference tests/mtp_reference.rs compares Kolibri's assistant against.
+// Built and run by scripts/record-mtp-reference.py against a llama.cpp build outside the
+// repository.
+//
+// usage: assistant_logits TARGET ASSISTANT FLASH_ATTN(0|1) TOP PROMPT...
+// For each prompt the target runs over its tokens, keeping each token's hidden state (the
+// output norm's result). Then, from the last token back to the second, the target's cache is
+// cut to the positions before token p and the assistant (a context sharing the target's KV
+// cache, as llama.cpp's draft-mtp sets it up) reads token p at position p paired with the
+// target's hidden state of token p - 1: what it sees when it drafts after token p - 1. Output
+// per prompt: "case", "prompt ID...", then per token from the second on "step ID LOGPROB ..."
+// (the TOP best of the assistant's prediction of the token after it, best first).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+#include "top_logprobs.h"
+
+#define MAX_TOKENS 512
+
+static struct llama_context_params params(int flash) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = MAX_TOKENS;
+    cp.n_batch = cp.n_ubatch = MAX_TOKENS;
+    cp.n_threads = cp.n_threads_batch = 2;
+    // Every position stays in the sliding layers' cache: cutting it back must not lose any.
+    cp.swa_full = true;
+    cp.flash_attn_type = flash ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    return cp;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s TARGET ASSISTANT FLASH_ATTN TOP PROMPT...\n", argv[0]);
+        return 2;
+    }
+    int flash = atoi(argv[3]), top = atoi(argv[4]);
+    if (top < 1 || top > 64) return 2;
+    llama_log_set(quiet, NULL);
+    llama_backend_init();
+    struct llama_model_params mp = llama_model_default_params();
+    struct llama_model *target_model = llama_model_load_from_file(argv[1], mp);
+    struct llama_model *assistant_model = llama_model_load_from_file(argv[2], mp);
+    if (!target_model || !assistant_model) return 1;
+    const struct llama_vocab *vocab = llama_model_get_vocab(target_model);
+    const int n_vocab = llama_vocab_n_tokens(vocab);
+    const int n_embd = llama_model_n_embd(target_model);
+    for (int c = 5; c < argc; c++) {
+        struct llama_context_params tp = params(flash);
+        tp.embeddings = true;  // the target's hidden states
+        struct llama_context *target = llama_init_from_model(target_model, tp);
+        if (!target) return 1;
+        struct llama_context_params ap = params(flash);
+        ap.ctx_other = target;
+        struct llama_context *assistant = llama_init_from_model(assistant_model, ap);
+        if (!assistant) return 1;
+        static llama_token tokens[MAX_TOKENS];
+        int n = llama_tokenize(vocab, argv[c], (int)strlen(argv[c]), tokens, MAX_TOKENS, true, true);
+        if (n <= 1) return 1;
+        printf("case\nprompt");
+        for (int i = 0; i < n; i++) printf(" %d", tokens[i]);
+        printf("\n");
+
+        static llama_pos pos[MAX_TOKENS];
+        static int32_t n_seq[MAX_TOKENS];
+        static llama_seq_id seq0 = 0;
+        static llama_seq_id *seqs[MAX_TOKENS];
+        static int8_t out[MAX_TOKENS];
+        for (int i = 0; i < n; i++) {
+            pos[i] = i;
+            n_seq[i] = 1;
+            seqs[i] = &seq0;
+            out[i] = 1;
+        }
+        struct llama_batch tb = {n, tokens, NULL, pos, n_seq, seqs, out};
+        if (llama_decode(target, tb) != 0) return 1;
+        float *hidden = calloc((size_t)n * (size_t)n_embd, sizeof(float));
+        for (int i = 0; i < n; i++) {
+            const float *h = llama_get_embeddings_ith(target, i);
+            if (!h) return 1;
+            memcpy(hidden + (size_t)i * (size_t)n_embd, h, sizeof(float) * (size_t)n_embd);
+        }
+        // From the back: each cut leaves the target's cache as it was before token p.
+        float *logits = calloc((size_t)n * (size_t)n_vocab, sizeof(float));
+        for (int p = n - 1; p >= 1; p--) {
+            if (!llama_memory_seq_rm(llama_get_memory(target), 0, p, -1)) return 1;
+            struct llama_batch ab = {1, &tokens[p], hidden + (size_t)(p - 1) * (size_t)n_embd,
+                                     &pos[p], &n_seq[p], &seqs[p], &out[p]};
+            if (llama_decode(assistant, ab) != 0) return 1;
+            memcpy(logits + (size_t)p * (size_t)n_vocab, llama_get_logits_ith(assistant, 0),
+                   sizeof(float) * (size_t)n_vocab);
+        }
+        for (int p = 1; p < n; p++) print_top(logits + (size_t)p * (size_t)n_vocab, n_vocab, top);
+        free(logits);
+        free(hidden);
+        llama_free(assistant);
+        llama_free(target);
+    }
+    llama_model_free(assistant_model);
+    llama_model_free(target_model);
+    return 0;
+}
