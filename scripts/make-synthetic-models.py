@@ -229,6 +229,32 @@ MODELS = {
                                    extra={"delta": (4, 16, 16, 128), "full_attn_interval": 4,
                                           "rope_dims": 64, "rope_sections": [11, 11, 10, 0],
                                           "mtp": 1, "agree": 0.9}),
+    # Gemma 4 agreeing with its assistant (below) as the Qwen3.5 pair above agrees with its
+    # block: layers that write nothing into the residual stream, a head mapping t to pi(t).
+    # The bench one is shaped like a 1B Gemma 4 (20 layers of 2048, five sliding to one
+    # global, FFN 6144).
+    "gemma4-agree-tiny": Spec("gemma4", "vocab:llama-spm", n_embd=128, n_layer=4, n_head=4,
+                              n_head_kv=2, head_dim=64, n_ff=256, seed=29,
+                              extra={"sliding_window": 8, "swa_pattern": [True, False] * 2,
+                                     "head_dim_swa": 32, "rope_base_swa": 10_000.0,
+                                     "post_norm_scale": 1.0, "final_softcap": 30.0,
+                                     "gemma4_rope_freqs": True, "agree": 0.9}),
+    # The same with the right token's logit at 5 (see `qwen35-mtp-agree-warm-tiny`).
+    "gemma4-agree-warm-tiny": Spec("gemma4", "vocab:llama-spm", n_embd=128, n_layer=4, n_head=4,
+                                   n_head_kv=2, head_dim=64, n_ff=256, seed=33,
+                                   extra={"sliding_window": 8, "swa_pattern": [True, False] * 2,
+                                          "head_dim_swa": 32, "rope_base_swa": 10_000.0,
+                                          "post_norm_scale": 1.0, "final_softcap": 30.0,
+                                          "gemma4_rope_freqs": True, "agree": 0.9,
+                                          "agree_logit": 5.0}),
+    "gemma4-agree-bench": Spec("gemma4", "vocab:llama-spm", n_embd=2048, n_layer=20, n_head=8,
+                               n_head_kv=2, head_dim=256, n_ff=6144, seed=30, default=False,
+                               fast_weights=True,
+                               extra={"sliding_window": 512,
+                                      "swa_pattern": [il % 6 != 5 for il in range(20)],
+                                      "head_dim_swa": 256, "rope_base_swa": 10_000.0,
+                                      "post_norm_scale": 1.0, "final_softcap": 30.0,
+                                      "gemma4_rope_freqs": True, "agree": 0.9}),
     # Qwen3.5-MoE: Qwen3.5's layers with 8 experts (top 2, softmax, renormalised) whose gate
     # and up matrices share one tensor, and a shared expert behind a sigmoid gate.
     "qwen35moe-tiny": Spec("qwen35moe", "vocab:qwen35", n_embd=128, n_layer=4, n_head=4,
@@ -370,6 +396,17 @@ ASSISTANTS = {
     # For gemma4-tiny (B 128): width 64, one sliding and one full layer, FFN 128.
     "gemma4-assistant-tiny": dict(target="gemma4-tiny", n_embd=64, pattern=[True, False],
                                   n_ff=128, seed=27),
+    # Agreeing with their targets ("agree"): they read only the next token's embedding
+    # (projected), write nothing into their residual stream, and their head maps it to
+    # pi(tau(t)), right 9 times in 10 (see `qwen35-mtp-agree-tiny`).
+    "gemma4-assistant-agree-tiny": dict(target="gemma4-agree-tiny", n_embd=64,
+                                        pattern=[True, False], n_ff=128, seed=31, agree=True),
+    "gemma4-assistant-agree-warm-tiny": dict(target="gemma4-agree-warm-tiny", n_embd=64,
+                                             pattern=[True, False], n_ff=128, seed=34,
+                                             agree=True),
+    "gemma4-assistant-agree-bench": dict(target="gemma4-agree-bench", n_embd=512,
+                                         pattern=[True, True, True, False], n_ff=2048, seed=32,
+                                         agree=True, default=False),
 }
 
 
@@ -466,17 +503,23 @@ class Agreement:
     pi(t), the block's maps x to pi(tau(x)); rows scaled so the right token's logit is about
     `agree_logit` (12) and the others' about N(0, that / sqrt(n_embd))."""
 
-    def __init__(self, s: Spec, embd: np.ndarray, ordinary: np.ndarray):
+    def __init__(self, s: Spec, embd: np.ndarray, ordinary: np.ndarray, embd_std: float = 1.0):
         rng = np.random.default_rng(s.seed)
         pi = rng.permutation(ordinary)
         self.head = np.zeros_like(embd)
-        self.head[pi] = embd[ordinary] * (s.extra.get("agree_logit", 12.0) / s.n_embd)
+        scale = s.extra.get("agree_logit", 12.0) / (s.n_embd * embd_std)
+        self.head[pi] = embd[ordinary] * scale
         # tau swaps pairs of 1 - rate of the ordinary tokens: those drafts are wrong.
         n_swapped = int(round((1.0 - s.extra["agree"]) * len(ordinary))) // 2 * 2
         swapped = rng.choice(len(ordinary), n_swapped, replace=False)
         a, b = pi[swapped[0::2]], pi[swapped[1::2]]
         self.draft_head = self.head.copy()
         self.draft_head[a], self.draft_head[b] = self.head[b], self.head[a]
+        # Per ordinary token t (self.ordinary), what a drafter reading t should predict.
+        self.ordinary = ordinary
+        self.draft_target = pi.copy()
+        i, j = swapped[0::2], swapped[1::2]
+        self.draft_target[i], self.draft_target[j] = pi[j], pi[i]
 
 
 def ordinary_tokens(source: Path) -> np.ndarray:
@@ -861,6 +904,12 @@ def long_rope_factors(s: Spec) -> dict:
             "rope_factors_short.weight": (1.0 + 0.1 * x).astype(np.float32)}
 
 
+def embedding_std(s: Spec) -> float:
+    """The token embeddings' spread: unit variance, or unit rms once scaled by sqrt(n_embd)
+    where the architecture scales them (Gemma)."""
+    return 1.0 / np.sqrt(s.n_embd) if s.arch.startswith("gemma") else 1.0
+
+
 def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
     """Writes model `name` as architecture `a` (its own, or its reference twin's); with
     `split_max_tensors`, in parts as gguf-py splits (the same weights): `out` is then a folder
@@ -880,12 +929,12 @@ def build(name: str, out: Path, a: str, split_max_tensors: int = 0) -> None:
     # architecture scales them by sqrt(n_embd) (Gemma): there they enter at unit rms. A tied
     # head's rows keep that variance, so the final norm scales the hidden state to 4 / their
     # norm.
-    embd_std = 1.0 / np.sqrt(s.n_embd) if s.arch.startswith("gemma") else 1.0
+    embd_std = embedding_std(s)
     embd = uniform(s, "token_embd", (n_vocab, s.n_embd), embd_std)
     add_matrix(w, "token_embd.weight", embd, s.embd_type or s.matrix_type)
     agreement = None
     if "agree" in s.extra:
-        agreement = Agreement(s, embd, ordinary_tokens(tokenizer_source(s)))
+        agreement = Agreement(s, embd, ordinary_tokens(tokenizer_source(s)), embd_std)
     head_scale = 4.0 / (embd_std * np.sqrt(s.n_embd)) if s.tied_output else 1.0
     # LFM2's converter names the final norm token_embd_norm.
     output_norm = "token_embd_norm.weight" if s.arch.startswith("lfm2") else "output_norm.weight"
@@ -933,9 +982,12 @@ def build_assistant(name: str, out: Path) -> None:
     t = MODELS[spec["target"]]
     d, b, pattern = spec["n_embd"], t.n_embd, spec["pattern"]
     # The target's weights' conventions (uniform(), norms) with the assistant's own seed.
+    extra = {"head_dim_swa": t.extra.get("head_dim_swa")}
+    if spec.get("agree"):
+        extra["agree"] = t.extra["agree"]
     s = Spec(t.arch, t.tokenizer_from, n_embd=d, n_layer=len(pattern), n_head=t.n_head,
              n_head_kv=t.n_head_kv, head_dim=t.head_dim, n_ff=spec["n_ff"], seed=spec["seed"],
-             rope_base=t.rope_base, extra={"head_dim_swa": t.extra.get("head_dim_swa")})
+             rope_base=t.rope_base, fast_weights=t.fast_weights, extra=extra)
     a = "gemma4-assistant"
     tmp = out.with_suffix(".partial")
     w = gguf.GGUFWriter(tmp, a)
@@ -960,10 +1012,25 @@ def build_assistant(name: str, out: Path) -> None:
     w.add_uint32(f"{a}.rope.dimension_count", t.head_dim)
     w.add_uint32(f"{a}.rope.dimension_count_swa", swa_dim)
     n_vocab = copy_tokenizer(w, tokenizer_source(t))
-    # The head: logits of a few nat for unit-rms inputs.
-    add_linear(w, s, "token_embd.weight", n_vocab, d, out_std=4.0)
-    add_norm(w, s, "output_norm.weight", d)
-    add_linear(w, s, "nextn.pre_projection.weight", d, 2 * b)
+    if spec.get("agree"):
+        # It reads the target's embedding of t (unit rms once scaled) through P alone, and
+        # its head maps P·e(t) (normed) to the token the target's drafter should draft.
+        target_embd = uniform(t, "token_embd", (n_vocab, b), embedding_std(t)) * np.sqrt(b)
+        agreement = Agreement(t, target_embd, ordinary_tokens(tokenizer_source(t)))
+        proj = uniform(s, "nextn.pre_projection.weight", (d, b), 1.0 / np.sqrt(b))
+        seen = target_embd[agreement.ordinary] @ proj.T
+        seen /= np.sqrt((seen * seen).mean(axis=1, keepdims=True))
+        head = np.zeros((n_vocab, d), np.float32)
+        head[agreement.draft_target] = seen * (12.0 / d)
+        add_matrix(w, "token_embd.weight", head, s.matrix_type)
+        add_norm(w, s, "output_norm.weight", d)
+        pre = np.concatenate([proj, np.zeros((d, b), np.float32)], 1)
+        add_matrix(w, "nextn.pre_projection.weight", pre, s.matrix_type)
+    else:
+        # The head: logits of a few nat for unit-rms inputs.
+        add_linear(w, s, "token_embd.weight", n_vocab, d, out_std=4.0)
+        add_norm(w, s, "output_norm.weight", d)
+        add_linear(w, s, "nextn.pre_projection.weight", d, 2 * b)
     add_linear(w, s, "nextn.post_projection.weight", b, d)
     pairs = t.head_dim // 2
     freqs = [1.0] * (pairs // 4) + [4.0] * (pairs // 4) + [1e30] * (pairs - pairs // 2)
@@ -1072,8 +1139,9 @@ def main() -> None:
     if not args.only:
         for name in SPLIT_MODELS:
             print(split_path_of(name))
-        for name in ASSISTANTS:
-            print(assistant_path_of(name))
+        for name, spec in ASSISTANTS.items():
+            if spec.get("default", True):
+                print(assistant_path_of(name))
 
 
 if __name__ == "__main__":

@@ -303,6 +303,31 @@ fn verified_tokens_keep_the_target_distribution_with_the_models_own_block() {
         ..Default::default()
     };
     let model = Arc::new(Model::load_with(&path, &mut options).unwrap());
+    own_drafter_keeps_the_distribution(&model, |ctx| MtpDrafter::new(ctx).unwrap());
+}
+
+/// The same with Gemma 4's assistant, on a pair built the same way.
+#[test]
+fn verified_tokens_keep_the_target_distribution_with_the_assistant() {
+    use kolibri::model::{Assistant, LoadOptions};
+    use kolibri::speculative::MtpDrafter;
+
+    let target = common::synthetic::synthetic_path("gemma4-agree-warm-tiny");
+    let model = Arc::new(Model::load(&target).unwrap());
+    let path = common::synthetic::synthetic_path("gemma4-assistant-agree-warm-tiny");
+    let assistant = Assistant::load(&path, &model, &mut LoadOptions::default()).unwrap();
+    let assistant = Arc::new(assistant);
+    own_drafter_keeps_the_distribution(&model, |ctx| {
+        MtpDrafter::with_assistant(ctx, Arc::clone(&assistant)).unwrap()
+    });
+}
+
+/// The chi-square check of a model's own drafter (made by `drafter` on a fresh context),
+/// after a prompt whose next token it drafts right.
+fn own_drafter_keeps_the_distribution(
+    model: &Arc<Model>,
+    drafter: impl Fn(&mut Context) -> kolibri::speculative::MtpDrafter,
+) {
     // The 40 likeliest tokens, none cut by top-p or min-p: the draft has about 0.7 of it.
     let params = |seed| SamplerParams {
         temperature: 0.8,
@@ -311,11 +336,11 @@ fn verified_tokens_keep_the_target_distribution_with_the_models_own_block() {
         seed,
         ..SamplerParams::default()
     };
-    // A prompt whose next token is one the block drafts right (9 in 10 are): its draft is
+    // A prompt whose next token is one the drafter drafts right (9 in 10 are): its draft is
     // then the target's likeliest token.
-    let block_draft = |prompt: &[u32], pending: u32| {
-        let mut ctx = context(&model);
-        let mut drafter = MtpDrafter::new(&mut ctx).unwrap();
+    let first_draft = |prompt: &[u32], pending: u32| {
+        let mut ctx = context(model);
+        let mut drafter = drafter(&mut ctx);
         ctx.eval(prompt, Logits::Last).unwrap();
         drafter.prepare_on_target(&mut ctx, 0).unwrap();
         let history: Vec<u32> = prompt.iter().copied().chain([pending]).collect();
@@ -331,14 +356,14 @@ fn verified_tokens_keep_the_target_distribution_with_the_models_own_block() {
         .find_map(|word| {
             let text = format!("Once upon a {word}");
             let prompt = model.tokenizer.encode(&text, true, true);
-            let mut ctx = context(&model);
+            let mut ctx = context(model);
             let first = ctx.eval(&prompt, Logits::Last).unwrap();
             let pending = kolibri::sampling::argmax(&first);
             let logits = ctx.eval(&[pending], Logits::Last).unwrap();
             let top = kolibri::sampling::argmax(&logits);
-            (block_draft(&prompt, pending) == top).then_some((prompt, pending, logits))
+            (first_draft(&prompt, pending) == top).then_some((prompt, pending, logits))
         })
-        .expect("a prompt whose next token the block drafts right");
+        .expect("a prompt whose next token the drafter drafts right");
     let cands = Sampler::new(params(0))
         .unwrap()
         .candidates(&logits)
@@ -350,8 +375,8 @@ fn verified_tokens_keep_the_target_distribution_with_the_models_own_block() {
     let n_seeds = 3000u64;
     let (mut counts, mut drafted, mut accepted) = (vec![0u64; ids.len()], 0, 0);
     for seed in 0..n_seeds {
-        let mut ctx = context(&model);
-        let mut drafter = MtpDrafter::new(&mut ctx).unwrap();
+        let mut ctx = context(model);
+        let mut drafter = drafter(&mut ctx);
         ctx.eval(&prompt, Logits::Last).unwrap();
         drafter.prepare_on_target(&mut ctx, 0).unwrap();
         let mut speculator = Speculator::new(&drafter, 4);

@@ -1253,25 +1253,30 @@ def mtp_speculation(binary):
 @check("speculation: Gemma 4's assistant drafts for 4 slots and keeps greedy output; a wrong "
        "target, refused")
 def assistant_speculation(binary):
-    """The synthetic Gemma 4 model served with 4 slots plainly, with --draft-assistant, with
+    """The synthetic Gemma 4 models served with 4 slots plainly, with --draft-assistant, with
     llama.cpp's spelling (-md FILE --spec-type draft-mtp) and with --lookup too: the same
-    greedy text for four requests at once, drafts made. The assistant beside a model of
-    another architecture is refused at start."""
+    greedy text for four requests at once, drafts made; the agreeing pair's mostly accepted
+    (its assistant drafts right 9 times in 10). The assistant beside a model of another
+    architecture is refused at start."""
     prompts = ["Once upon a time", "The capital of France is", "fn main() {",
                "One, two, three, four, five"]
-    path, assistant, texts = synthetic_model("gemma4-tiny"), synthetic_model(
-        "gemma4-assistant-tiny"), {}
-    for kind, extra in [("plain", []), ("assistant", ["--draft-assistant", assistant]),
-                        ("-md", ["-md", assistant, "--spec-type", "draft-mtp"]),
-                        ("assistant+lookup", ["--draft-assistant", assistant, "--lookup"])]:
-        s = Server(binary, path, "--parallel", "4", "-c", "256", *extra, key=KEY)
-        try:
-            texts[kind] = greedy_texts(s, prompts, 32)
-            drafted = s.metric("drafted_tokens_total")
-            assert (drafted > 0) == (kind != "plain"), (kind, drafted)
-        finally:
-            assert s.stop() == 0
-        assert texts[kind] == texts["plain"], (kind, texts[kind], texts["plain"])
+    for target, assistant in [("gemma4-tiny", "gemma4-assistant-tiny"),
+                              ("gemma4-agree-tiny", "gemma4-assistant-agree-tiny")]:
+        path, assistant, texts = synthetic_model(target), synthetic_model(assistant), {}
+        for kind, extra in [("plain", []), ("assistant", ["--draft-assistant", assistant]),
+                            ("-md", ["-md", assistant, "--spec-type", "draft-mtp"]),
+                            ("assistant+lookup", ["--draft-assistant", assistant, "--lookup"])]:
+            s = Server(binary, path, "--parallel", "4", "-c", "256", *extra, key=KEY)
+            try:
+                texts[kind] = greedy_texts(s, prompts, 32)
+                drafted = s.metric("drafted_tokens_total")
+                accepted = s.metric("accepted_tokens_total")
+                assert (drafted > 0) == (kind != "plain"), (target, kind, drafted)
+                if target.endswith("agree-tiny") and kind != "plain":
+                    assert accepted > drafted / 2, (target, kind, accepted, drafted)
+            finally:
+                assert s.stop() == 0
+            assert texts[kind] == texts["plain"], (target, kind, texts[kind], texts["plain"])
     try:
         Server(binary, synthetic_model("qwen3-tiny"), "--parallel", "1", "--draft-assistant",
                assistant, key=KEY).stop()
