@@ -10,8 +10,9 @@
 //! `h` is the target's hidden state (after its output norm) of the token before t, or for a
 //! chained draft the assistant's `h'` of the draft before; every draft of one step sits at the
 //! same position, since the target's cache does not grow while drafting (as llama.cpp's
-//! draft-mtp runs it). The file's centroid-masked head (a subset of the vocabulary scored) is
-//! not used: the whole vocabulary is, as llama.cpp 0c1e57098 does.
+//! draft-mtp runs it). The head scores the whole vocabulary: Hugging Face's E2B/E4B assistants
+//! also have a centroid-masked head (`masked_embedding.*`, scoring a subset), which llama.cpp's
+//! converter (0c1e57098) leaves out of the GGUF, and its runtime would not read it either.
 
 use std::path::Path;
 
