@@ -95,28 +95,23 @@ impl MtpSequences {
         }
     }
 
-    /// One pass of the drafter over `tokens`, each paired with its row of `hidden`.
-    fn pass(
+    /// A drafting pass over `tokens`, each paired with its row of `hidden`.
+    fn draft_pass(
         &self,
         target: &mut Context,
         tokens: &[MtpToken],
         hidden: &[f32],
-        need: MtpNeed,
     ) -> Result<MtpOutput, ModelError> {
         match &self.drafter {
-            OwnDrafter::Block => target.mtp_batch(tokens, hidden, need),
-            // It keeps no rows: nothing to catch up on.
-            OwnDrafter::Assistant(_) if need == MtpNeed::CacheRows => Ok(MtpOutput {
-                logits: Vec::new(),
-                hidden: Vec::new(),
-            }),
+            OwnDrafter::Block => target.mtp_batch(tokens, hidden, MtpNeed::Drafts),
             OwnDrafter::Assistant(a) => target.assistant_batch(a, tokens, hidden),
         }
     }
 
-    /// Whether each draft of a step sits one position after the one before (the block, which
-    /// writes its rows there), or all at the position after the sequence (the assistant).
-    fn drafts_advance(&self) -> bool {
+    /// Whether the drafter keeps KV rows of its own (the block): it catches up on every token
+    /// kept, and each draft of a step sits one position after the one before. The assistant
+    /// reads the target's rows: all drafts of a step sit at the position after the sequence.
+    fn keeps_rows(&self) -> bool {
         matches!(self.drafter, OwnDrafter::Block)
     }
 
@@ -147,8 +142,9 @@ impl MtpSequences {
 
     /// Writes the block's rows of `runs` (tokens the target's last decode evaluated), token t
     /// paired with the hidden state of the token before it; each run's last hidden state
-    /// becomes its sequence's. A run from position 0 pairs its first token with zeros. On
-    /// error the runs' sequences forget their hidden state.
+    /// becomes its sequence's (all the assistant, which keeps no rows, needs). A run from
+    /// position 0 pairs its first token with zeros. On error the runs' sequences forget their
+    /// hidden state.
     pub fn catch_up(&mut self, target: &mut Context, runs: &[MtpRun]) -> Result<(), ModelError> {
         let e = self.n_embd;
         let evaluated = target.last_hidden();
@@ -170,6 +166,10 @@ impl MtpSequences {
                 (0, _) => Some(vec![0.0; e]),
                 (_, known) => known,
             };
+            last.push((run.seq, hidden[(run.len - 1) * e..].to_vec()));
+            if !self.keeps_rows() {
+                continue;
+            }
             // Token t reads the hidden state of token t - 1.
             let skip = usize::from(before.is_none());
             if let Some(before) = before {
@@ -181,13 +181,12 @@ impl MtpSequences {
                 seq: run.seq,
                 pos: run.first_pos + t,
             }));
-            last.push((run.seq, hidden[(run.len - 1) * e..].to_vec()));
         }
         for (chunk, rows) in places
             .chunks(CATCH_UP_CHUNK)
             .zip(paired.chunks(CATCH_UP_CHUNK * e))
         {
-            self.pass(target, chunk, rows, MtpNeed::CacheRows)?;
+            target.mtp_batch(chunk, rows, MtpNeed::CacheRows)?;
         }
         for (seq, hidden) in last {
             self.last_hidden[seq] = Some(hidden);
@@ -222,7 +221,7 @@ impl MtpSequences {
             }
         }
         let n_vocab = target.model().hparams.n_vocab;
-        let advance = self.drafts_advance();
+        let advance = self.keeps_rows();
         while !active.is_empty() {
             let places: Vec<MtpToken> = (active.iter())
                 .map(|&(i, end, token, _)| MtpToken {
@@ -232,7 +231,7 @@ impl MtpSequences {
                 })
                 .collect();
             let hidden: Vec<f32> = active.iter().flat_map(|a| a.3.iter().copied()).collect();
-            let out = self.pass(target, &places, &hidden, MtpNeed::Drafts);
+            let out = self.draft_pass(target, &places, &hidden);
             let out = out.inspect_err(|_| requests.iter_mut().for_each(|r| r.drafts.clear()))?;
             self.timed.0 += 1;
             let mut next = Vec::with_capacity(active.len());
