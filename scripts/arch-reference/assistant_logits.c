@@ -17,9 +17,10 @@
 #include <string.h>
 
 #include "llama.h"
-#include "top_logprobs.h"
 
 #define MAX_TOKENS 512
+#include "top_logprobs.h"
+
 
 static struct llama_context_params params(int flash) {
     struct llama_context_params cp = llama_context_default_params();
@@ -57,43 +58,26 @@ int main(int argc, char **argv) {
         ap.ctx_other = target;
         struct llama_context *assistant = llama_init_from_model(assistant_model, ap);
         if (!assistant) return 1;
-        static llama_token tokens[MAX_TOKENS];
-        int n = llama_tokenize(vocab, argv[c], (int)strlen(argv[c]), tokens, MAX_TOKENS, true, true);
+        static struct prompt p;
+        int n = begin_case(vocab, argv[c], &p);
         if (n <= 1) return 1;
-        printf("case\nprompt");
-        for (int i = 0; i < n; i++) printf(" %d", tokens[i]);
-        printf("\n");
-
-        static llama_pos pos[MAX_TOKENS];
-        static int32_t n_seq[MAX_TOKENS];
-        static llama_seq_id seq0 = 0;
-        static llama_seq_id *seqs[MAX_TOKENS];
-        static int8_t out[MAX_TOKENS];
-        for (int i = 0; i < n; i++) {
-            pos[i] = i;
-            n_seq[i] = 1;
-            seqs[i] = &seq0;
-            out[i] = 1;
-        }
-        struct llama_batch tb = {n, tokens, NULL, pos, n_seq, seqs, out};
-        if (llama_decode(target, tb) != 0) return 1;
+        if (llama_decode(target, prompt_batch(&p, 0, n, NULL)) != 0) return 1;
         float *hidden = calloc((size_t)n * (size_t)n_embd, sizeof(float));
         for (int i = 0; i < n; i++) {
             const float *h = llama_get_embeddings_ith(target, i);
             if (!h) return 1;
             memcpy(hidden + (size_t)i * (size_t)n_embd, h, sizeof(float) * (size_t)n_embd);
         }
-        // From the back: each cut leaves the target's cache as it was before token p.
+        // From the back: each cut leaves the target's cache as it was before token i.
         float *logits = calloc((size_t)n * (size_t)n_vocab, sizeof(float));
-        for (int p = n - 1; p >= 1; p--) {
-            if (!llama_memory_seq_rm(llama_get_memory(target), 0, p, -1)) return 1;
-            struct llama_batch ab = {1, &tokens[p], hidden + (size_t)(p - 1) * (size_t)n_embd,
-                                     &pos[p], &n_seq[p], &seqs[p], &out[p]};
-            if (llama_decode(assistant, ab) != 0) return 1;
-            memcpy(logits + (size_t)p * (size_t)n_vocab, llama_get_logits_ith(assistant, 0),
+        for (int i = n - 1; i >= 1; i--) {
+            if (!llama_memory_seq_rm(llama_get_memory(target), 0, i, -1)) return 1;
+            float *h = hidden + (size_t)(i - 1) * (size_t)n_embd;
+            if (llama_decode(assistant, prompt_batch(&p, i, 1, h)) != 0) return 1;
+            memcpy(logits + (size_t)i * (size_t)n_vocab, llama_get_logits_ith(assistant, 0),
                    sizeof(float) * (size_t)n_vocab);
         }
-        for (int p = 1; p < n; p++) print_top(logits + (size_t)p * (size_t)n_vocab, n_vocab, top);
+        for (int i = 1; i < n; i++) print_top(logits + (size_t)i * (size_t)n_vocab, n_vocab, top);
         free(logits);
         free(hidden);
         llama_free(assistant);

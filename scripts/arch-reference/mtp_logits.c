@@ -16,9 +16,10 @@
 #include <string.h>
 
 #include "llama.h"
-#include "top_logprobs.h"
 
 #define MAX_TOKENS 512
+#include "top_logprobs.h"
+
 
 static struct llama_context *context(struct llama_model *model, int flash, int mtp) {
     struct llama_context_params cp = llama_context_default_params();
@@ -51,26 +52,10 @@ int main(int argc, char **argv) {
         struct llama_context *target = context(model, flash, 0);
         struct llama_context *mtp = context(model, flash, 1);
         if (!target || !mtp) return 1;
-        static llama_token tokens[MAX_TOKENS];
-        int n = llama_tokenize(vocab, argv[c], (int)strlen(argv[c]), tokens, MAX_TOKENS, true, true);
+        static struct prompt p;
+        int n = begin_case(vocab, argv[c], &p);
         if (n <= 0) return 1;
-        printf("case\nprompt");
-        for (int i = 0; i < n; i++) printf(" %d", tokens[i]);
-        printf("\n");
-
-        static llama_pos pos[MAX_TOKENS];
-        static int32_t n_seq[MAX_TOKENS];
-        static llama_seq_id seq0 = 0;
-        static llama_seq_id *seqs[MAX_TOKENS];
-        static int8_t out[MAX_TOKENS];
-        for (int i = 0; i < n; i++) {
-            pos[i] = i;
-            n_seq[i] = 1;
-            seqs[i] = &seq0;
-            out[i] = 1;
-        }
-        struct llama_batch tb = {n, tokens, NULL, pos, n_seq, seqs, out};
-        if (llama_decode(target, tb) != 0) return 1;
+        if (llama_decode(target, prompt_batch(&p, 0, n, NULL)) != 0) return 1;
         // Token p reads the hidden state of token p - 1.
         float *hidden = calloc((size_t)n * (size_t)n_embd, sizeof(float));
         for (int i = 1; i < n; i++) {
@@ -78,8 +63,7 @@ int main(int argc, char **argv) {
             if (!h) return 1;
             memcpy(hidden + (size_t)i * (size_t)n_embd, h, sizeof(float) * (size_t)n_embd);
         }
-        struct llama_batch mb = {n, tokens, hidden, pos, n_seq, seqs, out};
-        if (llama_decode(mtp, mb) != 0) return 1;
+        if (llama_decode(mtp, prompt_batch(&p, 0, n, hidden)) != 0) return 1;
         for (int i = 0; i < n; i++) print_top(llama_get_logits_ith(mtp, i), n_vocab, top);
         free(hidden);
         llama_free(mtp);
