@@ -40,11 +40,12 @@ pub fn main(a: &Args, threads: &[usize], reps: usize, n_gen: usize) -> Result<()
     let tokens = model.tokenizer.encode(&prompt, true, false);
     let n_ctx = tokens.len() + n_gen + 64;
     let assistant = matches!(draft, Some(crate::speculate::DraftModel::Assistant(_)));
+    let mtp = crate::speculate::wants_mtp(a)?;
     let mode = match (&draft, a.has("--lookup")) {
         _ if assistant && a.has("--lookup") => "assistant+lookup",
         _ if assistant => "assistant",
-        _ if crate::speculate::wants_mtp(a)? && a.has("--lookup") => "mtp+lookup",
-        _ if crate::speculate::wants_mtp(a)? => "mtp",
+        _ if mtp && a.has("--lookup") => "mtp+lookup",
+        _ if mtp => "mtp",
         (Some(_), true) => "draft+lookup",
         (Some(_), false) => "draft",
         _ => "lookup",
